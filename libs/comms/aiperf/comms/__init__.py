@@ -1,0 +1,23 @@
+"""ZMQ channel wrappers of aiperf: typed codecs, ROUTER/DEALER, PUSH/PULL, the event bus.
+
+Imports `aiperf.messages` only among first-party packages.
+"""
+
+from aiperf.comms.addressing import CONTROLLER_HOST_ENV, Addressing, Channel
+from aiperf.comms.codec import BadMessage, Codec
+from aiperf.comms.probe import probe_return_channel
+from aiperf.comms.pubsub import EventBusProxy, Publisher, Subscriber
+from aiperf.comms.requests import AskTimeout, PendingReplies
+from aiperf.comms.sockets import (
+    DealerSocket,
+    PeerUnreachable,
+    PullSocket,
+    PushSocket,
+    RouterSocket,
+)
+
+__all__ = [
+    "CONTROLLER_HOST_ENV", "Addressing", "AskTimeout", "BadMessage", "Channel", "Codec",
+    "DealerSocket", "EventBusProxy", "PeerUnreachable", "PendingReplies", "Publisher",
+    "PullSocket", "PushSocket", "RouterSocket", "Subscriber", "probe_return_channel",
+]

@@ -1,0 +1,116 @@
+"""The event bus: PUB -> XSUB/XPUB proxy -> SUB. Frames: [topic, payload].
+
+Broadcasts are best effort (a subscriber that joins late misses earlier events).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import anyio
+import zmq
+import zmq.asyncio
+from anyio.abc import TaskStatus
+
+from aiperf.comms.codec import Codec
+from aiperf.comms.sockets import DEFAULT_HWM, _Managed, _Socket
+from aiperf.messages import Event, topic_of
+
+
+class Publisher(_Managed):
+    """PUB connected to the proxy's frontend (XSUB)."""
+
+    def __init__(self, ctx: zmq.asyncio.Context, *, connect: Sequence[str],
+                 hwm: int = DEFAULT_HWM) -> None:
+        self.codec: Codec[Event] = Codec(Event, channel="event_bus")
+        self._s = _Socket(ctx, zmq.PUB, channel="event_bus", connect=connect, linger_ms=1_000,
+                          options={zmq.SNDHWM: hwm})
+
+    async def publish(self, event: Event) -> None:
+        """Broadcast `event` under its topic (its tag)."""
+        await self._s.sock.send_multipart((topic_of(event), self.codec.encode(event)))
+
+
+class Subscriber(_Managed):
+    """SUB connected to the proxy's backend (XPUB), subscribed to `topics` (empty: all)."""
+
+    def __init__(self, ctx: zmq.asyncio.Context, *, connect: Sequence[str],
+                 topics: Sequence[bytes] = (b"",), hwm: int = DEFAULT_HWM) -> None:
+        self.codec: Codec[Event] = Codec(Event, channel="event_bus")
+        options: dict[int, int | bytes] = {zmq.RCVHWM: hwm}
+        self._s = _Socket(ctx, zmq.SUB, channel="event_bus", connect=connect, options=options)
+        self._topics = list(topics)
+
+    async def __aenter__(self) -> Subscriber:
+        sock = self._s.open()
+        for topic in self._topics:
+            sock.setsockopt(zmq.SUBSCRIBE, topic)
+        return self
+
+    async def recv(self) -> Event:
+        """Next event of a subscribed topic."""
+        _topic, payload = await self._s.sock.recv_multipart()
+        return self.codec.decode(payload)
+
+
+class EventBusProxy:
+    """XSUB (frontend, publishers connect) <-> XPUB (backend, subscribers connect).
+
+    Runs `zmq.proxy_steerable` in a worker thread and stops it through its control socket
+    (TERMINATE) when the calling task is cancelled; the thread is never abandoned.
+    """
+
+    def __init__(self, ctx: zmq.asyncio.Context, *, frontend: Sequence[str],
+                 backend: Sequence[str], hwm: int = DEFAULT_HWM) -> None:
+        self._ctx = zmq.Context.shadow(ctx.underlying)
+        self._frontend, self._backend, self._hwm = list(frontend), list(backend), hwm
+        self._control = f"inproc://event-bus-proxy-{uuid.uuid4().hex}"
+        self.bound_frontend: list[str] = []
+        self.bound_backend: list[str] = []
+
+    def _open(self) -> tuple[zmq.Socket[bytes], zmq.Socket[bytes], zmq.Socket[bytes]]:
+        xsub, xpub, ctl = (self._ctx.socket(zmq.XSUB), self._ctx.socket(zmq.XPUB),
+                           self._ctx.socket(zmq.PAIR))
+        try:
+            for sock in (xsub, xpub, ctl):
+                sock.setsockopt(zmq.LINGER, 0)
+            xsub.setsockopt(zmq.RCVHWM, self._hwm)
+            xpub.setsockopt(zmq.SNDHWM, self._hwm)
+            for endpoint in self._frontend:
+                xsub.bind(endpoint)
+                self.bound_frontend.append(xsub.getsockopt_string(zmq.LAST_ENDPOINT))
+            for endpoint in self._backend:
+                xpub.bind(endpoint)
+                self.bound_backend.append(xpub.getsockopt_string(zmq.LAST_ENDPOINT))
+            ctl.bind(self._control)
+        except BaseException:
+            for sock in (xsub, xpub, ctl):
+                sock.close()
+            raise
+        return xsub, xpub, ctl
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Bind, report started, proxy until cancelled, then stop the thread and close."""
+        xsub, xpub, ctl = self._open()
+        stopper = self._ctx.socket(zmq.PAIR)
+        stopper.setsockopt(zmq.LINGER, 0)
+        stopper.connect(self._control)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._proxy_thread, xsub, xpub, ctl)
+                task_status.started()
+                try:
+                    await anyio.sleep_forever()
+                finally:
+                    stopper.send(b"TERMINATE")
+        finally:
+            stopper.close()
+            for sock in (xsub, xpub, ctl):
+                sock.close()
+
+    @staticmethod
+    async def _proxy_thread(xsub: zmq.Socket[bytes], xpub: zmq.Socket[bytes],
+                            ctl: zmq.Socket[bytes]) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(zmq.proxy_steerable, xsub, xpub, None, ctl)

@@ -1,0 +1,211 @@
+"""Async-context-managed ZMQ sockets, one typed codec each.
+
+Every socket option is set before the first bind/connect. Each wrapper closes its socket on
+every exit path. The ZMQ context is created by the caller (`main.py`) and passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
+
+import anyio
+import zmq
+import zmq.asyncio
+
+from aiperf.comms.codec import Codec
+
+In = TypeVar("In")
+
+DEFAULT_HWM = 100_000
+"""High-water mark of data sockets: deep enough never to drop or block in a normal run."""
+
+
+class PeerUnreachable(Exception):
+    """A targeted send named a peer the ROUTER does not know (departed or never connected)."""
+
+    def __init__(self, peer: bytes, channel: str) -> None:
+        self.peer, self.channel = peer, channel
+        super().__init__(f"peer {peer.decode(errors='replace')!r} unreachable on {channel}")
+
+
+class _Socket:
+    """Shared lifecycle: create, set options, bind/connect, close. Composition helper."""
+
+    def __init__(self, ctx: zmq.asyncio.Context, kind: int, *, channel: str,
+                 options: dict[int, int | bytes], bind: Sequence[str] = (),
+                 connect: Sequence[str] = (), linger_ms: int = 0) -> None:
+        self.channel = channel
+        self._ctx, self._kind, self._options = ctx, kind, dict(options)
+        self._bind, self._connect = list(bind), list(connect)
+        self._options.setdefault(zmq.LINGER, linger_ms)
+        self._sock: zmq.asyncio.Socket | None = None
+        self._sync: zmq.Socket[bytes] | None = None
+        self.bound: list[str] = []
+
+    def open(self) -> zmq.asyncio.Socket:
+        """Create the socket, set every option, then bind and connect. Idempotent."""
+        if self._sock is not None:
+            return self._sock
+        sock = self._ctx.socket(self._kind)
+        try:
+            for option, value in self._options.items():
+                sock.setsockopt(option, value)
+            for endpoint in self._bind:
+                sock.bind(endpoint)
+                self.bound.append(sock.getsockopt_string(zmq.LAST_ENDPOINT))
+            for endpoint in self._connect:
+                sock.connect(endpoint)
+        except BaseException:
+            sock.close(linger=0)
+            raise
+        self._sock = sock
+        # zmq.asyncio reports NOBLOCK failures through a future; a shadow socket raises them.
+        self._sync = zmq.Socket.shadow(sock.underlying)
+        return sock
+
+    def close(self) -> None:
+        """Close the socket (its LINGER decides how long unsent messages may take)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = self._sync = None
+
+    @property
+    def sock(self) -> zmq.asyncio.Socket:
+        if self._sock is None:
+            raise RuntimeError(f"{self.channel} socket used outside its context")
+        return self._sock
+
+    @property
+    def sync(self) -> zmq.Socket[bytes]:
+        """A blocking view of the same socket, for NOBLOCK calls that must raise at once."""
+        if self._sync is None:
+            raise RuntimeError(f"{self.channel} socket used outside its context")
+        return self._sync
+
+
+class _Managed:
+    """Async context manager support for the wrappers below."""
+
+    _s: _Socket
+
+    async def __aenter__(self) -> Self:
+        self._s.open()
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self._s.close()
+
+    @property
+    def bound_endpoints(self) -> list[str]:
+        """Actual endpoints bound (a TCP wildcard shows its chosen port)."""
+        return list(self._s.bound)
+
+
+class RouterSocket(_Managed, Generic[In]):
+    """ROUTER with `ROUTER_MANDATORY`: a targeted send to an unknown peer raises
+    `PeerUnreachable`; `broadcast` skips such peers and reports them.
+    Frames: [peer identity, payload]."""
+
+    def __init__(self, ctx: zmq.asyncio.Context, *, decode: Any, channel: str,
+                 bind: Sequence[str], hwm: int = DEFAULT_HWM) -> None:
+        self.codec: Codec[In] = Codec(decode, channel=channel)
+        self._s = _Socket(ctx, zmq.ROUTER, channel=channel, bind=bind, options={
+            zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: hwm, zmq.RCVHWM: hwm})
+
+    async def send(self, peer: bytes, message: object) -> None:
+        """Send to one peer; raises `PeerUnreachable` if it is not connected."""
+        await self.send_raw(peer, self.codec.encode(message))
+
+    async def send_raw(self, peer: bytes, payload: bytes) -> None:
+        """Send already-encoded bytes to one peer (for fan-out of one encoding)."""
+        try:
+            await self._s.sock.send_multipart((peer, payload))
+        except zmq.ZMQError as exc:
+            if exc.errno == zmq.EHOSTUNREACH:
+                raise PeerUnreachable(peer, self._s.channel) from exc
+            raise
+
+    async def broadcast(self, peers: Iterable[bytes], message: object) -> list[bytes]:
+        """Send to every peer, skipping unreachable ones; returns the peers skipped."""
+        payload, skipped = self.codec.encode(message), []
+        for peer in peers:
+            try:
+                await self.send_raw(peer, payload)
+            except PeerUnreachable:
+                skipped.append(peer)
+        return skipped
+
+    async def recv(self) -> tuple[bytes, In]:
+        """Next (peer identity, message); raises `BadMessage` for undecodable frames."""
+        peer, payload = await self._s.sock.recv_multipart()
+        return peer, self.codec.decode(payload, peer=peer)
+
+
+class DealerSocket(_Managed, Generic[In]):
+    """DEALER with a fixed identity (the service id), so the ROUTER side can address it."""
+
+    def __init__(self, ctx: zmq.asyncio.Context, *, identity: str, decode: Any, channel: str,
+                 connect: Sequence[str], hwm: int = DEFAULT_HWM, linger_ms: int = 0) -> None:
+        self.identity = identity
+        self.codec: Codec[In] = Codec(decode, channel=channel)
+        self._s = _Socket(ctx, zmq.DEALER, channel=channel, connect=connect, linger_ms=linger_ms,
+                          options={zmq.IDENTITY: identity.encode(), zmq.SNDHWM: hwm,
+                                   zmq.RCVHWM: hwm})
+
+    async def send(self, message: object) -> None:
+        """Queue one message to the ROUTER (blocks only at the high-water mark)."""
+        await self._s.sock.send(self.codec.encode(message))
+
+    async def recv(self) -> In:
+        """Next message from the ROUTER."""
+        return self.codec.decode(await self._s.sock.recv())
+
+
+class PushSocket(_Managed):
+    """PUSH, binding or connecting. With `immediate=True` (IMMEDIATE=1) nothing is queued
+    for peers whose connection is not complete, so `send_nowait` raises `anyio.WouldBlock`
+    until the PULL side exists: the basis of the return-channel readiness probe."""
+
+    def __init__(self, ctx: zmq.asyncio.Context, *, channel: str, bind: Sequence[str] = (),
+                 connect: Sequence[str] = (), immediate: bool = False, hwm: int = DEFAULT_HWM,
+                 linger_ms: int = 5_000) -> None:
+        self.codec: Codec[object] = Codec(object, channel=channel)
+        self._s = _Socket(ctx, zmq.PUSH, channel=channel, bind=bind, connect=connect,
+                          linger_ms=linger_ms,
+                          options={zmq.SNDHWM: hwm, zmq.IMMEDIATE: int(immediate)})
+
+    async def send(self, message: object) -> None:
+        """Queue one message; waits while no peer can take it."""
+        await self._s.sock.send(self.codec.encode(message))
+
+    def send_nowait(self, message: object) -> None:
+        """Queue one message now or raise `anyio.WouldBlock`."""
+        try:
+            self._s.sync.send(self.codec.encode(message), flags=zmq.NOBLOCK)
+        except zmq.Again as exc:
+            raise anyio.WouldBlock from exc
+
+
+class PullSocket(_Managed, Generic[In]):
+    """PULL, binding or connecting; fair-queues from every PUSH peer."""
+
+    def __init__(self, ctx: zmq.asyncio.Context, *, decode: Any, channel: str,
+                 bind: Sequence[str] = (), connect: Sequence[str] = (),
+                 hwm: int = DEFAULT_HWM) -> None:
+        self.codec: Codec[In] = Codec(decode, channel=channel)
+        self._s = _Socket(ctx, zmq.PULL, channel=channel, bind=bind, connect=connect,
+                          options={zmq.RCVHWM: hwm})
+
+    async def recv(self) -> In:
+        """Next message from any PUSH peer."""
+        return self.codec.decode(await self._s.sock.recv())
+
+    def recv_nowait(self) -> In:
+        """Next message if one is queued, else raise `anyio.WouldBlock`."""
+        try:
+            return self.codec.decode(self._s.sync.recv(flags=zmq.NOBLOCK))
+        except zmq.Again as exc:
+            raise anyio.WouldBlock from exc
