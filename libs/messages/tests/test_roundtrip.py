@@ -55,8 +55,12 @@ def _strategy(cls: type) -> st.SearchStrategy[object]:
             overrides[field.name] = st.dictionaries(st.text(), _json_safe_dicts(), max_size=3)
         elif hint == float:
             overrides[field.name] = st.floats(allow_nan=False)
-        elif hint == dict[str, float]:
-            overrides[field.name] = st.dictionaries(st.text(), st.floats(allow_nan=False))
+        elif hint == dict[str, float | list[float]]:
+            fl = st.floats(allow_nan=False)
+            overrides[field.name] = st.dictionaries(st.text(), fl | st.lists(fl, max_size=3))
+        elif hint == dict[str, str | int | float | bool | None]:
+            overrides[field.name] = st.dictionaries(
+                st.text(), st.none() | st.booleans() | INT64 | st.floats(allow_nan=False) | st.text())
         elif hint == dict[str, dict[str, float]]:
             overrides[field.name] = st.dictionaries(
                 st.text(), st.dictionaries(st.text(), st.floats(allow_nan=False)), max_size=3)

@@ -56,7 +56,8 @@ class MetricRecord(Message, frozen=True, kw_only=True):
     """Per-request metrics computed by a record-processor.
 
     `metrics` maps AIPerf metric tags (`time_to_first_token`, ...) to values in their base
-    units (nanoseconds for times, tokens for counts).
+    units (nanoseconds for times, tokens for counts); list-valued metrics
+    (`inter_chunk_latency`) hold one value per gap.
     """
 
     phase: Phase
@@ -66,7 +67,8 @@ class MetricRecord(Message, frozen=True, kw_only=True):
     turn_index: int = 0
     start_wall_ns: int = 0
     end_wall_ns: int = 0
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float | list[float]] = {}
+    metadata: dict[str, str | int | float | bool | None] = {}
     error: ErrorDetails | None = None
     cancelled: bool = False
     processor_id: str = ""

@@ -1,0 +1,18 @@
+"""Run configuration shared by every service process."""
+
+from aiperf.config.run_config import (
+    SECRET_ENV_VARS,
+    CommsOptions,
+    ConfigError,
+    RunConfig,
+    RunMode,
+    RuntimeOptions,
+    ServiceCounts,
+    dump_run_config,
+    load_run_config,
+)
+
+__all__ = [
+    "SECRET_ENV_VARS", "CommsOptions", "ConfigError", "RunConfig", "RunMode", "RuntimeOptions",
+    "ServiceCounts", "dump_run_config", "load_run_config",
+]

@@ -1,0 +1,30 @@
+"""Endpoint kinds this client speaks and the URL path of each."""
+
+from __future__ import annotations
+
+import enum
+
+
+class EndpointType(enum.StrEnum):
+    """OpenAI-compatible endpoint kinds (AIPerf's `--endpoint-type` values)."""
+
+    CHAT = "chat"
+    COMPLETIONS = "completions"
+    EMBEDDINGS = "embeddings"
+
+
+_PATHS: dict[EndpointType, str] = {
+    EndpointType.CHAT: "/v1/chat/completions",
+    EndpointType.COMPLETIONS: "/v1/completions",
+    EndpointType.EMBEDDINGS: "/v1/embeddings",
+}
+
+
+def path_of(endpoint_type: EndpointType) -> str:
+    """Return the default URL path of `endpoint_type` (e.g. ``/v1/chat/completions``)."""
+    return _PATHS[EndpointType(endpoint_type)]
+
+
+def produces_tokens(endpoint_type: EndpointType) -> bool:
+    """True when responses of `endpoint_type` carry generated text (chat, completions)."""
+    return endpoint_type is not EndpointType.EMBEDDINGS

@@ -1,0 +1,166 @@
+"""Controller side of the `control` channel: registry of services, liveness, ask/reply.
+
+The system-controller binds this ROUTER before any service starts and closes it after all
+of them have stopped (it carries the shutdown command). Fakes of the controller in
+`aiperf.testing` use the same class.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import anyio
+import structlog
+from anyio.abc import TaskStatus
+
+from aiperf.comms import BadMessage, PendingReplies, RouterSocket
+from aiperf.messages import (
+    Command,
+    CommandReply,
+    Heartbeat,
+    Register,
+    ServiceState,
+    ServiceStatus,
+    ServiceType,
+    ToController,
+)
+from aiperf.runtime.errors import CommandError
+
+log = structlog.get_logger("aiperf.runtime.control_server")
+
+
+@dataclass(kw_only=True)
+class ServiceInfo:
+    """What the controller knows about one registered service instance."""
+
+    service_id: str
+    service_type: ServiceType
+    pid: int
+    host: str
+    group_id: str
+    state: ServiceState = ServiceState.STARTING
+    error: str = ""
+    last_seen: float = 0.0
+
+
+class RegistrationTimeout(Exception):
+    """Some expected services did not register in time; `missing` names the shortfall."""
+
+    def __init__(self, missing: dict[ServiceType, int]) -> None:
+        self.missing = missing
+        parts = ", ".join(f"{n} x {t}" for t, n in sorted(missing.items()))
+        super().__init__(f"services never registered: {parts}")
+
+
+class ControlServer:
+    """Receives `ToController` messages and tracks every service that registered."""
+
+    def __init__(self, router: RouterSocket[ToController], *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._router, self._clock = router, clock
+        self.services: dict[str, ServiceInfo] = {}
+        self._pending: PendingReplies[CommandReply] = PendingReplies()
+        self._changed = anyio.Event()
+        self._ids = itertools.count()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Receive and apply messages until cancelled."""
+        task_status.started()
+        while True:
+            try:
+                peer, message = await self._router.recv()
+            except BadMessage as exc:
+                log.warning("control.bad_message", peer=exc.peer, reason=exc.reason)
+                continue
+            self._apply(peer.decode(errors="replace"), message)
+
+    def _apply(self, peer: str, message: ToController) -> None:
+        now = self._clock()
+        match message:
+            case Register():
+                self.services[peer] = ServiceInfo(
+                    service_id=message.service_id, service_type=message.service_type,
+                    pid=message.pid, host=message.host, group_id=message.group_id, last_seen=now)
+                log.debug("control.registered", peer=peer, type=str(message.service_type))
+            case Heartbeat():
+                if (info := self.services.get(peer)) is not None:
+                    info.last_seen, info.state = now, message.state
+            case ServiceStatus():
+                if (info := self.services.get(peer)) is not None:
+                    info.last_seen, info.state, info.error = now, message.state, message.error
+            case CommandReply():
+                self._pending.resolve(message.request_id, message)
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_changed(self) -> None:
+        """Block until the next message changes the registry."""
+        await self._changed.wait()
+
+    def registered_counts(self) -> Counter[ServiceType]:
+        """Registered instances per service type."""
+        return Counter(info.service_type for info in self.services.values())
+
+    def missing(self, expected: dict[ServiceType, int]) -> dict[ServiceType, int]:
+        """How many instances of each type are still to register."""
+        have = self.registered_counts()
+        return {t: n - have[t] for t, n in expected.items() if have[t] < n}
+
+    async def wait_registered(self, expected: dict[ServiceType, int], *, timeout: float) -> None:
+        """Block until every expected instance has registered; raises `RegistrationTimeout`."""
+        with anyio.move_on_after(timeout):
+            while self.missing(expected):
+                await self.wait_changed()
+            return
+        raise RegistrationTimeout(self.missing(expected))
+
+    def failed(self) -> list[ServiceInfo]:
+        """Services that reported `failed`."""
+        return [s for s in self.services.values() if s.state is ServiceState.FAILED]
+
+    def silent(self, *, timeout: float) -> list[ServiceInfo]:
+        """Running services whose last message is older than `timeout` seconds."""
+        now = self._clock()
+        return [s for s in self.services.values()
+                if s.state in (ServiceState.STARTING, ServiceState.RUNNING)
+                and now - s.last_seen > timeout]
+
+    def new_request_id(self, prefix: str) -> str:
+        """A request id unique within this controller."""
+        return f"{prefix}-{next(self._ids)}"
+
+    async def ask(self, service_id: str, command: Command, *, timeout: float) -> CommandReply:
+        """Send `command` to one service and wait for its reply.
+
+        Raises `AskTimeout`, `PeerUnreachable` (the service is gone), or `CommandError` when
+        the service answered with an error."""
+        reply = await self._pending.ask(
+            command.request_id, lambda: self._router.send(service_id.encode(), command),
+            target=service_id, timeout=timeout)
+        if not reply.ok:
+            raise CommandError(service_id, type(command).__name__, reply.error)
+        return reply
+
+    async def ask_all(self, service_ids: Iterable[str], make: Callable[[str], Command], *,
+                      timeout: float) -> dict[str, CommandReply | Exception]:
+        """Ask each service concurrently (`make(request_id)` builds its command); returns
+        each one's reply or the exception it raised."""
+        results: dict[str, CommandReply | Exception] = {}
+
+        async def one(sid: str) -> None:
+            try:
+                results[sid] = await self.ask(sid, make(self.new_request_id(sid)), timeout=timeout)
+            except Exception as exc:
+                results[sid] = exc
+
+        async with anyio.create_task_group() as tg:
+            for sid in service_ids:
+                tg.start_soon(one, sid)
+        return results

@@ -1,0 +1,47 @@
+"""The error taxonomy every service shares.
+
+- `RetryLater`: transient; the caller may try again (peer not ready, resource busy).
+- `GiveUp`: permanent; retrying cannot help (the service fails with this reason).
+- `UserError`: a user mistake (bad flag, missing file, unreachable URL); one clear line,
+  exit code 2, never a traceback.
+- `BadMessage` (from `aiperf.comms`): a frame that does not decode, with peer and channel.
+"""
+
+from __future__ import annotations
+
+from aiperf.comms import BadMessage
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USER_ERROR = 2
+
+
+class RetryLater(Exception):
+    """A transient failure: try again later."""
+
+
+class GiveUp(Exception):
+    """A permanent failure: the operation cannot succeed."""
+
+
+class UserError(Exception):
+    """A user mistake. `str(exc)` is the one line shown to the user."""
+
+
+class CommandError(Exception):
+    """A command's handler failed at the peer; the message is the peer's error text."""
+
+    def __init__(self, target: str, command: str, error: str) -> None:
+        self.target, self.command, self.error = target, command, error
+        super().__init__(f"{target} failed {command}: {error}")
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The single leaf of nested exception groups (task groups wrap errors), else `exc`."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USER_ERROR", "BadMessage", "CommandError", "GiveUp",
+           "RetryLater", "UserError", "root_cause"]

@@ -1,0 +1,164 @@
+"""`run_service`: the one way a service process runs.
+
+It configures logging, creates the ZMQ context, opens the control channel, lets `main.py`
+wire the service object, runs it inside a task group with heartbeats and command handling,
+treats SIGTERM/SIGINT and the controller's `Shutdown` as a graceful stop, and maps the
+outcome to the exit code: 0 clean stop, 1 failure, 2 user error.
+"""
+
+from __future__ import annotations
+
+import functools
+import signal
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import anyio
+import structlog
+import zmq.asyncio
+from anyio.abc import TaskStatus
+
+from aiperf.comms import Addressing, Channel, DealerSocket
+from aiperf.config import RunConfig
+from aiperf.messages import Command, ServiceState, ServiceType, ToService
+from aiperf.runtime.control_client import ControlClient
+from aiperf.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, UserError, root_cause
+from aiperf.runtime.lifecycle import Lifecycle
+from aiperf.runtime.logs import configure_logging
+
+log = structlog.get_logger("aiperf.runtime")
+
+
+class Service(Protocol):
+    """What every service object offers: `run` reports readiness via `task_status.started()`
+    and runs until cancelled (returning early means the service is done)."""
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None: ...
+
+
+@runtime_checkable
+class CommandHandler(Protocol):
+    """Optional: services that accept commands beyond `Shutdown` implement `handle`; its
+    return value is the reply's `result`, its exception the reply's error."""
+
+    async def handle(self, command: Command) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceContext:
+    """What `main.py`'s wiring function gets: identity, config, ZMQ context, addressing."""
+
+    config: RunConfig
+    service_type: ServiceType
+    service_id: str
+    group_id: str
+    zmq: zmq.asyncio.Context
+    addressing: Addressing
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Build = Callable[[ServiceContext, AsyncExitStack], Awaitable[Service]]
+
+
+def addressing_of(config: RunConfig) -> Addressing:
+    """The run's addressing, with the connect side chosen by `AIPERF_CONTROLLER_HOST`."""
+    return Addressing.from_env(ipc_dir=config.comms.ipc_dir,
+                               tcp_bind_host=config.comms.tcp_bind_host,
+                               ports=dict(config.comms.ports))
+
+
+def run_service(*, config: RunConfig, service_type: ServiceType, service_id: str, build: Build,
+                group_id: str = "") -> int:
+    """Run one service process to completion and return its exit code."""
+    configure_logging(service_id=service_id, level=config.runtime.log_level)
+    runner = _Runner(config=config, service_type=service_type, service_id=service_id,
+                     group_id=group_id, build=build)
+    try:
+        return anyio.run(runner.serve, backend_options={"use_uvloop": True})
+    except KeyboardInterrupt:  # a second Ctrl+C while stopping
+        return EXIT_FAILED
+
+
+class _Runner:
+    def __init__(self, *, config: RunConfig, service_type: ServiceType, service_id: str,
+                 group_id: str, build: Build) -> None:
+        self.config, self.service_type, self.service_id = config, service_type, service_id
+        self.group_id, self.build = group_id, build
+        self.lifecycle = Lifecycle()
+
+    async def serve(self) -> int:
+        ctx = zmq.asyncio.Context()
+        addressing = addressing_of(self.config)
+        try:
+            async with AsyncExitStack() as stack:
+                dealer = await stack.enter_async_context(DealerSocket[ToService](
+                    ctx, identity=self.service_id, decode=ToService, channel="control",
+                    connect=[addressing.connect_endpoint(Channel.CONTROL)], linger_ms=2_000))
+                control = ControlClient(dealer, service_id=self.service_id,
+                                        service_type=self.service_type, group_id=self.group_id,
+                                        lifecycle=self.lifecycle,
+                                        heartbeat_interval_s=self.config.runtime.heartbeat_interval_s)
+                await control.register()
+                code = await self._supervise(control, ServiceContext(
+                    config=self.config, service_type=self.service_type, service_id=self.service_id,
+                    group_id=self.group_id, zmq=ctx, addressing=addressing), stack)
+                with anyio.CancelScope(shield=True):
+                    await control.send_status()
+                return code
+        finally:
+            ctx.destroy(linger=2_000)
+
+    async def _supervise(self, control: ControlClient, context: ServiceContext,
+                         stack: AsyncExitStack) -> int:
+        try:
+            async with AsyncExitStack() as service_stack:
+                service = await self.build(context, service_stack)
+                handler = service.handle if isinstance(service, CommandHandler) else None
+                async with anyio.create_task_group() as tg:
+
+                    def stop(reason: str) -> None:
+                        if not self.lifecycle.final and self.lifecycle.state is not ServiceState.STOPPING:
+                            self.lifecycle.move(ServiceState.STOPPING)
+                        log.info("service.stopping", reason=reason)
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(self._watch_signals, stop)
+                    tg.start_soon(control.heartbeat_loop)
+                    tg.start_soon(functools.partial(control.serve_commands, handler, on_shutdown=stop))
+                    await tg.start(self._run_then_stop, service, stop)
+                    self.lifecycle.move(ServiceState.RUNNING)
+                    log.info("service.running", type=str(self.service_type))
+                    await control.send_status()
+        except Exception as group:
+            exc = root_cause(group)
+            if isinstance(exc, UserError):
+                log.error("service.user_error", error=str(exc))
+                self._fail(str(exc))
+                return EXIT_USER_ERROR
+            log.error("service.failed", error=f"{type(exc).__name__}: {exc}", exc_info=group)
+            self._fail(f"{type(exc).__name__}: {exc}")
+            return EXIT_FAILED
+        if self.lifecycle.state is ServiceState.STARTING:
+            self.lifecycle.move(ServiceState.STOPPING)
+        self.lifecycle.move(ServiceState.STOPPED)
+        log.info("service.stopped")
+        return EXIT_OK
+
+    def _fail(self, error: str) -> None:
+        if not self.lifecycle.final:
+            self.lifecycle.move(ServiceState.FAILED, error=error)
+
+    @staticmethod
+    async def _run_then_stop(service: Service, stop: Callable[[str], None], *,
+                             task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        await service.run(task_status=task_status)
+        stop("service finished")
+
+    @staticmethod
+    async def _watch_signals(stop: Callable[[str], None]) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                stop(signal.Signals(signum).name)
+                return

@@ -1,0 +1,21 @@
+"""HTTP API: health, progress, results and dataset files."""
+
+from __future__ import annotations
+
+import anyio
+import structlog
+from anyio.abc import TaskStatus
+
+log = structlog.get_logger("aiperf.api")
+
+
+class Api:
+    """Skeleton: registers through the runtime, stays up and obeys commands until stopped."""
+
+    def __init__(self, *, service_id: str) -> None:
+        self.service_id = service_id
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Ready at once; runs until cancelled."""
+        task_status.started()
+        await anyio.sleep_forever()

@@ -1,0 +1,1 @@
+"""The event-bus-proxy service."""

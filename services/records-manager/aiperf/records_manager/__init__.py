@@ -1,0 +1,1 @@
+"""The records-manager service."""

@@ -1,0 +1,1 @@
+"""The system-controller service: starts, supervises and stops every other service."""

@@ -1,0 +1,58 @@
+"""Entry point of the system-controller process (its pex and container image).
+
+Locally the `aiperf` CLI runs the controller in-process instead; this entry serves
+Kubernetes (where the other services are containers that only need to register) and
+developers running it by hand: `python -m aiperf.system_controller.main --config run_config.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+import anyio
+
+from aiperf.config import ConfigError, load_run_config
+from aiperf.runtime import EXIT_USER_ERROR, configure_logging
+from aiperf.system_controller.runner import run_system
+from aiperf.system_controller.service import SystemController
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the controller for `--config`; the exit code is the run's verdict."""
+    parser = argparse.ArgumentParser(prog="system-controller", description=__doc__)
+    parser.add_argument("--config", required=True, help="path of run_config.json")
+    parser.add_argument("--service-id", default="system-controller")
+    parser.add_argument("--group-id", default="")
+    args = parser.parse_args(argv)
+    try:
+        config = load_run_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    configure_logging(service_id=args.service_id, level=config.runtime.log_level)
+
+    async def go() -> int:
+        holder: list[SystemController] = []
+        async with anyio.create_task_group() as tg:
+
+            async def on_signal() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for _ in signals:
+                        for c in holder:
+                            c.cancel()
+
+            tg.start_soon(on_signal)
+            verdict = await run_system(config, config_path=args.config,
+                                       on_controller=holder.append)
+            tg.cancel_scope.cancel()
+        print(f"run {verdict.state}: {verdict.reason}" if verdict.reason else f"run {verdict.state}",
+              file=sys.stderr)
+        return verdict.exit_code
+
+    return anyio.run(go, backend_options={"use_uvloop": True})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Wires a whole run around the system-controller: the ZMQ context, the control ROUTER
+(bound before any service starts, closed after all have stopped), the launcher and the
+driver. Used by the CLI in-process and by the system-controller's own `main.py`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import zmq.asyncio
+
+from aiperf.comms import Channel, RouterSocket
+from aiperf.config import RunConfig
+from aiperf.messages import SystemState, ToController
+from aiperf.runtime import addressing_of
+from aiperf.runtime.control_server import ControlServer
+from aiperf.system_controller.launcher import Launcher, LocalLauncher, NoLauncher
+from aiperf.system_controller.service import BringUpDriver, Driver, SystemController, Verdict
+
+
+def log_tail(path: Path, lines: int = 3) -> str:
+    """The last non-empty lines of a service log, joined, for failure messages."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    tail = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
+    return " | ".join(tail)
+
+
+async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher | None = None,
+                     driver: Driver | None = None,
+                     on_state: Callable[[SystemState], Awaitable[None]] | None = None,
+                     on_controller: Callable[[SystemController], None] | None = None) -> Verdict:
+    """Run every service of `config` to the end and return the verdict.
+
+    `launcher` defaults to local processes (or none in Kubernetes mode); `driver` to
+    bring-up only. `on_controller` receives the controller before it starts (to wire
+    Ctrl+C to `cancel`)."""
+    log_dir = Path(config.artifact_dir) / "logs"
+    if launcher is None:
+        launcher = NoLauncher() if config.kubernetes else LocalLauncher(config_path=config_path,
+                                                                        log_dir=log_dir)
+    Path(config.comms.ipc_dir).mkdir(parents=True, exist_ok=True)
+    addressing = addressing_of(config)
+    ctx = zmq.asyncio.Context()
+    try:
+        async with RouterSocket[ToController](ctx, decode=ToController, channel="control",
+                                              bind=addressing.bind_endpoints(Channel.CONTROL)) as router:
+            controller = SystemController(
+                config=config, control=ControlServer(router), launcher=launcher,
+                driver=driver or BringUpDriver(), on_state=on_state,
+                describe_failure=lambda sid: log_tail(log_dir / f"{sid}.log"))
+            if on_controller is not None:
+                on_controller(controller)
+            return await controller.run()
+    finally:
+        ctx.destroy(linger=0)

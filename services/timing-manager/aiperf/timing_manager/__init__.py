@@ -1,0 +1,1 @@
+"""The timing-manager service."""

@@ -1,0 +1,22 @@
+"""Takes credits, sends the HTTP requests, timestamps every chunk, pushes raw records and
+returns credits."""
+
+from __future__ import annotations
+
+import anyio
+import structlog
+from anyio.abc import TaskStatus
+
+log = structlog.get_logger("aiperf.worker")
+
+
+class Worker:
+    """Skeleton: registers through the runtime, stays up and obeys commands until stopped."""
+
+    def __init__(self, *, service_id: str) -> None:
+        self.service_id = service_id
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Ready at once; runs until cancelled."""
+        task_status.started()
+        await anyio.sleep_forever()
