@@ -69,7 +69,9 @@ class PayloadBuilder:
         """The endpoint kind this builder formats for."""
         return self._endpoint_type
 
-    def build(self, prompt: str, *, max_tokens: int | None, history: list[dict[str, Any]] | None = None) -> bytes:
+    def build(
+        self, prompt: str, *, max_tokens: int | None, history: list[dict[str, Any]] | None = None
+    ) -> bytes:
         """Return the UTF-8 JSON body for one request.
 
         `history` (chat only) holds the earlier messages of a multi-turn conversation; it is

@@ -128,9 +128,10 @@ class _Runner:
                     tg.start_soon(control.heartbeat_loop)
                     tg.start_soon(functools.partial(control.serve_commands, handler, on_shutdown=stop))
                     await tg.start(self._run_then_stop, service, stop)
-                    self.lifecycle.move(ServiceState.RUNNING)
-                    log.info("service.running", type=str(self.service_type))
-                    await control.send_status()
+                    if self.lifecycle.state is ServiceState.STARTING:
+                        self.lifecycle.move(ServiceState.RUNNING)
+                        log.info("service.running", type=str(self.service_type))
+                        await control.send_status()
         except Exception as group:
             exc = root_cause(group)
             if isinstance(exc, UserError):

@@ -1,0 +1,1 @@
+"""The `aiperf` command line."""

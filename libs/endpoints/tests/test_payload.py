@@ -1,0 +1,91 @@
+"""PayloadBuilder: field names and merge rules as AIPerf 0.13 sends them."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from aiperf.endpoints import EndpointType, PayloadBuilder, path_of
+
+
+def _build(**kw: object) -> dict:
+    args = {"endpoint_type": EndpointType.CHAT, "model": "m", "streaming": False}
+    args.update(kw)
+    prompt = args.pop("prompt", "hi")
+    max_tokens = args.pop("max_tokens", None)
+    history = args.pop("history", None)
+    builder = PayloadBuilder(**args)  # type: ignore[arg-type]
+    body = builder.build(prompt, max_tokens=max_tokens, history=history)  # type: ignore[arg-type]
+    assert isinstance(body, bytes)
+    return orjson.loads(body)
+
+
+def test_paths() -> None:
+    assert path_of(EndpointType.CHAT) == "/v1/chat/completions"
+    assert path_of(EndpointType.COMPLETIONS) == "/v1/completions"
+    assert path_of(EndpointType("embeddings")) == "/v1/embeddings"
+
+
+def test_chat_non_streaming_defaults() -> None:
+    assert _build(max_tokens=50) == {
+        "messages": [{"role": "user", "content": "hi"}], "model": "m", "stream": False,
+        "max_completion_tokens": 50,
+    }
+
+
+def test_chat_streaming_history_and_no_limit() -> None:
+    history = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    body = _build(streaming=True, history=history, prompt="c")
+    assert body == {
+        "messages": [*history, {"role": "user", "content": "c"}], "model": "m", "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+def test_chat_legacy_max_tokens() -> None:
+    body = _build(max_tokens=7, use_legacy_max_tokens=True)
+    assert body["max_tokens"] == 7 and "max_completion_tokens" not in body
+
+
+def test_completions() -> None:
+    body = _build(endpoint_type=EndpointType.COMPLETIONS, streaming=True, max_tokens=3, prompt="p\u00e9")
+    assert body == {"prompt": ["p\u00e9"], "model": "m", "stream": True, "max_tokens": 3,
+                    "stream_options": {"include_usage": True}}
+
+
+def test_embeddings_ignore_stream_and_limit() -> None:
+    body = _build(endpoint_type=EndpointType.EMBEDDINGS, streaming=True, max_tokens=3, prompt="x")
+    assert body == {"input": ["x"], "model": "m"}
+
+
+def test_extra_inputs_override_everything() -> None:
+    body = _build(streaming=True, max_tokens=5,
+                  extra_inputs={"model": "other", "max_completion_tokens": 9, "ignore_eos": True,
+                                "temperature": 0.0})
+    assert body["model"] == "other"
+    assert body["max_completion_tokens"] == 9
+    assert body["ignore_eos"] is True and body["temperature"] == 0.0
+
+
+def test_extra_inputs_turning_streaming_off_drops_stream_options() -> None:
+    body = _build(streaming=True, extra_inputs={"stream": False})
+    assert body["stream"] is False and "stream_options" not in body
+
+
+def test_extra_inputs_stream_options_replace_ours() -> None:
+    body = _build(streaming=True, extra_inputs={"stream_options": {"continuous_usage_stats": True}})
+    assert body["stream_options"] == {"continuous_usage_stats": True}
+
+
+@pytest.mark.parametrize("kind", list(EndpointType))
+def test_fast_path_equals_slow_path(kind: EndpointType) -> None:
+    fast = PayloadBuilder(endpoint_type=kind, model="m", streaming=True, extra_inputs={"top_p": 0.5})
+    slow = PayloadBuilder(endpoint_type=kind, model="m", streaming=True,
+                          extra_inputs={"top_p": 0.5, "messages" if kind == "chat" else
+                                        ("prompt" if kind == "completions" else "input"): None})
+    a = orjson.loads(fast.build('q"\n', max_tokens=4))
+    b = orjson.loads(slow.build('q"\n', max_tokens=4))
+    key = {"chat": "messages", "completions": "prompt", "embeddings": "input"}[kind]
+    assert b[key] is None
+    b[key] = a[key]
+    assert a == b

@@ -1,0 +1,21 @@
+"""Per-request metrics, exact aggregation and AIPerf-shaped exports (pure: no sockets).
+
+record-processor: `compute_metrics(record, parse_response(...), count_tokens=...)`.
+records-manager: `Aggregator.add` each `MetricRecord`, `JsonlRecordWriter.write` it, then
+`Aggregator.summary(...)` -> `write_summary_json`, `write_summary_csv`, `render_console_table`.
+"""
+
+from aiperf.metrics.aggregate import PERCENTILES, STAT_KEYS, Aggregator, MetricStats, Summary
+from aiperf.metrics.catalog import DERIVED_METRICS, RECORD_METRICS, SPECS, MetricSpec, spec_of
+from aiperf.metrics.console import render_console_table
+from aiperf.metrics.record import compute_metrics
+from aiperf.metrics.record_jsonl import JsonlRecordWriter, record_json
+from aiperf.metrics.summary_csv import summary_csv, write_summary_csv
+from aiperf.metrics.summary_json import EXTENSIONS_KEY, summary_document, write_summary_json
+
+__all__ = [
+    "DERIVED_METRICS", "EXTENSIONS_KEY", "PERCENTILES", "RECORD_METRICS", "SPECS", "STAT_KEYS",
+    "Aggregator", "JsonlRecordWriter", "MetricSpec", "MetricStats", "Summary", "compute_metrics",
+    "record_json", "render_console_table", "spec_of", "summary_csv", "summary_document",
+    "write_summary_csv", "write_summary_json",
+]

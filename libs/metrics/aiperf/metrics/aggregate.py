@@ -1,0 +1,258 @@
+"""Exact aggregation of metric records into a run summary.
+
+Every value is kept (no sketches), so percentiles are exact: numpy's default ("linear")
+method. `std` is the population standard deviation (``np.std``, ddof=0), as AIPerf 0.13.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from aiperf.messages import ErrorDetails, MetricRecord, Phase
+from aiperf.metrics.catalog import SPECS, SUMMARY_ORDER, spec_of
+
+PERCENTILES: tuple[int, ...] = (1, 5, 10, 25, 50, 75, 90, 95, 99)
+STAT_KEYS: tuple[str, ...] = ("avg", "min", "max", "sum", *(f"p{p}" for p in PERCENTILES), "std")
+"""AIPerf's stat keys, in its CSV column order (`count` is extra, record metrics only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricStats:
+    """Statistics of one metric in display units.
+
+    Record metrics fill every stat and `count`; derived scalars (throughputs, counts) only
+    `avg`, the others staying None.
+    """
+
+    tag: str
+    header: str
+    unit: str
+    avg: float
+    min: float | None = None
+    max: float | None = None
+    sum: float | None = None
+    p1: float | None = None
+    p5: float | None = None
+    p10: float | None = None
+    p25: float | None = None
+    p50: float | None = None
+    p75: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    std: float | None = None
+    count: int | None = None
+
+    @property
+    def is_distribution(self) -> bool:
+        """True for a record metric (percentiles present), False for a derived scalar."""
+        return self.count is not None
+
+    def stat(self, key: str) -> float | int | None:
+        """Return one stat by AIPerf key (``"avg"``, ``"p99"``, ``"count"``...)."""
+        value: float | int | None = getattr(self, key)
+        return value
+
+    @classmethod
+    def scalar(cls, tag: str, value: float) -> MetricStats:
+        """A derived metric: only `avg` is set."""
+        spec = spec_of(tag)
+        return cls(tag=tag, header=spec.header, unit=spec.unit, avg=float(value))
+
+    @classmethod
+    def of_values(cls, tag: str, values: np.ndarray) -> MetricStats:
+        """Stats of `values` (display units, non-empty) as numpy computes them."""
+        spec = spec_of(tag)
+        pct = np.percentile(values, PERCENTILES)
+        return cls(
+            tag=tag, header=spec.header, unit=spec.unit,
+            avg=float(np.mean(values)), min=float(np.min(values)), max=float(np.max(values)),
+            sum=float(np.sum(values)),
+            p1=float(pct[0]), p5=float(pct[1]), p10=float(pct[2]), p25=float(pct[3]), p50=float(pct[4]),
+            p75=float(pct[5]), p90=float(pct[6]), p95=float(pct[7]), p99=float(pct[8]),
+            std=float(np.std(values)), count=int(values.size),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A run's results: AIPerf metrics in AIPerf's key order, our extra metrics apart.
+
+    `errors` groups failed requests by identical `ErrorDetails`, most frequent first.
+    """
+
+    metrics: dict[str, MetricStats]
+    extras: dict[str, MetricStats] = field(default_factory=dict)
+    errors: list[tuple[ErrorDetails, int]] = field(default_factory=list)
+    benchmark_duration_s: float = 0.0
+    request_count: int = 0
+    error_request_count: int = 0
+    cancelled_request_count: int = 0
+    good_request_count: int | None = None
+
+    def get(self, tag: str) -> MetricStats | None:
+        """Stats of `tag` from either the AIPerf metrics or our extras."""
+        return self.metrics.get(tag) or self.extras.get(tag)
+
+
+class Aggregator:
+    """Collects `MetricRecord`s of the profiling phase; `summary` computes exact statistics.
+
+    Warmup records are counted (`warmup_count`) but never enter the statistics. A record with
+    `cancelled` set counts only as cancelled; one with `error` as an error (its `error_isl`
+    is kept). Memory: one float per metric value. Not thread-safe; `add` never blocks.
+    """
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._scalars: dict[str, list[float]] = {}
+        self._lists: dict[str, list[float]] = {}
+        self._error_isl: list[float] = []
+        self._errors: Counter[ErrorDetails] = Counter()
+        self._cancelled = 0
+        self._warmup = 0
+        self._min_start_wall = math.inf
+        self._max_end_wall = -math.inf
+
+    @property
+    def warmup_count(self) -> int:
+        """Warmup records seen (excluded from the results)."""
+        return self._warmup
+
+    @property
+    def record_count(self) -> int:
+        """Profiling records added: successes + errors + cancelled."""
+        return self._n + sum(self._errors.values()) + self._cancelled
+
+    def add(self, record: MetricRecord) -> None:
+        """Take one record; returns at once (values are appended, not summarized)."""
+        if record.phase != Phase.PROFILING:
+            self._warmup += 1
+            return
+        if record.start_wall_ns:
+            self._min_start_wall = min(self._min_start_wall, record.start_wall_ns)
+        if record.end_wall_ns:
+            self._max_end_wall = max(self._max_end_wall, record.end_wall_ns)
+        if record.cancelled:
+            self._cancelled += 1
+            return
+        if record.error is not None:
+            self._errors[record.error] += 1
+            isl = record.metrics.get("error_isl")
+            if isinstance(isl, int | float):
+                self._error_isl.append(float(isl))
+            return
+        n = self._n
+        for tag, value in record.metrics.items():
+            if isinstance(value, list):
+                self._lists.setdefault(tag, []).extend(value)
+                continue
+            col = self._scalars.get(tag)
+            if col is None:
+                col = self._scalars[tag] = []
+            if len(col) < n:
+                col.extend([math.nan] * (n - len(col)))
+            col.append(float(value))
+        self._n = n + 1
+
+    def observed_duration_s(self) -> float:
+        """AIPerf's benchmark_duration from the records: last end - first start (wall clock), s."""
+        if self._max_end_wall < self._min_start_wall:
+            return 0.0
+        return float(self._max_end_wall - self._min_start_wall) / 1e9
+
+    def column(self, tag: str) -> np.ndarray:
+        """Values of `tag` in display units over the successful records, NaN where absent."""
+        scale = spec_of(tag).scale
+        if tag in self._lists:
+            return np.asarray(self._lists[tag], dtype=np.float64) * scale
+        col = self._scalars.get(tag, [])
+        arr = np.full(self._n, np.nan)
+        arr[: len(col)] = col
+        return arr * scale
+
+    def summary(self, *, benchmark_duration_s: float, goodput: dict[str, float] | None = None) -> Summary:
+        """Compute the summary. `goodput` maps metric tags to SLO thresholds in display units.
+
+        A successful request is good when every thresholded metric is present and satisfies
+        it (<= for lower-is-better, >= for larger-is-better metrics: DistServe / AIPerf).
+        Raises `ValueError` for a goodput tag that is not a per-request metric.
+        """
+        stats: dict[str, MetricStats] = {}
+        for tag in [*self._scalars, *self._lists]:
+            values = self.column(tag)
+            values = values[~np.isnan(values)]
+            if values.size:
+                stats[tag] = MetricStats.of_values(tag, values)
+        if self._error_isl:
+            stats["error_isl"] = MetricStats.of_values("error_isl", np.asarray(self._error_isl))
+        errors = sum(self._errors.values())
+        duration = benchmark_duration_s
+        derived = self._derived(duration, errors)
+        good: int | None = None
+        if goodput:
+            good = self._good_count(goodput)
+            derived["good_request_count"] = good
+            derived["goodput"] = good / duration if duration > 0 else 0.0
+        for tag, value in derived.items():
+            stats[tag] = MetricStats.scalar(tag, value)
+        ordered = {t: stats.pop(t) for t in SUMMARY_ORDER if t in stats}
+        ordered.update(stats)
+        ours = {t: s for t, s in ordered.items() if SPECS.get(t) is not None and SPECS[t].ours}
+        aiperf = {t: s for t, s in ordered.items() if t not in ours}
+        return Summary(
+            metrics=aiperf, extras=ours, errors=self._errors.most_common(),
+            benchmark_duration_s=duration, request_count=self._n, error_request_count=errors,
+            cancelled_request_count=self._cancelled, good_request_count=good,
+        )
+
+    def _derived(self, duration: float, errors: int) -> dict[str, float]:
+        def total(tag: str) -> float:
+            col = self._scalars.get(tag)
+            return float(np.nansum(np.asarray(col, dtype=np.float64))) if col else 0.0
+
+        total_osl, total_isl = total("output_sequence_length"), total("input_sequence_length")
+        out: dict[str, float] = {
+            "request_count": self._n,
+            "completed_request_count": self._n + errors,
+            "benchmark_duration": duration,
+            "total_isl": total_isl,
+            "total_osl": total_osl,
+            "total_output_tokens": total("output_token_count"),
+        }
+        if duration > 0:
+            out["request_throughput"] = self._n / duration
+            out["output_token_throughput"] = total_osl / duration
+            out["input_token_throughput"] = total_isl / duration
+            out["total_token_throughput"] = (total_isl + total_osl) / duration
+        if "reasoning_token_count" in self._scalars:
+            out["total_reasoning_tokens"] = total("reasoning_token_count")
+        if errors:
+            out["error_request_count"] = errors
+            out["total_error_isl"] = float(sum(self._error_isl))
+        if self._cancelled:
+            out["cancelled_request_count"] = self._cancelled
+        return out
+
+    def _good_count(self, slos: dict[str, float]) -> int:
+        good = np.ones(self._n, dtype=bool)
+        for tag, threshold in slos.items():
+            spec = SPECS.get(tag)
+            if spec is None or tag in self._lists or spec.tag not in _GOODPUT_TAGS:
+                raise ValueError(f"--goodput: '{tag}' is not a per-request metric; use one of "
+                                 f"{', '.join(sorted(_GOODPUT_TAGS))}")
+            values = self.column(tag)
+            with np.errstate(invalid="ignore"):
+                ok = values >= threshold if spec.larger_is_better else values <= threshold
+            good &= ok & ~np.isnan(values)
+        return int(good.sum())
+
+
+_GOODPUT_TAGS = frozenset(
+    s.tag for s in SPECS.values() if s.unit in {"ms", "tokens", "tokens/sec/user"}
+    and s.tag not in {"inter_chunk_latency", "error_isl"}
+)

@@ -1,0 +1,116 @@
+"""`run_service` in real processes against a real control ROUTER."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+import zmq.asyncio
+
+from aiperf.comms import Addressing, Channel, RouterSocket
+from aiperf.config import CommsOptions, RunConfig, RuntimeOptions, dump_run_config
+from aiperf.messages import ServiceCommand, ServiceState, Shutdown, ToController
+from aiperf.runtime import CommandError
+from aiperf.runtime.control_server import ControlServer
+
+DEMO = Path(__file__).with_name("_demo_service.py")
+pytestmark = pytest.mark.anyio
+
+
+class Harness:
+    def __init__(self, control: ControlServer, config_path: Path) -> None:
+        self.control, self.config_path = control, config_path
+
+    async def start(self, mode: str, service_id: str = "demo-1") -> anyio.abc.Process:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        return await anyio.open_process(
+            [sys.executable, str(DEMO), mode, str(self.config_path), service_id],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    async def wait_state(self, service_id: str, state: ServiceState) -> None:
+        with anyio.fail_after(20):
+            while (info := self.control.services.get(service_id)) is None or info.state is not state:
+                await self.control.wait_changed()
+
+
+@pytest.fixture
+async def harness() -> AsyncIterator[Harness]:
+    ipc_dir = tempfile.mkdtemp(prefix="rt-", dir="/tmp")
+    config = RunConfig(run_id="t", comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host=None),
+                       runtime=RuntimeOptions(heartbeat_interval_s=0.05))
+    config_path = Path(ipc_dir) / "run_config.json"
+    dump_run_config(config, config_path)
+    ctx = zmq.asyncio.Context()
+    addressing = Addressing(ipc_dir=ipc_dir)
+    async with RouterSocket[ToController](ctx, decode=ToController, channel="control",
+                                          bind=addressing.bind_endpoints(Channel.CONTROL)) as router:
+        control = ControlServer(router)
+        async with anyio.create_task_group() as tg:
+            await tg.start(control.run)
+            yield Harness(control, config_path)
+            tg.cancel_scope.cancel()
+    ctx.destroy(linger=0)
+
+
+async def test_registers_heartbeats_answers_and_stops_on_shutdown(harness: Harness) -> None:
+    proc = await harness.start("ok")
+    await harness.wait_state("demo-1", ServiceState.RUNNING)
+    info = harness.control.services["demo-1"]
+    assert info.pid == proc.pid
+    seen = info.last_seen
+    with anyio.fail_after(10):
+        while harness.control.services["demo-1"].last_seen == seen:  # a heartbeat arrives
+            await harness.control.wait_changed()
+    reply = await harness.control.ask(
+        "demo-1", ServiceCommand(request_id="r1", name="echo", args={"x": 1}), timeout=10)
+    assert reply.result == {"x": 1}
+    with pytest.raises(CommandError, match="cannot servicecommand"):
+        await harness.control.ask("demo-1", ServiceCommand(request_id="r2", name="nope"), timeout=10)
+    await harness.control.ask("demo-1", Shutdown(request_id="r3"), timeout=10)
+    with anyio.fail_after(20):
+        assert await proc.wait() == 0
+    await harness.wait_state("demo-1", ServiceState.STOPPED)
+    assert len(harness.control._pending) == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_signal_means_graceful_stop(harness: Harness, signum: int) -> None:
+    proc = await harness.start("ok")
+    await harness.wait_state("demo-1", ServiceState.RUNNING)
+    proc.send_signal(signum)
+    with anyio.fail_after(20):
+        assert await proc.wait() == 0
+    await harness.wait_state("demo-1", ServiceState.STOPPED)
+
+
+async def test_crash_at_start_exits_1_and_reports_failed(harness: Harness) -> None:
+    proc = await harness.start("crash-at-start")
+    with anyio.fail_after(20):
+        assert await proc.wait() == 1
+    await harness.wait_state("demo-1", ServiceState.FAILED)
+    assert "boom at start" in harness.control.services["demo-1"].error
+
+
+async def test_user_error_exits_2_with_one_line(harness: Harness) -> None:
+    proc = await harness.start("user-error")
+    with anyio.fail_after(20):
+        assert await proc.wait() == 2
+    await harness.wait_state("demo-1", ServiceState.FAILED)
+    assert harness.control.services["demo-1"].error == "--input-file data.jsonl: no such file"
+    assert proc.stderr is not None
+    err = (await proc.stderr.receive()).decode()
+    assert "Traceback" not in err
+
+
+async def test_service_that_finishes_stops_cleanly(harness: Harness) -> None:
+    proc = await harness.start("finish")
+    with anyio.fail_after(20):
+        assert await proc.wait() == 0
+    await harness.wait_state("demo-1", ServiceState.STOPPED)
