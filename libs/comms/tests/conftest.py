@@ -10,9 +10,8 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from _comms_net import Net
-
 from aiperf.comms import Addressing, Channel
+from tests._comms_net import Net
 
 ALL_TCP_PORTS_EPHEMERAL = {channel.label: 0 for channel in Channel}
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
+import socket
 
 import anyio
+import msgspec
 import pytest
 import zmq
 import zmq.asyncio
-from _comms_net import Net
 
-from aiperf.comms import Channel, EventBusProxy, Publisher, Subscriber
+from aiperf.comms import BadMessage, Channel, EventBusProxy, Publisher, Subscriber
 from aiperf.messages import Event, Phase, PhaseStarted, Progress
+from tests._comms_net import Net
 
 pytestmark = pytest.mark.anyio
 
@@ -99,20 +99,23 @@ async def _one_event_through(ctx: zmq.asyncio.Context, front: str, back: str) ->
                     await got.wait()
 
 
-async def _rebind(ctx: zmq.asyncio.Context, frontend: Sequence[str],
-                  backend: Sequence[str]) -> EventBusProxy:
-    # Closing a ZMQ socket is asynchronous (the reaper thread closes the listener), so the
-    # old TCP port may be busy for a moment; a socket that was never closed stays busy.
-    while True:
-        proxy = EventBusProxy(ctx, frontend=frontend, backend=backend)
+def _refused(endpoint: str) -> bool:
+    """True when nothing listens on `endpoint` any more (a plain OS-level connect is refused)."""
+    if endpoint.startswith("ipc://"):
+        family, address = socket.AF_UNIX, endpoint.removeprefix("ipc://")
+        probe = socket.socket(family, socket.SOCK_STREAM)
+        target: str | tuple[str, int] = address
+    else:
+        host, port = endpoint.removeprefix("tcp://").rsplit(":", 1)
+        probe, target = socket.socket(socket.AF_INET, socket.SOCK_STREAM), (host, int(port))
+    with probe:
         try:
-            proxy._open()[0].close()  # probe: bind everything, then give it back at once
-        except zmq.ZMQError as exc:
-            if exc.errno != zmq.EADDRINUSE:
-                raise
-            await anyio.sleep(0.02)
-            continue
-        return proxy
+            probe.connect(target)
+        except ConnectionRefusedError:
+            return True
+        except ConnectionResetError:  # accepted by a listener that was closing meanwhile
+            return False
+    return False
 
 
 @pytest.mark.timeout(30)  # a proxy thread that never stops hangs the shielded task group
@@ -136,14 +139,51 @@ async def test_proxy_stops_when_cancelled_and_its_endpoints_can_be_rebound(
             tg.cancel_scope.cancel()
         assert returned.is_set()
 
-        # The listeners are gone: the IPC files are removed and the TCP ports are free again.
-        if net.transport == "ipc":
-            for endpoint in (front, back):
-                while os.path.exists(endpoint.removeprefix("ipc://")):
-                    await anyio.sleep(0.02)
-        again = await _rebind(ctx, [front], [back])
+        # The listeners close (asynchronously, in ZMQ's reaper thread): a proxy whose sockets
+        # were left open would keep accepting connections until the deadline.
+        for endpoint in (front, back):
+            while not _refused(endpoint):
+                await anyio.sleep(0.02)
+        again = EventBusProxy(ctx, frontend=[front], backend=[back])
         async with anyio.create_task_group() as tg:
             await tg.start(again.run)
             assert again.bound_frontend == [front] and again.bound_backend == [back]
             await _one_event_through(ctx, front, back)
             tg.cancel_scope.cancel()
+
+
+async def test_malformed_event_raises_bad_message_and_the_subscriber_stays_usable(
+        net: Net, ctx: zmq.asyncio.Context) -> None:
+    proxy = EventBusProxy(ctx, frontend=net.bind(Channel.EVENT_BUS_FRONTEND),
+                          backend=net.bind(Channel.EVENT_BUS_BACKEND))
+    async with anyio.create_task_group() as tg:
+        await tg.start(proxy.run)
+        raw = ctx.socket(zmq.PUB)
+        raw.setsockopt(zmq.LINGER, 0)
+        raw.connect(net.pick(proxy.bound_frontend))
+        try:
+            async with Subscriber(ctx, connect=[net.pick(proxy.bound_backend)],
+                                  topics=[b"progress"]) as sub:
+                errors: list[BadMessage] = []
+                with anyio.fail_after(10):
+                    while len(errors) < 4:  # publish until the subscription has propagated
+                        await raw.send(b"progress, no payload frame")
+                        await raw.send_multipart([b"progress", b"\xc1"])
+                        with anyio.move_on_after(0.02):
+                            while True:
+                                try:
+                                    await sub.recv()
+                                except BadMessage as exc:
+                                    errors.append(exc)
+                    assert all(e.channel == "event_bus" for e in errors)
+                    assert any("frames" in e.reason for e in errors)
+                    await raw.send_multipart([b"progress", msgspec.msgpack.encode(_progress(5))])
+                    while True:  # bad events still in flight may come first
+                        try:
+                            if await sub.recv() == _progress(5):
+                                break
+                        except BadMessage:
+                            pass
+        finally:
+            raw.close()
+        tg.cancel_scope.cancel()

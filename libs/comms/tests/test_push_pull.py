@@ -10,8 +10,7 @@ import zmq.asyncio
 
 from aiperf.comms import Channel, PullSocket, PushSocket
 from aiperf.messages import CreditReturn, CreditReturnChannel, MetricRecord, Phase, RecordChannel
-
-from _comms_net import Net
+from tests._comms_net import Net
 
 pytestmark = pytest.mark.anyio
 

@@ -8,8 +8,7 @@ import zmq.asyncio
 
 from aiperf.comms import Channel, DealerSocket, RouterSocket
 from aiperf.messages import CreditChannel, CreditUpstream, TimePing, TimePong
-
-from _comms_net import Net
+from tests._comms_net import Net
 
 pytestmark = pytest.mark.anyio
 

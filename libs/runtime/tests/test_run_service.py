@@ -81,7 +81,7 @@ async def test_registers_heartbeats_answers_and_stops_on_shutdown(harness: Harne
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-async def test_signal_means_graceful_stop(harness: Harness, signum: int) -> None:
+async def test_signal_means_graceful_stop(harness: Harness, signum: signal.Signals) -> None:
     proc = await harness.start("ok")
     await harness.wait_state("demo-1", ServiceState.RUNNING)
     proc.send_signal(signum)

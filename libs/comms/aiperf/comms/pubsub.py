@@ -13,7 +13,7 @@ import zmq
 import zmq.asyncio
 from anyio.abc import TaskStatus
 
-from aiperf.comms.codec import Codec
+from aiperf.comms.codec import BadMessage, Codec
 from aiperf.comms.sockets import DEFAULT_HWM, _Managed, _Socket
 from aiperf.messages import Event, topic_of
 
@@ -49,9 +49,13 @@ class Subscriber(_Managed):
         return self
 
     async def recv(self) -> Event:
-        """Next event of a subscribed topic."""
-        _topic, payload = await self._s.sock.recv_multipart()
-        return self.codec.decode(payload)
+        """Next event of a subscribed topic; raises `BadMessage` for an undecodable event or
+        one not framed as [topic, payload] (the socket stays usable)."""
+        frames = await self._s.sock.recv_multipart()
+        if len(frames) != 2:
+            raise BadMessage(peer=None, channel=self._s.channel,
+                             reason=f"expected [topic, payload], got {len(frames)} frames")
+        return self.codec.decode(frames[1])
 
 
 class EventBusProxy:
@@ -63,7 +67,7 @@ class EventBusProxy:
 
     def __init__(self, ctx: zmq.asyncio.Context, *, frontend: Sequence[str],
                  backend: Sequence[str], hwm: int = DEFAULT_HWM) -> None:
-        self._ctx = zmq.Context.shadow(ctx.underlying)
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.shadow(ctx.underlying)
         self._frontend, self._backend, self._hwm = list(frontend), list(backend), hwm
         self._control = f"inproc://event-bus-proxy-{uuid.uuid4().hex}"
         self.bound_frontend: list[str] = []

@@ -14,7 +14,7 @@ import anyio
 import zmq
 import zmq.asyncio
 
-from aiperf.comms.codec import Codec
+from aiperf.comms.codec import BadMessage, Codec
 
 In = TypeVar("In")
 
@@ -139,8 +139,13 @@ class RouterSocket(_Managed, Generic[In]):
         return skipped
 
     async def recv(self) -> tuple[bytes, In]:
-        """Next (peer identity, message); raises `BadMessage` for undecodable frames."""
-        peer, payload = await self._s.sock.recv_multipart()
+        """Next (peer identity, message); raises `BadMessage` for undecodable frames or a
+        message of more than one payload frame (the socket stays usable)."""
+        frames = await self._s.sock.recv_multipart()
+        if len(frames) != 2:
+            raise BadMessage(peer=frames[0], channel=self._s.channel,
+                             reason=f"expected 1 payload frame, got {len(frames) - 1}")
+        peer, payload = frames
         return peer, self.codec.decode(payload, peer=peer)
 
 

@@ -37,7 +37,8 @@ class ServiceCounts(msgspec.Struct, frozen=True, kw_only=True):
 
     def expected(self) -> dict[ServiceType, int]:
         """Instances per service type that must register before the run starts."""
-        counts = {t: 1 for t in ServiceType if t is not ServiceType.SYSTEM_CONTROLLER}
+        counts: dict[ServiceType, int] = {
+            t: 1 for t in ServiceType if t is not ServiceType.SYSTEM_CONTROLLER}
         counts[ServiceType.WORKER_GROUP_MANAGER] = self.worker_groups
         counts[ServiceType.WORKER] = self.worker_groups * self.workers_per_group
         counts[ServiceType.RECORD_PROCESSOR] = self.worker_groups * self.record_processors_per_group

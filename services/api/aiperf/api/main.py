@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from contextlib import AsyncExitStack
 
+from aiperf.api.service import Api
 from aiperf.messages import ServiceType
 from aiperf.runtime import Service, ServiceContext, service_main
-from aiperf.api.service import Api
 
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:

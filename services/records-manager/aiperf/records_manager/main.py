@@ -6,8 +6,8 @@ import sys
 from contextlib import AsyncExitStack
 
 from aiperf.messages import ServiceType
-from aiperf.runtime import Service, ServiceContext, service_main
 from aiperf.records_manager.service import RecordsManager
+from aiperf.runtime import Service, ServiceContext, service_main
 
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
