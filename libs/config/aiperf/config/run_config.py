@@ -8,10 +8,11 @@ variables (see `SECRET_ENV_VARS`).
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
+from aiperf.config.profile import ProfileOptions
 from aiperf.messages import ServiceType
 
 RunMode = Literal["bringup", "profile"]
@@ -59,8 +60,9 @@ class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
 class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The whole configuration of one run.
 
-    `profile` holds the benchmark options (the `aiperf profile` flags) as a plain mapping
-    owned by the profile packages; `mode="bringup"` starts and stops the services only.
+    `profile` holds the benchmark (the `aiperf profile` flags); `mode="bringup"` (no
+    profile) starts and stops the services only. `t0_wall_ns` is when the command started,
+    for the start-up figure (command start to first request).
     """
 
     run_id: str
@@ -69,7 +71,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     comms: CommsOptions
     services: ServiceCounts = ServiceCounts()
     runtime: RuntimeOptions = RuntimeOptions()
-    profile: dict[str, Any] = {}
+    profile: ProfileOptions | None = None
+    t0_wall_ns: int = 0
     kubernetes: bool = False
 
 
