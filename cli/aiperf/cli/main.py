@@ -7,6 +7,10 @@ cyclopts app is built; everything else goes through `app.build_app()`.
 from __future__ import annotations
 
 import sys
+import time
+
+T0_WALL_NS = time.time_ns()
+"""When this command started (for the start-up figure: command start to first request)."""
 
 from aiperf.cli.passthrough import PASSTHROUGH
 

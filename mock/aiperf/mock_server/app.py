@@ -191,7 +191,10 @@ class MockApp:
             if endpoint == _EMBEDDINGS:
                 await self._embeddings(t0, model, inputs, body, send)
             elif body.get("stream"):
-                await self._stream(t0, endpoint, model, n, finish, prompt_tokens, send)
+                if self._ttft > 0 or self._itl > 0 or self._jitter > 0:
+                    await self._watched_stream(t0, endpoint, model, n, finish, prompt_tokens, receive, send)
+                else:  # nothing to wait for: the stream is over before a disconnect could matter
+                    await self._stream(t0, endpoint, model, n, finish, prompt_tokens, send, _Peer())
             else:
                 await self._complete(t0, endpoint, model, n, finish, prompt_tokens, send)
         finally:
@@ -241,8 +244,23 @@ class MockApp:
 
     # ---- responses ----------------------------------------------------------------------------
 
+    async def _watched_stream(self, t0: float, endpoint: int, model: str, n: int, finish: str,
+                              prompt_tokens: int, receive: Receive, send: Send) -> None:
+        """:meth:`_stream` while a sibling task waits for ``http.disconnect``.
+
+        Granian's ASGI ``send`` does not raise after the client has gone, so without the watcher a
+        long stream would keep "sending" (and counting tokens) to nobody.
+        """
+        peer = _Peer()
+        async with asyncio.TaskGroup() as tg:
+            watcher = tg.create_task(_watch_disconnect(receive, peer))
+            try:
+                await self._stream(t0, endpoint, model, n, finish, prompt_tokens, send, peer)
+            finally:
+                watcher.cancel()
+
     async def _stream(self, t0: float, endpoint: int, model: str, n: int, finish: str,
-                      prompt_tokens: int, send: Send) -> None:
+                      prompt_tokens: int, send: Send, peer: _Peer) -> None:
         created = int(time.time())
         if endpoint == _CHAT:
             rid = self._next_id("chatcmpl")
@@ -272,16 +290,18 @@ class MockApp:
                 if k:
                     deadline += self._delay(self._itl)
                 await clock.sleep_until(deadline)
+                if peer.gone:
+                    raise ConnectionResetError("client disconnected")
                 chunk = (first if k == 0 else prefix) + vocab[k % words] + suffix
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 sent += 1
-            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+            usage = _usage(prompt_tokens, n)
             final = {"id": rid, "object": obj, "created": created, "model": model, "choices": [last_choice],
                      "usage": usage}
             await send({"type": "http.response.body", "body": b"data: " + orjson.dumps(final) + b"\n\n",
                         "more_body": True})
             await send({"type": "http.response.body", "body": _DONE, "more_body": False})
-        except OSError:  # the client went away (ASGI 2.4: send raises OSError after disconnect)
+        except OSError:  # client gone: seen by the watcher, or (ASGI 2.4 servers) raised by send
             stats.add(Counter.DISCONNECTS)
         else:
             stats.add(Counter.COMPLETED)
@@ -296,7 +316,7 @@ class MockApp:
             deadline += self._delay(self._itl)
         await self._clock.sleep_until(deadline)
         text = generated_text(n)
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        usage = _usage(prompt_tokens, n)
         if endpoint == _CHAT:
             body: dict[str, Any] = {
                 "id": self._next_id("chatcmpl"), "object": "chat.completion", "created": int(time.time()),
@@ -325,7 +345,8 @@ class MockApp:
         prompt_tokens = count_prompt(body.get("input"))
         doc = {
             "object": "list",
-            "data": [{"object": "embedding", "index": i, "embedding": embed(text)} for i, text in enumerate(inputs)],
+            "data": [{"object": "embedding", "index": i, "embedding": embed(text)}
+                     for i, text in enumerate(inputs)],
             "model": model,
             "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
         }
@@ -347,6 +368,24 @@ class MockApp:
             await send({"type": "http.response.body", "body": body, "more_body": False})
         except OSError:
             self._stats.add(Counter.DISCONNECTS)
+
+
+class _Peer:
+    """Whether the client of one request has disconnected (set by :func:`_watch_disconnect`)."""
+
+    __slots__ = ("gone",)
+
+    def __init__(self) -> None:
+        self.gone = False
+
+
+async def _watch_disconnect(receive: Receive, peer: _Peer) -> None:
+    """Mark ``peer`` gone once the server reports ``http.disconnect``; runs until cancelled."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            peer.gone = True
+            return
 
 
 async def _read_body(receive: Receive) -> bytes | None:
@@ -377,6 +416,11 @@ def _parse(raw: bytes) -> dict[str, Any]:
     return body
 
 
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
 def _opt_count(body: dict[str, Any], key: str) -> int | None:
     value = body.get(key)
     if value is None:
@@ -396,3 +440,4 @@ def app_from_env() -> MockApp:
     stats = StatsBoard.attach(config.stats_path) if config.stats_path else StatsBoard.private()
     rng = random.Random(f"{config.seed}:{stats.row}") if config.seed is not None else random.Random()
     return MockApp(config=config, stats=stats, rng=rng)
+

@@ -27,6 +27,7 @@ from aiperf.mock_server.config import CONFIG_ENV, DEFAULT_MODEL, MockConfig
 PROG = "aiperf mock-server"
 APP_FACTORY = "aiperf.mock_server.app:app_from_env"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+WORKER_KILL_TIMEOUT_S = 3
 
 
 class UsageError(Exception):
@@ -48,16 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jitter-ms", type=float, default=0.0,
                    help="uniform +-jitter added to every delay, clamped at 0 (default 0)")
     p.add_argument("--output-tokens", type=int, default=None,
-                   help="fixed output length for every request, overriding max_tokens (default: follow request)")
+                   help="fixed output length for every request, overriding max_tokens "
+                        "(default: follow the request)")
     p.add_argument("--default-output-tokens", type=int, default=64,
                    help="output length when the request sets no max_tokens (default 64)")
     p.add_argument("--error-rate", type=float, default=0.0,
                    help="fraction 0..1 of inference requests answered with HTTP 500 (default 0)")
     p.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
     p.add_argument("--seed", type=int, default=None, help="seed for injected errors and jitter")
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model id listed by /v1/models (default {DEFAULT_MODEL})")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"model id listed by /v1/models (default {DEFAULT_MODEL})")
     p.add_argument("--embedding-dim", type=int, default=768, help="embedding vector length (default 768)")
-    p.add_argument("--log-level", choices=LOG_LEVELS, default="warning", help="granian log level (default warning)")
+    p.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
+                   help="granian log level (default warning)")
     return p
 
 
@@ -122,6 +126,9 @@ def serve(config: MockConfig) -> None:
             APP_FACTORY, address=config.host, port=config.port, interface=Interfaces.ASGINL,
             workers=config.workers, factory=True, http=HTTPModes.http1, websockets=False,
             backlog=4096, log_level=LogLevels(config.log_level), log_access=False,
+            # A forked worker that is signalled before it installs its own handlers still runs the
+            # supervisor's (flag-setting) handler and would ignore SIGTERM; kill it instead of hanging.
+            workers_kill_timeout=WORKER_KILL_TIMEOUT_S,
         )
         print(f"{PROG}: serving http://{config.host}:{config.port} (workers={config.workers}, "
               f"ttft={config.ttft_ms}ms, itl={config.itl_ms}ms)", file=sys.stderr, flush=True)

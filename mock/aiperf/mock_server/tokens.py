@@ -101,7 +101,8 @@ def embedding_inputs(value: Any) -> list[str]:
     if isinstance(value, list):
         if value and all(isinstance(v, int) for v in value):
             return [" ".join(map(str, value))]
-        return [v if isinstance(v, str) else " ".join(map(str, v)) if isinstance(v, list) else "" for v in value]
+        return [v if isinstance(v, str) else " ".join(map(str, v)) if isinstance(v, list) else ""
+                for v in value]
     return []
 
 

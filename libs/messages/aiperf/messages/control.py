@@ -39,13 +39,15 @@ class ServiceStatus(Message, frozen=True, kw_only=True):
 
 
 class CommandReply(Message, frozen=True, kw_only=True):
-    """Answer to one command; `error` is set when `ok` is false."""
+    """Answer to one command; `error` (and the exception's class name in `error_type`, e.g.
+    `UserError`) is set when `ok` is false."""
 
     request_id: str
     service_id: str
     ok: bool
     error: str = ""
     result: dict[str, Any] = {}
+    error_type: str = ""
 
 
 class Shutdown(Message, frozen=True, kw_only=True):

@@ -84,11 +84,13 @@ class ControlClient:
             result = await handle(command)
         except Exception as exc:  # the error travels back to the asker
             log.warning("command.failed", command=name, error=str(exc))
-            await self._reply(command.request_id, ok=False, error=f"{type(exc).__name__}: {exc}")
+            await self._reply(command.request_id, ok=False, error=str(exc),
+                              error_type=type(exc).__name__)
         else:
             await self._reply(command.request_id, ok=True, result=result)
 
-    async def _reply(self, request_id: str, *, ok: bool, error: str = "",
+    async def _reply(self, request_id: str, *, ok: bool, error: str = "", error_type: str = "",
                      result: dict[str, Any] | None = None) -> None:
         await self._dealer.send(CommandReply(request_id=request_id, service_id=self.service_id,
-                                             ok=ok, error=error, result=result or {}))
+                                             ok=ok, error=error, result=result or {},
+                                             error_type=error_type))

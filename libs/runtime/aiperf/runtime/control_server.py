@@ -145,7 +145,7 @@ class ControlServer:
             command.request_id, lambda: self._router.send(service_id.encode(), command),
             target=service_id, timeout=timeout)
         if not reply.ok:
-            raise CommandError(service_id, type(command).__name__, reply.error)
+            raise CommandError(service_id, type(command).__name__, reply.error, reply.error_type)
         return reply
 
     async def ask_all(self, service_ids: Iterable[str], make: Callable[[str], Command], *,

@@ -29,11 +29,17 @@ class UserError(Exception):
 
 
 class CommandError(Exception):
-    """A command's handler failed at the peer; the message is the peer's error text."""
+    """A command's handler failed at the peer; `error` is the peer's error text and
+    `error_type` its exception class name (`UserError` marks a user mistake)."""
 
-    def __init__(self, target: str, command: str, error: str) -> None:
-        self.target, self.command, self.error = target, command, error
-        super().__init__(f"{target} failed {command}: {error}")
+    def __init__(self, target: str, command: str, error: str, error_type: str = "") -> None:
+        self.target, self.command, self.error, self.error_type = target, command, error, error_type
+        super().__init__(f"{target} failed {command}: {error_type + ': ' if error_type else ''}{error}")
+
+    @property
+    def is_user_error(self) -> bool:
+        """True when the peer raised `UserError`: show `error` alone, exit code 2."""
+        return self.error_type == "UserError"
 
 
 def root_cause(exc: BaseException) -> BaseException:

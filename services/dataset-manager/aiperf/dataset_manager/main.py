@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import sys
 from contextlib import AsyncExitStack
+from pathlib import Path
 
+from aiperf.comms import Channel, Publisher
 from aiperf.dataset_manager.service import DatasetManager
 from aiperf.messages import ServiceType
 from aiperf.runtime import Service, ServiceContext, service_main
 
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
-    """Wire the dataset-manager: the only place that opens its sockets."""
-    return DatasetManager(service_id=ctx.service_id)
+    """Wire the dataset-manager: files under `<artifact_dir>/dataset`, an event publisher."""
+    events = await stack.enter_async_context(Publisher(
+        ctx.zmq, connect=[ctx.addressing.connect_endpoint(Channel.EVENT_BUS_FRONTEND)]))
+    artifacts = Path(ctx.config.artifact_dir)
+    return DatasetManager(profile=ctx.config.profile, dataset_dir=artifacts / "dataset",
+                          inputs_path=artifacts / "inputs.json", compress=ctx.config.kubernetes,
+                          events=events)
 
 
 def main(argv: list[str] | None = None) -> int:

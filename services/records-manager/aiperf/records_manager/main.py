@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import sys
 from contextlib import AsyncExitStack
+from pathlib import Path
 
-from aiperf.messages import ServiceType
+from aiperf.comms import Channel, Publisher, PullSocket
+from aiperf.messages import MetricRecord, ServiceType
 from aiperf.records_manager.service import RecordsManager
 from aiperf.runtime import Service, ServiceContext, service_main
 
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
-    """Wire the records-manager: the only place that opens its sockets."""
-    return RecordsManager(service_id=ctx.service_id)
+    """Wire the records-manager: `records` PULL (dual bind) and an event-bus publisher."""
+    records = await stack.enter_async_context(PullSocket[MetricRecord](
+        ctx.zmq, decode=MetricRecord, channel="records",
+        bind=ctx.addressing.bind_endpoints(Channel.RECORDS)))
+    events = await stack.enter_async_context(Publisher(
+        ctx.zmq, connect=[ctx.addressing.connect_endpoint(Channel.EVENT_BUS_FRONTEND)]))
+    return RecordsManager(config=ctx.config, records=records, events=events,
+                          artifact_dir=Path(ctx.config.artifact_dir))
 
 
 def main(argv: list[str] | None = None) -> int:

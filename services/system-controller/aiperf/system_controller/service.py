@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import anyio
 import structlog
 
 from aiperf.config import RunConfig
-from aiperf.messages import ServiceState, Shutdown, SystemState
+from aiperf.messages import ServiceState, ServiceType, Shutdown, SystemState
+from aiperf.runtime import CommandError
 from aiperf.runtime.control_server import ControlServer, RegistrationTimeout
 from aiperf.system_controller.launcher import Handle, Launcher, Planned
 from aiperf.system_controller.plan import plan_services
@@ -21,15 +22,22 @@ log = structlog.get_logger("aiperf.system_controller")
 
 @dataclass(kw_only=True)
 class Verdict:
-    """How the run ended. `exit_code`: 0 done, 1 failed, 130 cancelled."""
+    """How the run ended. `exit_code`: 0 done, 1 failed or degraded (a worker was lost but
+    the run finished), 2 user error, 130 cancelled."""
 
     state: SystemState
     reason: str = ""
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     registered: list[str] = field(default_factory=list)
+    degraded: list[str] = field(default_factory=list)
+    user_error: bool = False
 
     @property
     def exit_code(self) -> int:
+        if self.user_error:
+            return 2
+        if self.state is SystemState.DONE and self.degraded:
+            return 1
         return {SystemState.DONE: 0, SystemState.CANCELLED: 130}.get(self.state, 1)
 
 
@@ -40,6 +48,13 @@ class Driver(Protocol):
 
     async def drive(self, control: ControlServer, set_state: Callable[[SystemState], Awaitable[None]],
                     cancelled: anyio.Event) -> SystemState: ...
+
+
+@runtime_checkable
+class AbsorbsWorkerLoss(Protocol):
+    """A driver that can go on without a dead worker (its credits are declared lost)."""
+
+    async def worker_lost(self, service_id: str, why: str) -> bool: ...
 
 
 class BringUpDriver:
@@ -69,6 +84,8 @@ class SystemController:
         self._plan = plan_services(config.services)
         self._handles: dict[str, Handle] = {}
         self._stopping = False
+        self._lost: dict[str, str] = {}
+        self._user_error = False
         self._failure = ""
         self._failed = anyio.Event()
         self.cancelled = anyio.Event()
@@ -109,7 +126,9 @@ class SystemController:
         await self._set_state(final)
         return Verdict(state=final, reason=self._failure,
                        exit_codes={sid: h.returncode for sid, h in self._handles.items()},
-                       registered=sorted(self._control.services))
+                       registered=sorted(self._control.services),
+                       degraded=[f"{sid} {why}" for sid, why in self._lost.items()],
+                       user_error=self._user_error)
 
     async def _until_failure(self, body: Callable[[], Awaitable[SystemState]]) -> SystemState:
         result = SystemState.FAILED
@@ -121,6 +140,9 @@ class SystemController:
                     result = await body()
                 except (RunFailed, RegistrationTimeout) as exc:
                     self._fail(str(exc))
+                except CommandError as exc:
+                    self._user_error = exc.is_user_error
+                    self._fail(exc.error if exc.is_user_error else str(exc))
                 tg.cancel_scope.cancel()
 
             async def guard() -> None:
@@ -143,9 +165,28 @@ class SystemController:
         if self._stopping:
             return
         sid = handle.planned.service_id
-        when = "before registering" if sid not in self._control.services else "during the run"
-        detail = self._describe(sid)
-        self._fail(f"service {sid} exited with code {code} {when}" + (f": {detail}" if detail else ""))
+        if sid not in self._control.services:
+            detail = self._describe(sid)
+            self._fail(f"service {sid} exited with code {code} before registering"
+                       + (f": {detail}" if detail else ""))
+            return
+        await self._service_lost(sid, f"exited with code {code} during the run")
+
+    async def _service_lost(self, sid: str, why: str) -> None:
+        """A registered service is gone: a worker may be absorbed by the driver, anything
+        else fails the run."""
+        if sid in self._lost:
+            return
+        info = self._control.services.get(sid)
+        if (info is not None and info.service_type is ServiceType.WORKER
+                and isinstance(self._driver, AbsorbsWorkerLoss)):
+            self._lost[sid] = why
+            try:
+                if await self._driver.worker_lost(sid, why):
+                    return
+            except Exception as exc:
+                why = f"{why} (and its credits could not be written off: {exc})"
+        self._fail(f"service {sid} {why}")
 
     async def _watch_liveness(self) -> None:
         runtime = self._config.runtime
@@ -154,10 +195,11 @@ class SystemController:
             if self._stopping:
                 return
             for info in self._control.failed():
-                self._fail(f"service {info.service_id} failed: {info.error}")
+                if info.service_id not in self._lost:
+                    self._fail(f"service {info.service_id} failed: {info.error}")
             for info in self._control.silent(timeout=runtime.heartbeat_timeout_s):
-                self._fail(f"service {info.service_id} missed heartbeats for "
-                           f"{runtime.heartbeat_timeout_s:g}s")
+                await self._service_lost(info.service_id, f"missed heartbeats for "
+                                         f"{runtime.heartbeat_timeout_s:g}s")
 
     async def _bring_up_and_drive(self) -> SystemState:
         runtime = self._config.runtime
@@ -182,7 +224,8 @@ class SystemController:
         self._stopping = True
         timeout = self._config.runtime.shutdown_timeout_s
         live = [sid for sid, info in self._control.services.items()
-                if info.state not in (ServiceState.STOPPED, ServiceState.FAILED)]
+                if info.state not in (ServiceState.STOPPED, ServiceState.FAILED)
+                and sid not in self._lost]
         replies = await self._control.ask_all(
             live, lambda rid: Shutdown(request_id=rid, reason=str(self.state)), timeout=timeout)
         for sid, reply in replies.items():
