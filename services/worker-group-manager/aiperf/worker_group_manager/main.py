@@ -11,8 +11,11 @@ from aiperf.worker_group_manager.service import WorkerGroupManager
 
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
-    """Wire the worker-group-manager: the only place that opens its sockets."""
-    return WorkerGroupManager(service_id=ctx.service_id)
+    """Wire the worker-group-manager of group `--group-id`."""
+    counts = ctx.config.services
+    members = ([f"worker-{ctx.group_id}-{i}" for i in range(counts.workers_per_group)]
+               + [f"record-processor-{ctx.group_id}-{j}" for j in range(counts.record_processors_per_group)])
+    return WorkerGroupManager(service_id=ctx.service_id, group_id=ctx.group_id, members=members)
 
 
 def main(argv: list[str] | None = None) -> int:
