@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aiperf.mock_server.testing import running_mock
-from tests.e2e._harness import aiperf
+from e2e._harness import aiperf
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from aiperf.mock_server.testing import running_mock
-from tests.e2e._harness import aiperf, aiperf_process, jsonl_count, kill, pids_of, wait_for
+from e2e._harness import aiperf, aiperf_process, jsonl_count, kill, pids_of, wait_for
 
 pytestmark = pytest.mark.slow
 

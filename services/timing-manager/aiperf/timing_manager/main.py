@@ -3,16 +3,39 @@
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import AsyncExitStack
 
-from aiperf.messages import ServiceType
-from aiperf.runtime import Service, ServiceContext, service_main
+import anyio
+
+from aiperf.comms import Channel, Publisher, PullSocket, RouterSocket
+from aiperf.messages import CreditReturnChannel, CreditUpstream, ServiceType, TimePing
+from aiperf.runtime import ServiceContext, service_main
+from aiperf.timing_manager.dataset import ReaderConversations
 from aiperf.timing_manager.service import TimingManager
 
 
-async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
-    """Wire the timing-manager: the only place that opens its sockets."""
-    return TimingManager(service_id=ctx.service_id)
+async def build(ctx: ServiceContext, stack: AsyncExitStack) -> TimingManager:
+    """Wire the timing-manager: the only place that opens its sockets.
+
+    Binds (IPC + TCP) the `credits` ROUTER and the `credit_returns` PULL, connects a
+    publisher to the event bus frontend; all close with `stack`.
+    """
+    credits = await stack.enter_async_context(RouterSocket[TimePing](
+        ctx.zmq, decode=CreditUpstream, channel="credits",
+        bind=ctx.addressing.bind_endpoints(Channel.CREDITS)))
+    returns = await stack.enter_async_context(PullSocket[CreditReturnChannel](
+        ctx.zmq, decode=CreditReturnChannel, channel="credit_returns",
+        bind=ctx.addressing.bind_endpoints(Channel.CREDIT_RETURNS)))
+    events = await stack.enter_async_context(Publisher(
+        ctx.zmq, connect=[ctx.addressing.connect_endpoint(Channel.EVENT_BUS_FRONTEND)]))
+    return TimingManager(
+        service_id=ctx.service_id, profile=ctx.config.profile,
+        expected_workers=ctx.config.services.expected()[ServiceType.WORKER],
+        registration_timeout_s=ctx.config.runtime.registration_timeout_s,
+        credits=credits, returns=returns, events=events,
+        open_conversations=ReaderConversations.open,
+        clock=time.perf_counter_ns, wall_clock=time.time_ns, sleep=anyio.sleep)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,22 +1,435 @@
 """Takes credits, sends the HTTP requests, timestamps every chunk, pushes raw records and
-returns credits."""
+returns credits.
+
+Per credit the worker does as little as it can: one conversation lookup in the memory-mapped
+dataset, one payload build, the HTTP exchange (every network read kept as raw bytes with its
+`perf_counter_ns`), one `RequestRecord` pushed to its group's record-processors and then one
+`CreditReturn` pushed to the timing-manager. Parsing and metrics happen elsewhere.
+"""
 
 from __future__ import annotations
 
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
 import anyio
 import structlog
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
+
+from aiperf.comms import BadMessage
+from aiperf.config import ProfileOptions
+from aiperf.dataset import Conversation, DatasetError, DatasetReader
+from aiperf.endpoints import EndpointType, PayloadBuilder, parse_response, path_of
+from aiperf.messages import (
+    CancelCredits,
+    Command,
+    Credit,
+    CreditChannel,
+    CreditReturn,
+    ErrorDetails,
+    Phase,
+    ProfileConfigure,
+    RequestRecord,
+    TimePing,
+    TimePong,
+    WorkerConnected,
+    WorkerLeaving,
+)
+from aiperf.runtime import GiveUp, UserError
+from aiperf.worker.clock import ClockSample, estimate_offset, wait_until
+from aiperf.worker.http import Exchange, Transport
 
 log = structlog.get_logger("aiperf.worker")
 
+_perf_ns = time.perf_counter_ns
+
+CANCELLED_TYPE = "RequestCancellationError"
+CANCELLED_CODE = 499
+"""What AIPerf records for a request the client cancelled."""
+
+
+class CreditLink(Protocol):
+    """The worker's end of the `credits` channel (a `DealerSocket` in production)."""
+
+    async def send(self, message: object) -> None: ...
+
+    async def recv(self) -> CreditChannel: ...
+
+
+class Sink(Protocol):
+    """A push channel (`credit_returns`, `raw_records`); `send` waits only at the HWM."""
+
+    async def send(self, message: object) -> None: ...
+
+
+class Conversations(Protocol):
+    """Read side of the dataset (a `DatasetReader` in production)."""
+
+    def conversation_by_id(self, conversation_id: str) -> Conversation: ...
+
+    def ids(self) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+Probe = Callable[[WorkerConnected], Awaitable[bool]]
+"""Sends the hello on `credit_returns` once the path exists; False: not sent (send it normally)."""
+
+OpenDataset = Callable[[str], Conversations]
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSettings:
+    """Identity and tuning of one worker.
+
+    `headers` are added to every request after Content-Type (Authorization, user headers).
+    `measure_clock_offset` (Kubernetes mode) estimates the offset to the timing-manager's
+    clock from `clock_samples` pings; otherwise the offset is 0. The credits handshake must
+    succeed within `handshake_timeout_s`, retrying every `ping_interval_s`. On stop, pushing
+    the last records and returns may take at most `stop_flush_s`.
+    """
+
+    worker_id: str
+    group_id: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    measure_clock_offset: bool = False
+    clock_samples: int = 20
+    handshake_timeout_s: float = 30.0
+    ping_interval_s: float = 0.25
+    stop_flush_s: float = 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Target:
+    """Everything `ProfileConfigure` fixed for the requests of the run."""
+
+    reader: Conversations
+    builder: PayloadBuilder
+    url: str
+    headers: dict[str, str]
+    streaming: bool
+    endpoint: str
+    model: str
+    timeout_s: float
+    keeps_history: bool
+
+
+class _Flight:
+    """One credit from arrival to return."""
+
+    __slots__ = ("credit", "received_ns", "scope", "cancel_reason", "cancelled", "ex", "error",
+                 "input_tokens", "request_id", "prompt", "more_turns", "stage")
+
+    def __init__(self, credit: Credit, received_ns: int) -> None:
+        self.credit = credit
+        self.received_ns = received_ns
+        self.scope = anyio.CancelScope()
+        self.cancel_reason: str | None = None
+        self.cancelled = False
+        self.ex = Exchange()
+        self.error: ErrorDetails | None = None
+        self.input_tokens: int | None = None
+        self.request_id = ""
+        self.prompt = ""
+        self.more_turns = False
+        self.stage = 0  # 1: record pushed, 2: credit returned
+
 
 class Worker:
-    """Skeleton: registers through the runtime, stays up and obeys commands until stopped."""
+    """Runs one request per credit, concurrently, each in a task of `run`'s task group.
 
-    def __init__(self, *, service_id: str) -> None:
-        self.service_id = service_id
+    Contract: every `Credit` received is answered by exactly one `RequestRecord` on `records`
+    followed by exactly one `CreditReturn` on `returns`, whatever happened (success, HTTP
+    error, transport error, timeout, cancellation, a credit naming an unknown conversation,
+    the worker stopping while the sockets are still open). Must be constructed inside the
+    event loop.
+    """
+
+    def __init__(self, *, settings: WorkerSettings, profile: ProfileOptions | None,
+                 credits: CreditLink, returns: Sink, records: Sink, transport: Transport,
+                 probe: Probe, open_dataset: OpenDataset = DatasetReader) -> None:
+        self._settings, self._profile = settings, profile
+        self._credits, self._returns, self._records = credits, returns, records
+        self._transport, self._probe, self._open_dataset = transport, probe, open_dataset
+        self.worker_id = settings.worker_id
+        self.clock_offset_ns = 0
+        """local perf_counter_ns = timing-manager perf_counter_ns + offset."""
+        self.connected = anyio.Event()
+        """Set once `WorkerConnected` went out on `credit_returns`."""
+        self._target: _Target | None = None
+        self._configured = anyio.Event()
+        self._inflight: set[_Flight] = set()
+        self._history: dict[str, list[dict[str, Any]]] = {}
+        self._ping_seq = 0
+        self._pong_wait: tuple[int, anyio.Event] | None = None
+        self._pong: ClockSample | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Credits received and not yet returned."""
+        return len(self._inflight)
+
+    # -- lifecycle ---------------------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Ready at once; runs until cancelled."""
-        task_status.started()
-        await anyio.sleep_forever()
+        """Ready at once (the credits loop runs); then, when the run has a profile, proves the
+        credits channel both ways (TimePing/TimePong), estimates the clock offset
+        (Kubernetes) and announces `WorkerConnected`. Runs until cancelled; on the way out,
+        in-flight credits are returned as cancelled and `WorkerLeaving` is sent (best effort).
+        Raises `GiveUp` when the timing-manager never answers a ping."""
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._receive, tg)
+                task_status.started()
+                if self._profile is not None:
+                    await self._handshake()
+        finally:
+            if self.connected.is_set():
+                with anyio.move_on_after(self._settings.stop_flush_s, shield=True):
+                    await self._returns.send(WorkerLeaving(worker_id=self.worker_id))
+            self.close()
+
+    def close(self) -> None:
+        """Release the dataset mapping; idempotent."""
+        target, self._target = self._target, None
+        if target is not None:
+            target.reader.close()
+
+    async def handle(self, command: Command) -> dict[str, Any]:
+        """`ProfileConfigure(options={"dataset_dir": D})`: open the dataset and fix the request
+        target; replies `{}`. Raises `UserError` for an unreadable dataset and `GiveUp` for a
+        configure without a profile or dataset; other commands are refused (`ValueError`)."""
+        if isinstance(command, ProfileConfigure):
+            await self._configure(command.options)
+            return {}
+        raise ValueError(f"worker does not handle {type(command).__name__}")
+
+    async def _configure(self, options: Mapping[str, Any]) -> None:
+        profile = self._profile
+        if profile is None:
+            raise GiveUp("ProfileConfigure in a run without a profile (bringup mode)")
+        directory = options.get("dataset_dir")
+        if not isinstance(directory, str) or not directory:
+            raise GiveUp("ProfileConfigure needs options.dataset_dir")
+        try:
+            reader = await anyio.to_thread.run_sync(self._open_indexed, directory)
+        except DatasetError as exc:
+            raise UserError(str(exc)) from exc
+        endpoint_type = EndpointType(profile.endpoint_type)
+        builder = PayloadBuilder(endpoint_type=endpoint_type, model=profile.model,
+                                 streaming=profile.streaming, extra_inputs=profile.extra_inputs,
+                                 use_legacy_max_tokens=profile.use_legacy_max_tokens)
+        streaming = profile.streaming and endpoint_type is not EndpointType.EMBEDDINGS
+        self.close()
+        self._target = _Target(
+            reader=reader, builder=builder, url=profile.url.rstrip("/") + path_of(endpoint_type),
+            headers={"Content-Type": "application/json", **self._settings.headers},
+            streaming=streaming, endpoint=str(endpoint_type), model=profile.model,
+            timeout_s=profile.request_timeout_seconds,
+            keeps_history=endpoint_type is EndpointType.CHAT)
+        self._configured.set()
+        log.info("worker.configured", url=self._target.url, streaming=streaming, dataset=directory)
+
+    def _open_indexed(self, directory: str) -> Conversations:
+        reader = self._open_dataset(directory)
+        try:
+            ids = reader.ids()
+            if ids:  # builds the id -> position map now, not on the first credit
+                reader.conversation_by_id(ids[0])
+        except BaseException:
+            reader.close()
+            raise
+        return reader
+
+    # -- credits channel ---------------------------------------------------------------------
+
+    async def _receive(self, tg: TaskGroup) -> None:
+        recv, inflight, serve = self._credits.recv, self._inflight, self._serve
+        while True:
+            try:
+                msg = await recv()
+            except BadMessage as exc:
+                log.warning("worker.bad_message", channel=exc.channel, reason=exc.reason)
+                continue
+            now = _perf_ns()
+            if type(msg) is Credit:
+                flight = _Flight(msg, now)
+                inflight.add(flight)
+                tg.start_soon(serve, flight)
+            elif isinstance(msg, CancelCredits):
+                self._cancel_phase(msg.phase, msg.reason or "cancelled")
+            elif isinstance(msg, TimePong):
+                self._on_pong(msg, now)
+
+    def _cancel_phase(self, phase: Phase, reason: str) -> None:
+        count = 0
+        for flight in self._inflight:
+            if flight.credit.phase == phase and flight.cancel_reason is None:
+                flight.cancel_reason = reason
+                flight.scope.cancel()
+                self._history.pop(flight.credit.conversation_id, None)
+                count += 1
+        log.info("worker.credits_cancelled", phase=str(phase), count=count, reason=reason)
+
+    def _on_pong(self, pong: TimePong, now: int) -> None:
+        wait = self._pong_wait
+        if wait is not None and wait[0] == pong.seq and not wait[1].is_set():
+            self._pong = ClockSample(pong.ping_sent_at_ns, pong.received_at_ns, now)
+            wait[1].set()
+
+    async def _sample_clock(self, timeout_s: float) -> ClockSample | None:
+        """One TimePing; the sample of its TimePong, or None when none came within `timeout_s`."""
+        self._ping_seq += 1
+        event = anyio.Event()
+        self._pong_wait = (self._ping_seq, event)
+        try:
+            await self._credits.send(TimePing(worker_id=self.worker_id, seq=self._ping_seq,
+                                              sent_at_ns=_perf_ns()))
+            with anyio.move_on_after(timeout_s):
+                await event.wait()
+        finally:
+            self._pong_wait = None
+        return self._pong if event.is_set() else None
+
+    async def _handshake(self) -> None:
+        s = self._settings
+        deadline = anyio.current_time() + s.handshake_timeout_s
+        samples: list[ClockSample] = []
+        while not samples:
+            if anyio.current_time() >= deadline:
+                raise GiveUp(f"timing-manager did not answer TimePing on the credits channel "
+                             f"within {s.handshake_timeout_s:g}s")
+            if (sample := await self._sample_clock(s.ping_interval_s)) is not None:
+                samples.append(sample)
+        if s.measure_clock_offset:
+            while len(samples) < s.clock_samples and anyio.current_time() < deadline:
+                if (sample := await self._sample_clock(s.ping_interval_s)) is not None:
+                    samples.append(sample)
+            self.clock_offset_ns = estimate_offset(samples)
+        hello = WorkerConnected(worker_id=self.worker_id, group_id=s.group_id,
+                                clock_offset_ns=self.clock_offset_ns)
+        if not await self._probe(hello):
+            with anyio.fail_after(max(deadline - anyio.current_time(), s.ping_interval_s)):
+                await self._returns.send(hello)
+        self.connected.set()
+        log.info("worker.connected", clock_offset_ns=self.clock_offset_ns, samples=len(samples),
+                 min_rtt_ns=min(x.received_ns - x.sent_ns for x in samples))
+
+    # -- one request -------------------------------------------------------------------------
+
+    async def _serve(self, flight: _Flight) -> None:
+        try:
+            try:
+                await self._perform(flight)
+            except Exception as exc:  # a bad credit or a bug: the credit still comes back, failed
+                log.warning("worker.request_failed", num=flight.credit.num,
+                            error=f"{type(exc).__name__}: {exc}")
+                flight.error = ErrorDetails(type=type(exc).__name__, message=str(exc))
+            await self._finish(flight)
+        except anyio.get_cancelled_exc_class():
+            # The worker is stopping: return the credit as cancelled while the sockets are open.
+            if flight.stage == 0:
+                flight.cancelled = True
+                flight.error = ErrorDetails(type=CANCELLED_TYPE, message="worker stopping",
+                                            code=CANCELLED_CODE)
+            if flight.stage < 2:
+                with anyio.move_on_after(self._settings.stop_flush_s, shield=True):
+                    await self._finish(flight)
+            raise
+        finally:
+            self._inflight.discard(flight)
+
+    async def _perform(self, flight: _Flight) -> None:
+        target = self._target
+        if target is None:
+            await self._configured.wait()
+            target = self._target
+            assert target is not None
+        credit = flight.credit
+        try:
+            turns = target.reader.conversation_by_id(credit.conversation_id).turns
+            turn = turns[credit.turn_index]
+        except (KeyError, IndexError):
+            raise LookupError(f"conversation {credit.conversation_id!r} turn {credit.turn_index} "
+                              f"is not in the dataset") from None
+        flight.input_tokens = turn.input_tokens
+        history = None
+        if target.keeps_history:
+            flight.more_turns = credit.turn_index + 1 < len(turns)
+            if flight.more_turns:
+                flight.prompt = turn.text
+            if credit.turn_index:
+                history = self._history.get(credit.conversation_id)
+        body = target.builder.build(turn.text, max_tokens=turn.max_tokens, history=history)
+        flight.request_id = request_id = uuid.uuid4().hex
+        headers = {**target.headers, "X-Request-ID": request_id}
+        limit_s, cancels = target.timeout_s, False
+        if credit.should_cancel and credit.cancel_after_ns / 1e9 <= limit_s:
+            limit_s, cancels = credit.cancel_after_ns / 1e9, True
+        ex = flight.ex
+        with flight.scope as scope:
+            if credit.scheduled_at_ns:
+                await wait_until(credit.scheduled_at_ns + self.clock_offset_ns)
+            scope.deadline = anyio.current_time() + limit_s
+            await self._transport.post(ex, target.url, body, headers, streaming=target.streaming)
+        if scope.cancelled_caught:
+            if flight.cancel_reason is not None:
+                flight.cancelled = True
+                flight.error = ErrorDetails(type=CANCELLED_TYPE, code=CANCELLED_CODE,
+                                            message=f"Request was cancelled: {flight.cancel_reason}")
+            elif cancels:
+                flight.cancelled = True
+                flight.error = ErrorDetails(
+                    type=CANCELLED_TYPE, code=CANCELLED_CODE,
+                    message=f"Request was cancelled after {credit.cancel_after_ns / 1e6:g} ms")
+            else:
+                flight.error = ErrorDetails(
+                    type="RequestTimeout",
+                    message=f"no complete response within {target.timeout_s:g}s "
+                            f"(--request-timeout-seconds)")
+
+    async def _finish(self, flight: _Flight) -> None:
+        """Push the record, then return the credit (that order is the contract). Resumes
+        where an interrupted call stopped, so neither is ever sent twice."""
+        credit, ex = flight.credit, flight.ex
+        error = flight.error or ex.error
+        ok = error is None and ex.status < 400
+        if flight.stage == 0:
+            await self._push_record(flight, error, ok)
+            flight.stage = 1
+        reason = error.type if error is not None else (f"HTTP {ex.status}" if not ok else "")
+        await self._returns.send(CreditReturn.of(credit, worker_id=self.worker_id, ok=ok,
+                                                 cancelled=flight.cancelled, sent=ex.start_ns > 0,
+                                                 error=reason))
+        flight.stage = 2
+
+    async def _push_record(self, flight: _Flight, error: ErrorDetails | None, ok: bool) -> None:
+        credit, ex, target = flight.credit, flight.ex, self._target
+        record = RequestRecord(
+            worker_id=self.worker_id, phase=credit.phase, credit_num=credit.num,
+            conversation_id=credit.conversation_id, turn_index=credit.turn_index,
+            model=target.model if target else "", endpoint=target.endpoint if target else "",
+            streaming=target.streaming if target else False, input_tokens=flight.input_tokens,
+            credit_issued_ns=credit.issued_at_ns, scheduled_ns=credit.scheduled_at_ns,
+            credit_received_ns=flight.received_ns, start_ns=ex.start_ns,
+            start_wall_ns=ex.start_wall_ns, response_headers_ns=ex.headers_ns, end_ns=ex.end_ns,
+            status=ex.status, chunk_ns=ex.chunk_ns, chunks=ex.chunks, error=error,
+            cancelled=flight.cancelled, clock_offset_ns=self.clock_offset_ns,
+            x_request_id=flight.request_id)
+        await self._records.send(record)
+        if target is not None and target.keeps_history:
+            self._remember(flight, record, ok)
+
+    def _remember(self, flight: _Flight, record: RequestRecord, ok: bool) -> None:
+        """Keep a multi-turn chat's history for its next turn; forget it after the last."""
+        conversation_id = flight.credit.conversation_id
+        if not flight.more_turns or flight.cancelled:
+            self._history.pop(conversation_id, None)
+            return
+        answer = parse_response(EndpointType.CHAT, record.streaming, record).text if ok else ""
+        self._history.setdefault(conversation_id, []).extend((
+            {"role": "user", "content": flight.prompt},
+            {"role": "assistant", "content": answer}))
