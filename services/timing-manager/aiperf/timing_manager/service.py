@@ -76,14 +76,14 @@ class TimingManager:
                  events: EventSink, open_conversations: OpenConversations,
                  clock: Clock = time.perf_counter_ns, wall_clock: Clock = time.time_ns,
                  sleep: Sleep = anyio.sleep, send_ahead_ns: int = 2_000_000,
-                 cancel_drain_s: float = 10.0) -> None:
+                 tick_ns: int = 0, cancel_drain_s: float = 10.0) -> None:
         self.service_id = service_id
         self._profile, self._expected = profile, expected_workers
         self._registration_timeout_s = registration_timeout_s
         self._credits, self._returns, self._events = credits, returns, events
         self._open_conversations = open_conversations
         self._clock, self._wall_clock, self._sleep = clock, wall_clock, sleep
-        self._send_ahead_ns, self._cancel_drain_s = send_ahead_ns, cancel_drain_s
+        self._send_ahead_ns, self._tick_ns, self._cancel_drain_s = send_ahead_ns, tick_ns, cancel_drain_s
         self.pool = WorkerPool()
         self._conversations: Conversations | None = None
         self._plans: list[PhasePlan] = []
@@ -172,8 +172,12 @@ class TimingManager:
         finally:
             self._running = False
             self._current = None
-        return {"cancelled": self._cancel.is_set(),
-                "phases": {str(phase): ledger.accounting() for phase, ledger in self._ledgers.items()}}
+        phases = {str(phase): ledger.accounting() for phase, ledger in self._ledgers.items()}
+        result: dict[str, Any] = {"cancelled": self._cancel.is_set(), "phases": phases}
+        reasons = [p["stopped_reason"] for p in phases.values() if "stopped_reason" in p]
+        if reasons:  # the run-level view of the records-manager: why issuing ended early
+            result["stopped_reason"] = reasons[-1]
+        return result
 
     def cancel(self, reason: str) -> None:
         """Stop issuing; the running phase cancels in-flight requests and `start` returns with
@@ -435,9 +439,11 @@ class TimingManager:
         return entry
 
     async def _sleep_until(self, deadline_ns: int) -> None:
-        delay = deadline_ns - self._clock()
-        if delay > 0:
-            await self._sleep(delay / NS_PER_S)
+        """Sleep until `deadline_ns`; with `tick_ns` > 0 in steps of at most `tick_ns` (keeps
+        the loop awake; an experiment against oversleeping on a CPU-starved host, not shown
+        to help on the 2-core dev box)."""
+        while (delay := deadline_ns - self._clock()) > 0:
+            await self._sleep((min(delay, self._tick_ns) if self._tick_ns > 0 else delay) / NS_PER_S)
 
     async def _first_of(self, *waits: Callable[[], Awaitable[object]]) -> None:
         """Return as soon as one of `waits` completes (the others are cancelled)."""

@@ -1,0 +1,136 @@
+"""Per-phase bookkeeping: every credit issued, where it is, and how it ended."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from aiperf.messages import CreditReturn, Phase
+from aiperf.timing_manager.schedule import percentile
+
+Outcome = Literal["", "ok", "failed", "cancelled", "lost"]
+
+
+@dataclass(eq=False, kw_only=True)
+class InFlight:
+    """One issued credit not yet settled. `done` is set when it returns or is declared lost;
+    `outcome` then says which."""
+
+    num: int
+    worker: str
+    conversation: int
+    turn: int
+    holds_slot: bool
+    done: anyio.Event = field(default_factory=anyio.Event)
+    outcome: Outcome = ""
+
+
+class PhaseLedger:
+    """Counters and in-flight credits of one phase.
+
+    Invariants once the phase is over: `issued == ok + failed + cancelled + lost` and
+    `returned + lost == issued`. `drained` is set when sending is complete and nothing is
+    in flight. `stop(reason)` ends issuing (first reason wins).
+    """
+
+    def __init__(self, phase: Phase, *, count: int | None, concurrency_cap: int | None,
+                 cancel_rate_pct: float = 0.0, cancel_delay_ns: int = 0, seed: int | None = None) -> None:
+        self.phase = phase
+        self.count = count
+        self.issued = self.returned = self.sent = 0
+        self.ok = self.failed = self.cancelled = self.lost = 0
+        self.start_ns = self.end_ns = self.start_wall_ns = self.end_wall_ns = 0
+        self.stopped_reason = ""
+        self.sending_done = False
+        self.in_flight: dict[int, InFlight] = {}
+        self.lags_ns: list[int] = []
+        self.drained = anyio.Event()
+        self.slots = anyio.Semaphore(concurrency_cap) if concurrency_cap else None
+        self.issuing = anyio.CancelScope()
+        self._cancel_rate = cancel_rate_pct
+        self.cancel_delay_ns = cancel_delay_ns
+        self._cancel_rng = random.Random(f"{seed}:cancel" if seed is not None else None)
+
+    def may_issue(self) -> bool:
+        """True while issuing goes on and the credit budget is not used up."""
+        return not self.stopped_reason and (self.count is None or self.issued < self.count)
+
+    def stop(self, reason: str) -> None:
+        """End issuing now (cancels the issuing scope); the first reason is kept."""
+        if not self.stopped_reason:
+            self.stopped_reason = reason
+        self.issuing.cancel()
+
+    def should_cancel(self) -> bool:
+        """Draw whether the next credit asks for request cancellation (seeded)."""
+        return self._cancel_rate > 0 and self._cancel_rng.random() * 100 < self._cancel_rate
+
+    def open(self, *, worker: str, conversation: int, turn: int, holds_slot: bool) -> InFlight:
+        """Record a new credit (numbered in issue order) as in flight at `worker`."""
+        entry = InFlight(num=self.issued, worker=worker, conversation=conversation, turn=turn,
+                         holds_slot=holds_slot)
+        self.issued += 1
+        self.in_flight[entry.num] = entry
+        return entry
+
+    def settle(self, ret: CreditReturn) -> InFlight | None:
+        """Count a return; None (and nothing counted) for an unknown or settled credit."""
+        entry = self.in_flight.pop(ret.num, None)
+        if entry is None:
+            return None
+        self.returned += 1
+        self.sent += ret.sent
+        if ret.cancelled:
+            self.cancelled += 1
+            entry.outcome = "cancelled"
+        elif ret.ok:
+            self.ok += 1
+            entry.outcome = "ok"
+        else:
+            self.failed += 1
+            entry.outcome = "failed"
+        self._close(entry)
+        return entry
+
+    def declare_lost(self, num: int) -> InFlight | None:
+        """Count credit `num` as lost (its worker died); None if not in flight."""
+        entry = self.in_flight.pop(num, None)
+        if entry is None:
+            return None
+        self.lost += 1
+        entry.outcome = "lost"
+        self._close(entry)
+        return entry
+
+    def finish_sending(self) -> None:
+        """No more credits will be issued in this phase."""
+        self.sending_done = True
+        self._check_drained()
+
+    def _close(self, entry: InFlight) -> None:
+        if entry.holds_slot and self.slots is not None:
+            self.slots.release()
+        entry.done.set()
+        self._check_drained()
+
+    def _check_drained(self) -> None:
+        if self.sending_done and not self.in_flight:
+            self.drained.set()
+
+    def accounting(self) -> dict[str, Any]:
+        """The phase's entry of the `ProfileStart` reply (docs/run-protocol.md); adds
+        `stopped_reason` only when issuing ended early (cancelled, no workers left)."""
+        lags = sorted(self.lags_ns)
+        result: dict[str, Any] = {
+            "issued": self.issued, "returned": self.returned, "sent": self.sent, "ok": self.ok,
+            "failed": self.failed, "cancelled": self.cancelled, "lost": self.lost,
+            "start_ns": self.start_ns, "end_ns": self.end_ns,
+            "start_wall_ns": self.start_wall_ns, "end_wall_ns": self.end_wall_ns,
+            "schedule_lag_p50_ns": percentile(lags, 50), "schedule_lag_p99_ns": percentile(lags, 99),
+        }
+        if self.stopped_reason and self.stopped_reason not in ("count", "duration", "schedule"):
+            result["stopped_reason"] = self.stopped_reason
+        return result

@@ -1,0 +1,16 @@
+"""Fixtures of the timing-manager tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests._tm_fakes import OPEN_RIGS
+
+
+@pytest.fixture(autouse=True)
+def _close_rigs() -> Iterator[None]:
+    yield
+    while OPEN_RIGS:
+        OPEN_RIGS.pop().close()
