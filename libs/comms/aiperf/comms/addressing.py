@@ -55,12 +55,12 @@ class Addressing:
         """The TCP port of `channel` (0 means ephemeral)."""
         return self.ports.get(channel.label, channel.default_port)
 
-    def ipc(self, channel: Channel, index: int | None = None) -> str:
+    def ipc(self, channel: Channel, index: int | str | None = None) -> str:
         """The IPC endpoint of `channel` (`index` tells per-instance channels apart)."""
         suffix = "" if index is None else f"-{index}"
         return f"ipc://{self.ipc_dir}/{channel.label}{suffix}.ipc"
 
-    def bind_endpoints(self, channel: Channel, index: int | None = None) -> list[str]:
+    def bind_endpoints(self, channel: Channel, index: int | str | None = None) -> list[str]:
         """Endpoints a binder of `channel` binds: IPC always, TCP when enabled and ported."""
         endpoints = [self.ipc(channel, index)]
         if self.tcp_bind_host is not None and channel.default_port:
@@ -68,7 +68,7 @@ class Addressing:
             endpoints.append(f"tcp://{self.tcp_bind_host}:{port if port else '*'}")
         return endpoints
 
-    def connect_endpoint(self, channel: Channel, index: int | None = None) -> str:
+    def connect_endpoint(self, channel: Channel, index: int | str | None = None) -> str:
         """The one endpoint a connector of `channel` uses."""
         if self.controller_host and channel.default_port:
             return f"tcp://{self.controller_host}:{self.port(channel)}"

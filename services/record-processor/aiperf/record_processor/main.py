@@ -4,15 +4,35 @@ from __future__ import annotations
 
 import sys
 from contextlib import AsyncExitStack
+from typing import Any
 
-from aiperf.messages import ServiceType
+from aiperf.comms import Addressing, Channel, PullSocket, PushSocket
+from aiperf.messages import RawRecordChannel, RequestRecord, ServiceType
 from aiperf.record_processor.service import RecordProcessor
 from aiperf.runtime import Service, ServiceContext, service_main
 
 
+def instance_index(service_id: str) -> int:
+    """`j` of a service id `record-processor-<group>-<j>`; 0 when the id has no such suffix."""
+    tail = service_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def raw_records_endpoint(addressing: Addressing, group_id: str, index: int) -> str:
+    """IPC endpoint this record-processor binds; its group's workers connect to it."""
+    label: Any = f"{group_id}-{index}"  # Addressing.ipc formats any index (annotated int)
+    return addressing.ipc(Channel.RAW_RECORDS, index=label)
+
+
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
-    """Wire the record-processor: the only place that opens its sockets."""
-    return RecordProcessor(service_id=ctx.service_id)
+    """Wire the record-processor: PULL bound on its `raw_records` endpoint, PUSH connected to
+    the records-manager's `records`. Both close with `stack`."""
+    endpoint = raw_records_endpoint(ctx.addressing, ctx.group_id, instance_index(ctx.service_id))
+    raw = await stack.enter_async_context(PullSocket[RequestRecord](
+        ctx.zmq, decode=RawRecordChannel, channel="raw_records", bind=[endpoint]))
+    out = await stack.enter_async_context(PushSocket(
+        ctx.zmq, channel="records", connect=[ctx.addressing.connect_endpoint(Channel.RECORDS)]))
+    return RecordProcessor(service_id=ctx.service_id, profile=ctx.config.profile, raw=raw, out=out)
 
 
 def main(argv: list[str] | None = None) -> int:

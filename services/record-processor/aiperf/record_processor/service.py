@@ -1,21 +1,110 @@
-"""Parses raw records and computes per-request metrics."""
+"""Parses raw records and computes per-request metrics.
+
+One `MetricRecord` goes out for every `RequestRecord` that comes in, in arrival order, even
+when parsing fails (the record then carries a `RecordProcessingError`), so the
+records-manager's count of records per returned credit always balances.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from aiperf.comms import BadMessage
+from aiperf.config import ProfileOptions
+from aiperf.endpoints import EndpointType, parse_response
+from aiperf.messages import Command, ErrorDetails, MetricRecord, ProfileConfigure, RequestRecord
+from aiperf.metrics import compute_metrics
+from aiperf.runtime import GiveUp, UserError
+from aiperf.tokenizer import Tokenizer, TokenizerError, load_tokenizer
+
 log = structlog.get_logger("aiperf.record_processor")
 
 
-class RecordProcessor:
-    """Skeleton: registers through the runtime, stays up and obeys commands until stopped."""
+class RawSource(Protocol):
+    """Where raw records come from (a `PullSocket` in production); may raise `BadMessage`."""
 
-    def __init__(self, *, service_id: str) -> None:
+    async def recv(self) -> RequestRecord: ...
+
+
+class Sink(Protocol):
+    """Where metric records go (a `PushSocket` in production)."""
+
+    async def send(self, message: object) -> None: ...
+
+
+LoadTokenizer = Callable[[str | None], Tokenizer]
+
+
+class RecordProcessor:
+    """Turns each `RequestRecord` into a `MetricRecord`, one at a time.
+
+    Records that arrive before `ProfileConfigure` loaded the tokenizer wait for it. Must be
+    constructed inside the event loop.
+    """
+
+    def __init__(self, *, service_id: str, profile: ProfileOptions | None, raw: RawSource,
+                 out: Sink, tokenizer_loader: LoadTokenizer = load_tokenizer) -> None:
         self.service_id = service_id
+        self._profile, self._raw, self._out, self._load = profile, raw, out, tokenizer_loader
+        self._tokenizer: Tokenizer | None = None
+        self._ready = anyio.Event()
+        self.processed = 0
+
+    async def handle(self, command: Command) -> dict[str, Any]:
+        """`ProfileConfigure`: load the tokenizer (in a worker thread) and reply `{}`.
+        Raises `UserError` (the tokenizer's one-line message) for a bad `--tokenizer`,
+        `GiveUp` without a profile; other commands are refused (`ValueError`)."""
+        if not isinstance(command, ProfileConfigure):
+            raise ValueError(f"record-processor does not handle {type(command).__name__}")
+        if self._profile is None:
+            raise GiveUp("ProfileConfigure in a run without a profile (bringup mode)")
+        spec = self._profile.tokenizer
+        try:
+            tokenizer = await anyio.to_thread.run_sync(self._load, spec)
+        except TokenizerError as exc:
+            raise UserError(str(exc)) from exc
+        self._tokenizer = tokenizer
+        self._ready.set()
+        log.info("record_processor.configured", tokenizer=tokenizer.name)
+        return {}
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Ready at once; runs until cancelled."""
+        """Ready at once; processes records until cancelled. An undecodable frame is logged
+        and skipped."""
         task_status.started()
-        await anyio.sleep_forever()
+        recv, send = self._raw.recv, self._out.send
+        while True:
+            try:
+                record = await recv()
+            except BadMessage as exc:
+                log.warning("record_processor.bad_message", channel=exc.channel, reason=exc.reason)
+                continue
+            if self._tokenizer is None:
+                await self._ready.wait()
+            await send(self.process(record))
+
+    def process(self, record: RequestRecord) -> MetricRecord:
+        """The `MetricRecord` of `record` (pure CPU; never raises: a failure to process becomes
+        a `RecordProcessingError` on the result). Requires the tokenizer to be loaded."""
+        profile, tokenizer = self._profile, self._tokenizer
+        assert profile is not None and tokenizer is not None
+        self.processed += 1
+        try:
+            parsed = parse_response(EndpointType(profile.endpoint_type), record.streaming, record)
+            return compute_metrics(record, parsed, count_tokens=tokenizer.count,
+                                   processor_id=self.service_id,
+                                   use_server_token_count=profile.use_server_token_count)
+        except Exception as exc:  # a bug in parsing must not lose the record
+            log.error("record_processor.failed", num=record.credit_num, worker=record.worker_id,
+                      error=f"{type(exc).__name__}: {exc}")
+            return MetricRecord(
+                phase=record.phase, credit_num=record.credit_num, worker_id=record.worker_id,
+                conversation_id=record.conversation_id, turn_index=record.turn_index,
+                start_wall_ns=record.start_wall_ns, cancelled=record.cancelled,
+                error=ErrorDetails(type="RecordProcessingError", message=f"{type(exc).__name__}: {exc}"),
+                processor_id=self.service_id)

@@ -2,17 +2,85 @@
 
 from __future__ import annotations
 
+import functools
+import json
+import os
 import sys
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
+from typing import Any
 
-from aiperf.messages import ServiceType
-from aiperf.runtime import Service, ServiceContext, service_main
-from aiperf.worker.service import Worker
+import structlog
+
+from aiperf.comms import (
+    CONTROLLER_HOST_ENV,
+    Addressing,
+    Channel,
+    DealerSocket,
+    PushSocket,
+    probe_return_channel,
+)
+from aiperf.messages import CreditChannel, ServiceType
+from aiperf.runtime import Service, ServiceContext, UserError, service_main
+from aiperf.worker.http import AiohttpTransport, new_session
+from aiperf.worker.service import Worker, WorkerSettings
+
+log = structlog.get_logger("aiperf.worker")
+
+API_KEY_ENV = "AIPERF_API_KEY"
+HEADERS_ENV = "AIPERF_HEADERS_JSON"
+
+
+def raw_records_endpoint(addressing: Addressing, group_id: str, index: int) -> str:
+    """IPC endpoint of record-processor `record-processor-<group_id>-<index>` (it binds it)."""
+    label: Any = f"{group_id}-{index}"  # Addressing.ipc formats any index (annotated int)
+    return addressing.ipc(Channel.RAW_RECORDS, index=label)
+
+
+def request_headers(env: Mapping[str, str]) -> dict[str, str]:
+    """Headers every request carries besides Content-Type: `Authorization: Bearer` from
+    AIPERF_API_KEY, then the JSON object of AIPERF_HEADERS_JSON (which may override it).
+    Raises `UserError` when AIPERF_HEADERS_JSON is not a JSON object of strings."""
+    headers: dict[str, str] = {}
+    if key := env.get(API_KEY_ENV):
+        headers["Authorization"] = f"Bearer {key}"
+    if raw := env.get(HEADERS_ENV):
+        try:
+            extra = json.loads(raw)
+        except ValueError as exc:
+            raise UserError(f"{HEADERS_ENV}: not valid JSON ({exc}); pass --header NAME:VALUE") from None
+        if not isinstance(extra, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
+            raise UserError(f"{HEADERS_ENV}: must be a JSON object of string names and values")
+        headers.update(extra)
+    return headers
 
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
-    """Wire the worker: the only place that opens its sockets."""
-    return Worker(service_id=ctx.service_id)
+    """Wire the worker: DEALER on `credits` (identity = service id), PUSH (IMMEDIATE) on
+    `credit_returns`, PUSH on `raw_records` to every record-processor of its group (round
+    robin), and one pooled HTTP session. Everything closes with `stack`."""
+    config, addressing, group = ctx.config, ctx.addressing, ctx.group_id
+    headers = request_headers(os.environ)
+    credits = await stack.enter_async_context(DealerSocket[CreditChannel](
+        ctx.zmq, identity=ctx.service_id, decode=CreditChannel, channel="credits",
+        connect=[addressing.connect_endpoint(Channel.CREDITS)]))
+    returns = await stack.enter_async_context(PushSocket(
+        ctx.zmq, channel="credit_returns", immediate=True,
+        connect=[addressing.connect_endpoint(Channel.CREDIT_RETURNS)]))
+    processors = [raw_records_endpoint(addressing, group, j)
+                  for j in range(config.services.record_processors_per_group)]
+    records = await stack.enter_async_context(PushSocket(
+        ctx.zmq, channel="raw_records", connect=processors))
+    session = await stack.enter_async_context(new_session())
+    settings = WorkerSettings(worker_id=ctx.service_id, group_id=group, headers=headers,
+                              measure_clock_offset=bool(os.environ.get(CONTROLLER_HOST_ENV)),
+                              handshake_timeout_s=config.runtime.registration_timeout_s)
+    worker = Worker(settings=settings, profile=config.profile, credits=credits, returns=returns,
+                    records=records, transport=AiohttpTransport(session),
+                    probe=functools.partial(probe_return_channel, returns, log=log))
+    stack.callback(worker.close)
+    return worker
 
 
 def main(argv: list[str] | None = None) -> int:

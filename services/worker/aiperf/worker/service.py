@@ -39,7 +39,7 @@ from aiperf.messages import (
     WorkerLeaving,
 )
 from aiperf.runtime import GiveUp, UserError
-from aiperf.worker.clock import ClockSample, estimate_offset, wait_until
+from aiperf.worker.clock import SPIN_NS, ClockSample, estimate_offset, wait_until
 from aiperf.worker.http import Exchange, Transport
 
 log = structlog.get_logger("aiperf.worker")
@@ -89,7 +89,9 @@ class WorkerSettings:
     `measure_clock_offset` (Kubernetes mode) estimates the offset to the timing-manager's
     clock from `clock_samples` pings; otherwise the offset is 0. The credits handshake must
     succeed within `handshake_timeout_s`, retrying every `ping_interval_s`. On stop, pushing
-    the last records and returns may take at most `stop_flush_s`.
+    the last records and returns may take at most `stop_flush_s`. Scheduled credits sleep
+    until `schedule_spin_ns` before their time, then yield in a loop until it (see
+    `aiperf.worker.clock.wait_until`).
     """
 
     worker_id: str
@@ -100,6 +102,7 @@ class WorkerSettings:
     handshake_timeout_s: float = 30.0
     ping_interval_s: float = 0.25
     stop_flush_s: float = 1.0
+    schedule_spin_ns: int = SPIN_NS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -372,7 +375,8 @@ class Worker:
         ex = flight.ex
         with flight.scope as scope:
             if credit.scheduled_at_ns:
-                await wait_until(credit.scheduled_at_ns + self.clock_offset_ns)
+                await wait_until(credit.scheduled_at_ns + self.clock_offset_ns,
+                                 spin_ns=self._settings.schedule_spin_ns)
             scope.deadline = anyio.current_time() + limit_s
             await self._transport.post(ex, target.url, body, headers, streaming=target.streaming)
         if scope.cancelled_caught:

@@ -1,0 +1,219 @@
+"""The record-processor on memory streams (unit) and on real sockets wired by `main.build`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+import zmq.asyncio
+
+from aiperf.comms import Addressing, BadMessage, Channel, PullSocket, PushSocket
+from aiperf.config import CommsOptions, ProfileOptions, RunConfig
+from aiperf.messages import (
+    MetricRecord,
+    Phase,
+    ProfileConfigure,
+    ProfileStart,
+    RecordChannel,
+    RequestRecord,
+    ServiceType,
+)
+from aiperf.record_processor.main import build, instance_index, raw_records_endpoint
+from aiperf.record_processor.service import RecordProcessor
+from aiperf.runtime import ServiceContext, UserError
+from aiperf.tokenizer import Tokenizer
+
+pytestmark = pytest.mark.anyio
+
+MS = 1_000_000
+T0 = 10_000 * MS
+
+
+def sse(piece: str) -> bytes:
+    return b"data: " + orjson.dumps({"choices": [{"delta": {"content": piece}}]}) + b"\n\n"
+
+
+def streamed(num: int, *, offsets_ms: Sequence[int] = (40, 48, 56, 64), **kw: Any) -> RequestRecord:
+    """A streamed record whose i-th content event arrived `offsets_ms[i]` after the start."""
+    chunks = [sse(f"w{i} ") for i in range(len(offsets_ms))] + [b"data: [DONE]\n\n"]
+    chunk_ns = [T0 + o * MS for o in offsets_ms] + [T0 + (offsets_ms[-1] + 1) * MS]
+    fields: dict[str, Any] = dict(
+        worker_id="w0", phase=Phase.PROFILING, credit_num=num, conversation_id="c", streaming=True,
+        input_tokens=100, start_ns=T0, start_wall_ns=1_700_000_000 * 10**9, end_ns=chunk_ns[-1],
+        status=200, chunks=chunks, chunk_ns=chunk_ns, credit_received_ns=T0 - MS)
+    fields.update(kw)
+    return RequestRecord(**fields)
+
+
+class WordTokenizer:
+    name = "words"
+
+    def encode(self, text: str) -> list[int]:
+        return list(range(len(text.split())))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return ""
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+
+class MemoryRaw:
+    """Raw source on a memory stream; a `None` item raises `BadMessage` (an undecodable frame)."""
+
+    def __init__(self) -> None:
+        self.tx, self.rx = anyio.create_memory_object_stream[RequestRecord | None](100)
+
+    async def recv(self) -> RequestRecord:
+        item = await self.rx.receive()
+        if item is None:
+            raise BadMessage(peer=None, channel="raw_records", reason="garbage")
+        return item
+
+
+class MemoryOut:
+    def __init__(self) -> None:
+        self.tx, self.rx = anyio.create_memory_object_stream[MetricRecord](100)
+
+    async def send(self, message: object) -> None:
+        assert isinstance(message, MetricRecord)
+        await self.tx.send(message)
+
+    async def next(self) -> MetricRecord:
+        with anyio.fail_after(10):
+            return await self.rx.receive()
+
+
+def profile(**kw: Any) -> ProfileOptions:
+    return ProfileOptions(**{"model": "m", "streaming": True, **kw})
+
+
+def loader_of(tokenizer: Tokenizer) -> Any:
+    return lambda spec: tokenizer
+
+
+async def run_processor(processor: RecordProcessor, raw: MemoryRaw, out: MemoryOut, body: Any) -> None:
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(processor.run)
+            await body()
+            tg.cancel_scope.cancel()
+    finally:
+        for stream in (raw.tx, raw.rx, out.tx, out.rx):
+            stream.close()
+
+
+async def test_records_in_metric_records_out_with_exact_ttft() -> None:
+    raw, out = MemoryRaw(), MemoryOut()
+    rp = RecordProcessor(service_id="record-processor-g0-0", profile=profile(), raw=raw, out=out,
+                         tokenizer_loader=loader_of(WordTokenizer()))
+
+    async def body() -> None:
+        await raw.tx.send(streamed(1))
+        await anyio.wait_all_tasks_blocked()
+        with pytest.raises(anyio.WouldBlock):  # no tokenizer yet: the record waits
+            out.rx.receive_nowait()
+        assert await rp.handle(ProfileConfigure(request_id="c", options={"dataset_dir": "/d"})) == {}
+        m = await out.next()
+        assert m.credit_num == 1 and m.error is None and m.processor_id == "record-processor-g0-0"
+        assert m.metrics["time_to_first_token"] == 40 * MS
+        assert m.metrics["inter_chunk_latency"] == [8 * MS, 8 * MS, 8 * MS]
+        assert m.metrics["request_latency"] == 64 * MS
+        assert m.metrics["output_sequence_length"] == 4
+        assert m.metrics["input_sequence_length"] == 100
+        assert m.metrics["credit_to_send_delay"] == MS
+        await raw.tx.send(None)  # an undecodable frame is skipped
+        await raw.tx.send(streamed(2, offsets_ms=(5, 6)))
+        assert (await out.next()).metrics["time_to_first_token"] == 5 * MS
+
+    await run_processor(rp, raw, out, body)
+
+
+async def test_errors_and_cancellations_become_error_metric_records() -> None:
+    raw, out = MemoryRaw(), MemoryOut()
+    rp = RecordProcessor(service_id="rp", profile=profile(), raw=raw, out=out,
+                         tokenizer_loader=loader_of(WordTokenizer()))
+
+    async def body() -> None:
+        await rp.handle(ProfileConfigure(request_id="c"))
+        await raw.tx.send(streamed(1, status=500, chunks=[b'{"error":{"message":"boom"}}'], chunk_ns=[T0]))
+        await raw.tx.send(streamed(2, cancelled=True))
+        first, second = await out.next(), await out.next()
+        assert first.error is not None and first.error.code == 500 and first.error.message == "boom"
+        assert first.metrics == {"error_isl": 100}
+        assert second.cancelled and second.error is not None
+        assert second.error.type == "RequestCancellationError"
+
+    await run_processor(rp, raw, out, body)
+
+
+async def test_a_failure_to_process_still_yields_a_record() -> None:
+    class Broken(WordTokenizer):
+        def count(self, text: str) -> int:
+            raise RuntimeError("tokenizer exploded")
+
+    raw, out = MemoryRaw(), MemoryOut()
+    rp = RecordProcessor(service_id="rp", profile=profile(), raw=raw, out=out,
+                         tokenizer_loader=loader_of(Broken()))
+
+    async def body() -> None:
+        await rp.handle(ProfileConfigure(request_id="c"))
+        await raw.tx.send(streamed(7))
+        m = await out.next()
+        assert m.credit_num == 7 and m.error is not None and m.error.type == "RecordProcessingError"
+        assert "tokenizer exploded" in m.error.message
+
+    await run_processor(rp, raw, out, body)
+
+
+async def test_bad_tokenizer_is_a_user_error_with_the_same_line() -> None:
+    raw, out = MemoryRaw(), MemoryOut()
+    rp = RecordProcessor(service_id="rp", profile=profile(tokenizer="/no/such/tokenizer"), raw=raw, out=out)
+    try:
+        with pytest.raises(UserError) as info:
+            await rp.handle(ProfileConfigure(request_id="c"))
+        assert str(info.value).startswith("--tokenizer /no/such/tokenizer: not a tokenizer.json")
+        assert "\n" not in str(info.value)
+        with pytest.raises(ValueError, match="does not handle ProfileStart"):
+            await rp.handle(ProfileStart(request_id="s"))
+    finally:
+        for stream in (raw.tx, raw.rx, out.tx, out.rx):
+            stream.close()
+
+
+def test_instance_index_and_endpoint() -> None:
+    assert instance_index("record-processor-g0-3") == 3
+    assert instance_index("record-processor") == 0
+    assert raw_records_endpoint(Addressing(ipc_dir="/tmp/x"), "g1", 2) == "ipc:///tmp/x/raw_records-g1-2.ipc"
+
+
+async def test_real_sockets_and_builtin_tokenizer(zctx: zmq.asyncio.Context, ipc_dir: str) -> None:
+    addressing = Addressing(ipc_dir=ipc_dir)
+    config = RunConfig(run_id="t", mode="profile", comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host=None),
+                       profile=profile(tokenizer="builtin"))
+    ctx = ServiceContext(config=config, service_type=ServiceType.RECORD_PROCESSOR,
+                         service_id="record-processor-g0-1", group_id="g0", zmq=zctx, addressing=addressing)
+    async with (PullSocket[MetricRecord](zctx, decode=RecordChannel, channel="records",
+                                         bind=addressing.bind_endpoints(Channel.RECORDS)) as records,
+                PushSocket(zctx, channel="raw_records", linger_ms=0,
+                           connect=[raw_records_endpoint(addressing, "g0", 1)]) as worker,
+                AsyncExitStack() as stack):
+        rp = await build(ctx, stack)
+        assert isinstance(rp, RecordProcessor)
+        async with anyio.create_task_group() as tg:
+            await tg.start(rp.run)
+            await rp.handle(ProfileConfigure(request_id="c", options={"dataset_dir": "/d"}))
+            for num in range(5):
+                await worker.send(streamed(num))
+            with anyio.fail_after(10):
+                got = [await records.recv() for _ in range(5)]
+            tg.cancel_scope.cancel()
+    assert sorted(m.credit_num for m in got) == list(range(5))
+    for m in got:
+        assert m.processor_id == "record-processor-g0-1" and m.error is None
+        assert m.metrics["time_to_first_token"] == 40 * MS
+        assert m.metrics["output_token_count"] >= 4
