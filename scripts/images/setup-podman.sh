@@ -27,7 +27,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
 else
-  echo "setup-podman: buildah podman umoci skopeo debootstrap runc already installed" >&2
+  echo "setup-podman: ${PKGS[*]} already installed" >&2
 fi
 
 # Sanity check with the project configuration.

@@ -16,6 +16,7 @@ from aiperf.messages import (
     Command,
     CommandReply,
     Heartbeat,
+    ProfileConfigure,
     Register,
     ServiceStatus,
     ServiceType,
@@ -33,7 +34,9 @@ class ControlClient:
     """Talks to the system-controller over one DEALER (identity = service id).
 
     `serve_commands` handles each command in its own task (a slow `ProfileConfigure` does
-    not delay a `Shutdown`); a handler's exception travels back as `ok=False`.
+    not delay a `Shutdown`); a handler's exception travels back as `ok=False`. A service
+    without a handler answers `ProfileConfigure` with ok (nothing to configure) and
+    anything else with an error.
     """
 
     def __init__(self, dealer: DealerSocket[ToService], *, service_id: str,
@@ -78,7 +81,10 @@ class ControlClient:
     async def _handle_one(self, handle: Handler | None, command: Command) -> None:
         name = type(command).__name__
         if handle is None:
-            await self._reply(command.request_id, ok=False, error=f"{name} not supported")
+            if isinstance(command, ProfileConfigure):  # nothing to configure: ready as is
+                await self._reply(command.request_id, ok=True)
+            else:
+                await self._reply(command.request_id, ok=False, error=f"{name} not supported")
             return
         try:
             result = await handle(command)

@@ -1,21 +1,161 @@
-"""HTTP API: health, progress, results and dataset files."""
+"""HTTP API: health, progress (HTTP + WebSocket), results and dataset files.
+
+The `Api` service follows the event bus into a `RunView` and serves it, with the run's files,
+through a Litestar app on an HTTP server started on the service's own loop.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
 
 import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from aiperf.api.app import AppConfig, create_app
+from aiperf.api.server import HttpServer, InFlight, ServerFactory, free_tcp_port
+from aiperf.api.view import RunView
+from aiperf.comms import BadMessage
+from aiperf.messages import Command, Event, ProfileConfigure
+from aiperf.runtime import UserError
+
 log = structlog.get_logger("aiperf.api")
+
+_WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+
+
+class EventSource(Protocol):
+    """Where events come from (`aiperf.comms.Subscriber` in production): `recv` blocks until the
+    next event, raises `BadMessage` for an undecodable one (the source stays usable) and
+    `anyio.EndOfStream` when there will be no more."""
+
+    async def recv(self) -> Event: ...
 
 
 class Api:
-    """Skeleton: registers through the runtime, stays up and obeys commands until stopped."""
+    """Serves the run's state and files over HTTP while following the event bus.
 
-    def __init__(self, *, service_id: str) -> None:
-        self.service_id = service_id
+    `run` binds `host:port` (port 0: a free port picked at start), reports started once the
+    server accepts connections, applies every event to `view` until cancelled, then closes the
+    WebSockets and stops the server before returning. `handle` answers `ProfileConfigure` with
+    the base URL (waiting until the server listens) and rejects anything else.
+    """
+
+    def __init__(self, *, events: EventSource, artifact_dir: Path, dataset_dir: Path,
+                 compressed_dataset: bool, host: str, port: int, server_factory: ServerFactory,
+                 advertise_host: str | None = None, ready_timeout_s: float = 10.0,
+                 drain_timeout_s: float = 2.0) -> None:
+        self._events, self._host, self._port = events, host, port
+        self._server_factory = server_factory
+        self._advertise = advertise_host or ("127.0.0.1" if host in _WILDCARDS else host)
+        self._ready_timeout_s, self._drain_timeout_s = ready_timeout_s, drain_timeout_s
+        self._app_config = AppConfig(artifact_dir=artifact_dir, dataset_dir=dataset_dir,
+                                     compressed_dataset=compressed_dataset)
+        self.view = RunView()
+        self.in_flight: InFlight | None = None
+        self._url: str | None = None
+        self._ready = anyio.Event()
+        self._stopping = False
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` clients use; raises `RuntimeError` before the server listens."""
+        if self._url is None:
+            raise RuntimeError("the api server is not listening yet")
+        return self._url
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Ready at once; runs until cancelled."""
-        task_status.started()
-        await anyio.sleep_forever()
+        """Serve until cancelled; raises `UserError` if the address cannot be bound and
+        `TimeoutError` if the server does not accept connections within `ready_timeout_s`."""
+        port = self._port or free_tcp_port(self._connect_host)
+        self.in_flight = InFlight(create_app(view=self.view, config=self._app_config))
+        server = self._server_factory(self.in_flight, self._host, port)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._serve, server, port)
+            try:
+                await self._wait_listening(port)
+                self._url = f"http://{self._bracketed(self._advertise)}:{port}"
+                self._ready.set()
+                log.info("api.listening", url=self._url, bind=self._host, port=port)
+                task_status.started()
+                await self._follow_events()
+                await anyio.sleep_forever()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._stop(server)
+
+    async def handle(self, command: Command) -> dict[str, Any]:
+        """`ProfileConfigure` -> ``{"url": "http://host:port"}`` once listening; others:
+        `ValueError`."""
+        match command:
+            case ProfileConfigure():
+                await self._ready.wait()
+                return {"url": self.url}
+        raise ValueError(f"api does not handle {type(command).__name__}")
+
+    @property
+    def _connect_host(self) -> str:
+        return "127.0.0.1" if self._host in _WILDCARDS else self._host
+
+    @staticmethod
+    def _bracketed(host: str) -> str:
+        return f"[{host}]" if ":" in host else host
+
+    async def _serve(self, server: HttpServer, port: int) -> None:
+        # Shielded: the server must run its own shutdown (stop workers, lifespan shutdown) to
+        # the end; `_stop` makes `serve` return.
+        with anyio.CancelScope(shield=True):
+            try:
+                await server.serve()
+            except (OSError, RuntimeError) as exc:
+                # Granian reports a failed bind as RuntimeError("... (os error 98)\n<backtrace>").
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                if isinstance(exc, RuntimeError) and "os error" not in reason:
+                    raise
+                raise UserError(f"api cannot listen on {self._host}:{port}: {reason}; "
+                                "set AIPERF_API_PORT to a free port") from exc
+            # A request the drain timed out on ends soon once its connection is gone.
+            await self._drain()
+        if not self._stopping:
+            raise RuntimeError("the api HTTP server stopped on its own")
+
+    async def _wait_listening(self, port: int) -> None:
+        with anyio.fail_after(self._ready_timeout_s):
+            while True:
+                try:
+                    stream = await anyio.connect_tcp(self._connect_host, port)
+                except OSError:
+                    await anyio.sleep(0.01)  # the worker binds shortly after serve() starts
+                    continue
+                await stream.aclose()
+                return
+
+    async def _follow_events(self) -> None:
+        while True:
+            try:
+                event = await self._events.recv()
+            except BadMessage as exc:
+                log.warning("api.bad_event", error=str(exc))
+                continue
+            except anyio.EndOfStream:
+                log.info("api.events_ended")
+                return
+            self.view.apply(event)
+
+    async def _stop(self, server: HttpServer) -> None:
+        """Close the WebSockets and let requests finish (up to `drain_timeout_s`), then stop
+        the server. Granian neither closes WebSockets nor waits for request tasks at shutdown."""
+        self._stopping = True
+        self.view.close()
+        await self._drain()
+        server.stop()
+        log.info("api.stopping")
+
+    async def _drain(self) -> None:
+        in_flight = self.in_flight
+        if in_flight is not None and in_flight.count:
+            with anyio.move_on_after(self._drain_timeout_s) as drain:
+                await in_flight.wait_idle()
+            if drain.cancelled_caught:
+                log.warning("api.drain_timeout", in_flight=in_flight.count)
