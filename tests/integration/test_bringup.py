@@ -69,7 +69,7 @@ async def test_a_service_crashing_at_start_fails_the_run_naming_it(tmp_path: Pat
 
 
 async def test_a_service_that_never_registers_is_named(tmp_path: Path) -> None:
-    config, path = make_config(tmp_path, registration_timeout_s=3.0)
+    config, path = make_config(tmp_path, registration_timeout_s=20.0)
 
     def argv_of(planned: Planned, config_path: str) -> Sequence[str]:
         if planned.service_id == "api":
