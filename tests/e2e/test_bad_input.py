@@ -6,9 +6,9 @@ import socket
 from pathlib import Path
 
 import pytest
+from e2e._harness import aiperf
 
 from aiperf.mock_server.testing import running_mock
-from e2e._harness import aiperf
 
 pytestmark = pytest.mark.slow
 

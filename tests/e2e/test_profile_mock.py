@@ -12,9 +12,9 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 import pytest
+from e2e._harness import aiperf, aiperf_process, jsonl_count, kill, pids_of, wait_for
 
 from aiperf.mock_server.testing import running_mock
-from e2e._harness import aiperf, aiperf_process, jsonl_count, kill, pids_of, wait_for
 
 pytestmark = pytest.mark.slow
 

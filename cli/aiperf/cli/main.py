@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 import time
 
+from aiperf.cli.passthrough import PASSTHROUGH
+
 T0_WALL_NS = time.time_ns()
 """When this command started (for the start-up figure: command start to first request)."""
-
-from aiperf.cli.passthrough import PASSTHROUGH
 
 
 def main(argv: list[str] | None = None) -> int:

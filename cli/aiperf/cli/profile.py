@@ -19,7 +19,14 @@ import anyio
 import zmq.asyncio
 
 from aiperf.comms import Channel
-from aiperf.config import CommsOptions, ProfileOptions, RunConfig, RuntimeOptions, ServiceCounts, dump_run_config
+from aiperf.config import (
+    CommsOptions,
+    ProfileOptions,
+    RunConfig,
+    RuntimeOptions,
+    ServiceCounts,
+    dump_run_config,
+)
 from aiperf.runtime import addressing_of, configure_logging
 from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.runner import run_system

@@ -185,7 +185,7 @@ class FakeWorkers:
     router: FakeRouter
     returns: FakeReturns
     clock: VirtualClock
-    behaviour: Behaviour = lambda worker, credit: 0.0
+    behaviour: Behaviour = field(default=lambda worker, credit: 0.0)
     deaf: set[str] = field(default_factory=set)
     fail_nums: set[int] = field(default_factory=set)
     seen: list[Seen] = field(default_factory=list)

@@ -39,7 +39,8 @@ class Api:
     `run` binds `host:port` (port 0: a free port picked at start), reports started once the
     server accepts connections, applies every event to `view` until cancelled, then closes the
     WebSockets and stops the server before returning. `handle` answers `ProfileConfigure` with
-    the base URL (waiting until the server listens) and rejects anything else.
+    the base URL (waiting until the server listens) and rejects anything else. Construct it
+    inside the event loop that runs it.
     """
 
     def __init__(self, *, events: EventSource, artifact_dir: Path, dataset_dir: Path,

@@ -1,0 +1,113 @@
+"""One container per service instance: image, flags, ports, environment, resources, mounts.
+
+Each image's entrypoint is its pex (`python3 /app/<svc>.pex`), so a container sets `args` only:
+`--config /config/run_config.json --service-id ID [--group-id G]`. Worker pods of the `workers`
+job derive their group from the JobSet job index: `AIPERF_JOB_INDEX` is read from the pod
+annotation `jobset.sigs.k8s.io/job-index` (downward API) and Kubernetes expands
+`$(AIPERF_JOB_INDEX)` inside `args`, so no shell is needed.
+
+Ports: health ports 8080-8088, one per service type; the i-th instance of a scaled type in a pod
+adds 100 x i (worker-3: 8387), so ports stay unique within a pod. Each container learns its
+health port from `AIPERF_HEALTH_PORT`. Channel ports (control 5667, event bus 5663/5664, credits
+5564/5565, records 5557) and the API's 9090 are declared on the container that binds them.
+Port names are at most 15 characters (a Kubernetes rule), hence `health-ctrl`, `health-w3`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from aiperf.comms import Channel
+from aiperf.kube.config_map import ARTIFACT_DIR, CONFIG_DIR, CONFIG_PATH, IPC_DIR
+from aiperf.kube.names import image
+from aiperf.kube.settings import KubeSettings
+from aiperf.messages import ServiceType
+
+API_PORT = 9090
+JOB_INDEX_ENV = "AIPERF_JOB_INDEX"
+CONTROLLER_HOST_ENV = "AIPERF_CONTROLLER_HOST"
+HEALTH_PORT_ENV = "AIPERF_HEALTH_PORT"
+JOB_INDEX_ANNOTATION = "jobset.sigs.k8s.io/job-index"
+JOB_INDEX_ARG = f"$({JOB_INDEX_ENV})"
+"""Expanded by Kubernetes in `args` from the container's `AIPERF_JOB_INDEX`."""
+
+IPC_VOLUME, ARTIFACTS_VOLUME, CONFIG_VOLUME = "ipc", "artifacts", "config"
+INSTANCE_PORT_STRIDE = 100
+
+HEALTH_PORTS: dict[ServiceType, tuple[str, int]] = {
+    ServiceType.SYSTEM_CONTROLLER: ("health-ctrl", 8080),
+    ServiceType.EVENT_BUS_PROXY: ("health-bus", 8081),
+    ServiceType.DATASET_MANAGER: ("health-dataset", 8082),
+    ServiceType.TIMING_MANAGER: ("health-timing", 8083),
+    ServiceType.RECORDS_MANAGER: ("health-records", 8084),
+    ServiceType.API: ("health-api", 8085),
+    ServiceType.WORKER_GROUP_MANAGER: ("health-wgm", 8086),
+    ServiceType.WORKER: ("health-w", 8087),
+    ServiceType.RECORD_PROCESSOR: ("health-rp", 8088),
+}
+"""Health port name and number per service type (scaled types append the instance index)."""
+
+SERVICE_PORTS: dict[ServiceType, tuple[tuple[str, int], ...]] = {
+    ServiceType.SYSTEM_CONTROLLER: (("control", Channel.CONTROL.default_port),),
+    ServiceType.EVENT_BUS_PROXY: (("bus-front", Channel.EVENT_BUS_FRONTEND.default_port),
+                                  ("bus-back", Channel.EVENT_BUS_BACKEND.default_port)),
+    ServiceType.TIMING_MANAGER: (("credits", Channel.CREDITS.default_port),
+                                 ("credit-returns", Channel.CREDIT_RETURNS.default_port)),
+    ServiceType.RECORDS_MANAGER: (("records", Channel.RECORDS.default_port),),
+    ServiceType.API: (("http-api", API_PORT),),
+}
+"""TCP ports a controller-pod service binds for the worker pods (and the API's HTTP port)."""
+
+_MOUNTS = (
+    {"name": IPC_VOLUME, "mountPath": IPC_DIR},
+    {"name": ARTIFACTS_VOLUME, "mountPath": ARTIFACT_DIR},
+    {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True},
+)
+
+
+def health_port(service_type: ServiceType, instance: int | None = None) -> tuple[str, int]:
+    """Name and number of the health port of `service_type` (instance `instance` if scaled)."""
+    name, port = HEALTH_PORTS[service_type]
+    if instance is None:
+        return name, port
+    return f"{name}{instance}", port + INSTANCE_PORT_STRIDE * instance
+
+
+def job_index_env() -> dict[str, Any]:
+    """`AIPERF_JOB_INDEX` from the pod's JobSet job-index annotation (downward API)."""
+    path = f"metadata.annotations['{JOB_INDEX_ANNOTATION}']"
+    return {"name": JOB_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def container(settings: KubeSettings, *, name: str, service_type: ServiceType, service_id: str,
+              group_id: str | None = None, instance: int | None = None,
+              pod_env: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The container `name` running one `service_type` instance `service_id`.
+
+    `pod_env` comes first in `env` (pod-specific values), then the endpoint secrets (worker
+    containers only), the user's `env_vars`, then the user's `env_from_secrets`."""
+    args = ["--config", CONFIG_PATH, "--service-id", service_id]
+    if group_id is not None:
+        args += ["--group-id", group_id]
+    health_name, health_number = health_port(service_type, instance)
+    ports = [(health_name, health_number), *SERVICE_PORTS.get(service_type, ())]
+    env: list[dict[str, Any]] = [{"name": HEALTH_PORT_ENV, "value": str(health_number)},
+                                 *copy.deepcopy(list(pod_env))]
+    if service_type is ServiceType.WORKER:
+        env += [ref.to_env(var) for var, ref in settings.endpoint_secret_env().items()]
+    env += [{"name": var, "value": value} for var, value in settings.env_vars.items()]
+    env += [ref.to_env(var) for var, ref in settings.plain_secret_env().items()]
+    return {
+        "name": name,
+        "image": image(settings.image_registry, service_type, settings.image_tag),
+        "imagePullPolicy": settings.image_pull_policy,
+        "args": args,
+        "env": env,
+        "ports": [{"name": port_name, "containerPort": number, "protocol": "TCP"}
+                  for port_name, number in ports],
+        "resources": settings.resources_for(service_type).to_manifest(),
+        "volumeMounts": [dict(mount) for mount in _MOUNTS],
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }

@@ -1,0 +1,161 @@
+"""The JobSet `aiperf-<name>`: one controller pod and the worker pods.
+
+Replicated jobs (each job runs one pod):
+- `controller` (1): system-controller, event-bus-proxy, dataset-manager, timing-manager,
+  records-manager and api as sibling containers sharing localhost and the `ipc` and `artifacts`
+  emptyDirs. They talk over IPC among themselves and also bind TCP on 0.0.0.0 (from the
+  ConfigMap's comms) for the worker pods.
+- `workers` (one job per full pod): worker-group-manager, `worker-0..k-1`,
+  `record-processor-0..m-1`. Group `g<i>` is the pod's JobSet job index.
+- `workers-last` (1, only for an uneven split): the last group `g<pods-1>` with fewer workers.
+  A replicated job has one pod template, so a short last pod needs a template of its own; its
+  group id is written out literally.
+
+Worker pods find the controller at `aiperf-<name>-controller-0-0.aiperf-<name>`
+(`AIPERF_CONTROLLER_HOST`), the JobSet headless service enabled by `network`. The run is over
+when the controller job completes (success policy); any failed job fails the JobSet (no
+restarts: a benchmark is not retried behind the user's back). Pods never restart
+(`restartPolicy: Never`, `backoffLimit: 0`): a restarted worker would re-register in the middle
+of a run under the same id, so a crash must surface as a failure instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiperf.config import RunConfig
+from aiperf.kube.config_map import require_secrets
+from aiperf.kube.containers import (
+    ARTIFACTS_VOLUME,
+    CONFIG_VOLUME,
+    CONTROLLER_HOST_ENV,
+    IPC_VOLUME,
+    JOB_INDEX_ARG,
+    container,
+    job_index_env,
+)
+from aiperf.kube.metadata import labels, object_meta
+from aiperf.kube.names import (
+    CONTROLLER_JOB,
+    WORKERS_JOB,
+    WORKERS_LAST_JOB,
+    config_map_name,
+    controller_host,
+    jobset_name,
+)
+from aiperf.kube.settings import KubeSettings
+from aiperf.messages import ServiceType
+
+JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
+
+CONTROLLER_SERVICES = (
+    ServiceType.SYSTEM_CONTROLLER,
+    ServiceType.EVENT_BUS_PROXY,
+    ServiceType.DATASET_MANAGER,
+    ServiceType.TIMING_MANAGER,
+    ServiceType.RECORDS_MANAGER,
+    ServiceType.API,
+)
+"""Containers of the controller pod, in order; each singleton's id is its type name."""
+
+
+def _pod_spec(settings: KubeSettings, containers: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "serviceAccountName": settings.service_account_name,
+        "enableServiceLinks": False,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": containers,
+        "volumes": [
+            {"name": IPC_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+            {"name": ARTIFACTS_VOLUME, "emptyDir": {}},
+            {"name": CONFIG_VOLUME, "configMap": {"name": config_map_name(settings.name)}},
+        ],
+    }
+    if settings.node_selector:
+        spec["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        spec["tolerations"] = [dict(t) for t in settings.tolerations]
+    if settings.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in settings.image_pull_secrets]
+    return spec
+
+
+def _replicated_job(settings: KubeSettings, *, job: str, replicas: int, component: str,
+                    containers: list[dict[str, Any]]) -> dict[str, Any]:
+    pod_meta: dict[str, Any] = {"labels": labels(settings, component)}
+    if settings.annotations:
+        pod_meta["annotations"] = dict(settings.annotations)
+    return {
+        "name": job,
+        "replicas": replicas,
+        "template": {
+            "metadata": {"labels": labels(settings, component)},
+            "spec": {
+                "parallelism": 1,
+                "completions": 1,
+                "backoffLimit": 0,
+                "completionMode": "Indexed",
+                "template": {"metadata": pod_meta, "spec": _pod_spec(settings, containers)},
+            },
+        },
+    }
+
+
+def controller_containers(settings: KubeSettings) -> list[dict[str, Any]]:
+    """The controller pod's containers, one per `CONTROLLER_SERVICES` entry."""
+    return [container(settings, name=str(t), service_type=t, service_id=str(t)) for t in CONTROLLER_SERVICES]
+
+
+def worker_containers(settings: KubeSettings, *, group: str, workers: int,
+                      pod_env: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A worker pod's containers for group id `group` (`g3`, or `g$(AIPERF_JOB_INDEX)`):
+    worker-group-manager, `worker-0..workers-1`, `record-processor-0..m-1`.
+
+    Ids match the system-controller's plan: `worker-group-manager-<g>`, `worker-<g>-<i>`,
+    `record-processor-<g>-<j>`."""
+    wgm = ServiceType.WORKER_GROUP_MANAGER
+    out = [container(settings, name=str(wgm), service_type=wgm, service_id=f"{wgm}-{group}",
+                     group_id=group, pod_env=pod_env)]
+    out += [container(settings, name=f"worker-{i}", service_type=ServiceType.WORKER,
+                      service_id=f"worker-{group}-{i}", group_id=group, instance=i, pod_env=pod_env)
+            for i in range(workers)]
+    out += [container(settings, name=f"record-processor-{j}", service_type=ServiceType.RECORD_PROCESSOR,
+                      service_id=f"record-processor-{group}-{j}", group_id=group, instance=j,
+                      pod_env=pod_env)
+            for j in range(settings.record_processors_per_group)]
+    return out
+
+
+def build_jobset(settings: KubeSettings, run_config: RunConfig) -> dict[str, Any]:
+    """The JobSet of the run (see the module doc); raises `KubeConfigError` when the run needs a
+    secret no Secret reference supplies."""
+    require_secrets(settings, run_config)
+    layout = settings.layout
+    host = {"name": CONTROLLER_HOST_ENV, "value": controller_host(settings.name)}
+    jobs = [
+        _replicated_job(settings, job=CONTROLLER_JOB, replicas=1, component=CONTROLLER_JOB,
+                        containers=controller_containers(settings)),
+        _replicated_job(settings, job=WORKERS_JOB, replicas=layout.full_pods, component=WORKERS_JOB,
+                        containers=worker_containers(settings, group=f"g{JOB_INDEX_ARG}",
+                                                     workers=layout.workers_per_pod,
+                                                     pod_env=[job_index_env(), host])),
+    ]
+    if layout.last_pod_workers is not None:
+        jobs.append(_replicated_job(
+            settings, job=WORKERS_LAST_JOB, replicas=1, component=WORKERS_JOB,
+            containers=worker_containers(settings, group=f"g{layout.pods - 1}",
+                                         workers=layout.last_pod_workers, pod_env=[host])))
+    name = jobset_name(settings.name)
+    return {
+        "apiVersion": JOBSET_API_VERSION,
+        "kind": "JobSet",
+        "metadata": object_meta(settings, name),
+        "spec": {
+            "ttlSecondsAfterFinished": settings.ttl_seconds,
+            "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},
+            "successPolicy": {"operator": "All", "targetReplicatedJobs": [CONTROLLER_JOB]},
+            "failurePolicy": {"maxRestarts": 0},
+            "replicatedJobs": jobs,
+        },
+    }

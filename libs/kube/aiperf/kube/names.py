@@ -1,0 +1,85 @@
+"""Kubernetes name rules and the names of one run's objects, hosts and images.
+
+All names derive from the run name `<name>`: JobSet, Role and RoleBinding `aiperf-<name>`,
+ConfigMap `aiperf-<name>-config`, headless service (JobSet subdomain) `aiperf-<name>`. JobSet
+names pods `<jobset>-<replicatedJob>-<jobIndex>-<podIndex>`, so the controller pod's DNS name is
+`aiperf-<name>-controller-0-0.aiperf-<name>` (the short form, resolved through the pod's search
+domains; it works whatever the cluster domain is).
+"""
+
+from __future__ import annotations
+
+import re
+
+from aiperf.messages import ServiceType
+
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_PORT_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+_SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+
+PREFIX = "aiperf"
+CONTROLLER_JOB = "controller"
+WORKERS_JOB = "workers"
+WORKERS_LAST_JOB = "workers-last"
+POD_NAME_SUFFIX = "-abcde"
+"""Stands for the random suffix the Job controller adds to pod names (JobSet's own length check)."""
+
+
+def is_dns1123_label(value: str) -> bool:
+    """True when `value` is a DNS-1123 label: lowercase alphanumerics and '-', at most 63."""
+    return len(value) <= 63 and _DNS1123_LABEL.fullmatch(value) is not None
+
+
+def is_dns1035_label(value: str) -> bool:
+    """True when `value` is a DNS-1035 label (a DNS-1123 label that starts with a letter)."""
+    return len(value) <= 63 and _DNS1035_LABEL.fullmatch(value) is not None
+
+
+def is_dns1123_subdomain(value: str) -> bool:
+    """True when `value` is a DNS-1123 subdomain: dot-separated labels, at most 253 in all."""
+    return 0 < len(value) <= 253 and all(_DNS1123_LABEL.fullmatch(part) for part in value.split("."))
+
+
+def is_port_name(value: str) -> bool:
+    """True when `value` is a valid container port name (IANA_SVC_NAME): at most 15 characters,
+    lowercase alphanumerics and '-', at least one letter, no '--'."""
+    return (len(value) <= 15 and _PORT_NAME.fullmatch(value) is not None
+            and "--" not in value and any(c.isalpha() for c in value))
+
+
+def is_env_name(value: str) -> bool:
+    """True when `value` is an acceptable environment variable name."""
+    return _ENV_NAME.fullmatch(value) is not None
+
+
+def is_secret_key(value: str) -> bool:
+    """True when `value` is a valid key of a Secret or ConfigMap."""
+    return len(value) <= 253 and _SECRET_KEY.fullmatch(value) is not None
+
+
+def jobset_name(name: str) -> str:
+    """The JobSet (and headless service, Role, RoleBinding) name of run `name`."""
+    return f"{PREFIX}-{name}"
+
+
+def config_map_name(name: str) -> str:
+    """The ConfigMap that holds `run_config.json` of run `name`."""
+    return f"{PREFIX}-{name}-config"
+
+
+def pod_hostname(name: str, job: str, job_index: int, pod_index: int = 0) -> str:
+    """The hostname JobSet gives pod `pod_index` of job `job_index` of replicated job `job`."""
+    return f"{jobset_name(name)}-{job}-{job_index}-{pod_index}"
+
+
+def controller_host(name: str) -> str:
+    """The controller pod's DNS name as worker pods use it (`AIPERF_CONTROLLER_HOST`)."""
+    return f"{pod_hostname(name, CONTROLLER_JOB, 0)}.{jobset_name(name)}"
+
+
+def image(registry: str, service_type: ServiceType, tag: str) -> str:
+    """`<registry>/aiperf/<svc>:<tag>`, or `aiperf/<svc>:<tag>` when `registry` is empty."""
+    path = f"{PREFIX}/{service_type}:{tag}"
+    return f"{registry.rstrip('/')}/{path}" if registry else path

@@ -1,0 +1,245 @@
+"""`KubeSettings`: where and how one run is deployed (everything but the benchmark itself).
+
+Invalid settings cannot be built: construction raises `KubeConfigError` with one line naming the
+field and the fix (decoding with msgspec reports it as a `msgspec.ValidationError`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from aiperf.config import SECRET_ENV_VARS
+from aiperf.kube.layout import WorkerLayout
+from aiperf.kube.names import (
+    CONTROLLER_JOB,
+    POD_NAME_SUFFIX,
+    WORKERS_JOB,
+    WORKERS_LAST_JOB,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    is_env_name,
+    is_secret_key,
+    jobset_name,
+    pod_hostname,
+)
+from aiperf.messages import ServiceType
+
+API_KEY_ENV, HEADERS_ENV = SECRET_ENV_VARS
+MAX_PER_POD = 256
+"""Most workers (and record processors) in one pod: keeps per-container health ports apart."""
+
+RESERVED_ENV = frozenset({"AIPERF_CONTROLLER_HOST", "AIPERF_JOB_INDEX", "AIPERF_HEALTH_PORT"})
+"""Environment variables the manifests set themselves."""
+
+NAME_LABEL, INSTANCE_LABEL, COMPONENT_LABEL = (
+    "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component")
+
+
+class KubeConfigError(ValueError):
+    """The deployment cannot be generated as asked; the message is one line for the user."""
+
+
+class ContainerResources(msgspec.Struct, frozen=True, kw_only=True):
+    """Requests and limits of one container (`{"cpu": "500m", "memory": "512Mi"}`)."""
+
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+
+    def to_manifest(self) -> dict[str, dict[str, str]]:
+        """The container's `resources` object (empty parts left out)."""
+        out: dict[str, dict[str, str]] = {}
+        if self.limits:
+            out["limits"] = dict(self.limits)
+        if self.requests:
+            out["requests"] = dict(self.requests)
+        return out
+
+
+def _equal(cpu: str, memory: str) -> ContainerResources:
+    # requests == limits: Guaranteed QoS, so a busy node cannot squeeze a measurement.
+    both = {"cpu": cpu, "memory": memory}
+    return ContainerResources(requests=both, limits=both)
+
+
+DEFAULT_RESOURCES: dict[ServiceType, ContainerResources] = {
+    ServiceType.SYSTEM_CONTROLLER: _equal("100m", "256Mi"),
+    ServiceType.EVENT_BUS_PROXY: _equal("250m", "256Mi"),
+    ServiceType.DATASET_MANAGER: _equal("250m", "1Gi"),
+    ServiceType.TIMING_MANAGER: _equal("500m", "256Mi"),
+    ServiceType.RECORDS_MANAGER: _equal("500m", "1Gi"),
+    ServiceType.API: _equal("100m", "256Mi"),
+    ServiceType.WORKER_GROUP_MANAGER: _equal("100m", "128Mi"),
+    ServiceType.WORKER: _equal("500m", "512Mi"),
+    ServiceType.RECORD_PROCESSOR: _equal("250m", "512Mi"),
+}
+"""Per-container defaults; `KubeSettings.resources` replaces them per service type."""
+
+
+class SecretRef(msgspec.Struct, frozen=True, kw_only=True):
+    """Key `key` of Secret `secret`, written `secret/key` on the command line."""
+
+    secret: str
+    key: str
+
+    @classmethod
+    def parse(cls, text: str, *, what: str) -> SecretRef:
+        """Parse `secret/key`; raises `KubeConfigError` naming `what` when malformed."""
+        secret, sep, key = text.partition("/")
+        if not sep or not is_dns1123_subdomain(secret) or not is_secret_key(key):
+            raise KubeConfigError(f"{what} {text!r}: expected SECRET/KEY, e.g. llm-api/api-key "
+                                  "(SECRET a DNS-1123 name, KEY letters, digits, '-', '_', '.')")
+        return cls(secret=secret, key=key)
+
+    def to_env(self, env_name: str) -> dict[str, Any]:
+        """The container env entry reading this key (`valueFrom.secretKeyRef`)."""
+        return {"name": env_name, "valueFrom": {"secretKeyRef": {"name": self.secret, "key": self.key}}}
+
+
+class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Deployment of one run named `name` into `namespace`.
+
+    Images are `<image_registry>/aiperf/<svc>:<image_tag>` (`aiperf/<svc>:<tag>` with an empty
+    registry). `total_workers` are split into pods of `workers_per_pod`; the last pod may hold
+    fewer. `record_processors_per_pod` defaults to max(1, workers_per_pod // 4).
+
+    Secrets only travel as Secret references: `env_from_secrets` maps `ENV` to `secret/key` for
+    every container; `api_key_secret` and `headers_secret` (`secret/key`) feed `AIPERF_API_KEY`
+    and `AIPERF_HEADERS_JSON` into worker containers only (those two may also be given through
+    `env_from_secrets`, with the same effect). `require_api_key` says the run authenticates with
+    an API key, so generation fails without a Secret for it. `service_account` None uses the
+    namespace's `default` account.
+    """
+
+    name: str
+    namespace: str = "default"
+    image_registry: str = "localhost"
+    image_tag: str = "latest"
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    total_workers: int = 1
+    workers_per_pod: int = 10
+    record_processors_per_pod: int | None = None
+    resources: dict[str, ContainerResources] = {}
+    env_vars: dict[str, str] = {}
+    env_from_secrets: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    node_selector: dict[str, str] = {}
+    tolerations: list[dict[str, Any]] = []
+    image_pull_secrets: list[str] = []
+    ttl_seconds: int = 300
+    service_account: str | None = None
+    api_key_secret: str | None = None
+    headers_secret: str | None = None
+    require_api_key: bool = False
+
+    def __post_init__(self) -> None:
+        for problem in self._problems():
+            raise KubeConfigError(problem)
+
+    @property
+    def record_processors_per_group(self) -> int:
+        """Record processors in each worker pod (the default applied)."""
+        if self.record_processors_per_pod is not None:
+            return self.record_processors_per_pod
+        return max(1, self.workers_per_pod // 4)
+
+    @property
+    def layout(self) -> WorkerLayout:
+        """How `total_workers` are split into worker pods."""
+        return WorkerLayout.split(total_workers=self.total_workers, workers_per_pod=self.workers_per_pod,
+                                  record_processors_per_pod=self.record_processors_per_group)
+
+    @property
+    def service_account_name(self) -> str:
+        """The ServiceAccount the pods run as and the RoleBinding binds."""
+        return self.service_account or "default"
+
+    def resources_for(self, service_type: ServiceType) -> ContainerResources:
+        """Resources of a container running `service_type`."""
+        return self.resources.get(str(service_type), DEFAULT_RESOURCES[service_type])
+
+    def plain_secret_env(self) -> dict[str, SecretRef]:
+        """`env_from_secrets` without the endpoint secrets: set in every container."""
+        return {env: SecretRef.parse(ref, what=f"env_from_secrets {env}")
+                for env, ref in self.env_from_secrets.items() if env not in SECRET_ENV_VARS}
+
+    def endpoint_secret_env(self) -> dict[str, SecretRef]:
+        """Where `AIPERF_API_KEY` / `AIPERF_HEADERS_JSON` come from (only those mapped): set in
+        worker containers, the only ones that talk to the endpoint."""
+        out: dict[str, SecretRef] = {}
+        for env, ref in ((API_KEY_ENV, self.api_key_secret), (HEADERS_ENV, self.headers_secret)):
+            text = ref or self.env_from_secrets.get(env)
+            if text:
+                out[env] = SecretRef.parse(text, what=env)
+        return out
+
+    def _problems(self) -> list[str]:
+        problems: list[str] = []
+
+        def need(ok: bool, message: str) -> None:
+            if not ok:
+                problems.append(message)
+
+        need(is_dns1123_label(self.name) and len(jobset_name(self.name)) <= 63,
+             f"name {self.name!r}: must be lowercase letters, digits and '-', starting and ending "
+             "with a letter or digit (e.g. llama-c64)")
+        need(is_dns1123_label(self.namespace), f"namespace {self.namespace!r}: must be a DNS-1123 label")
+        need(bool(self.image_tag) and "/" not in self.image_tag and ":" not in self.image_tag,
+             f"image_tag {self.image_tag!r}: must be a plain tag such as latest or 0.1.0")
+        need(self.total_workers >= 1, f"total_workers {self.total_workers}: must be at least 1")
+        need(1 <= self.workers_per_pod <= MAX_PER_POD,
+             f"workers_per_pod {self.workers_per_pod}: must be 1-{MAX_PER_POD}")
+        need(self.record_processors_per_pod is None or 1 <= self.record_processors_per_pod <= MAX_PER_POD,
+             f"record_processors_per_pod {self.record_processors_per_pod}: must be 1-{MAX_PER_POD}")
+        need(self.ttl_seconds >= 0, f"ttl_seconds {self.ttl_seconds}: must not be negative")
+        for key in self.resources:
+            need(key in set(ServiceType), f"resources {key!r}: not a service type "
+                 f"(one of {', '.join(ServiceType)})")
+        need(self.service_account is None or is_dns1123_subdomain(self.service_account),
+             f"service_account {self.service_account!r}: must be a DNS-1123 name")
+        for secret in self.image_pull_secrets:
+            need(is_dns1123_subdomain(secret), f"image_pull_secrets {secret!r}: must be a DNS-1123 name")
+        for key in (NAME_LABEL, INSTANCE_LABEL, COMPONENT_LABEL):
+            need(key not in self.labels, f"labels {key}: set by aiperf, leave it out")
+        problems += self._env_problems()
+        if not problems:
+            problems += self._length_problems()
+        return problems
+
+    def _env_problems(self) -> list[str]:
+        problems: list[str] = []
+        for env in [*self.env_vars, *self.env_from_secrets]:
+            if not is_env_name(env):
+                problems.append(f"environment variable {env!r}: not a valid name")
+            elif env in RESERVED_ENV:
+                problems.append(f"environment variable {env}: set by aiperf, leave it out")
+        for env in self.env_vars:
+            if env in SECRET_ENV_VARS:
+                flag = "api_key_secret" if env == API_KEY_ENV else "headers_secret"
+                problems.append(f"env_vars {env}: a secret never goes in the manifests as a value; "
+                                f"put it in a Secret and pass {flag} SECRET/KEY")
+        for env, ref in ((API_KEY_ENV, self.api_key_secret), (HEADERS_ENV, self.headers_secret)):
+            other = self.env_from_secrets.get(env)
+            if ref and other and ref != other:
+                problems.append(f"{env}: given as {ref!r} and in env_from_secrets as {other!r}; keep one")
+        try:
+            self.plain_secret_env()
+            self.endpoint_secret_env()
+        except KubeConfigError as exc:
+            problems.append(str(exc))
+        return problems
+
+    def _length_problems(self) -> list[str]:
+        # JobSet's own admission check: the longest generated pod name must be a DNS-1035 label.
+        layout = self.layout
+        jobs = [(CONTROLLER_JOB, 1), (WORKERS_JOB, layout.full_pods)]
+        if layout.last_pod_workers is not None:
+            jobs.append((WORKERS_LAST_JOB, 1))
+        longest = max((pod_hostname(self.name, job, replicas - 1) + POD_NAME_SUFFIX
+                       for job, replicas in jobs), key=len)
+        if len(longest) > 63:
+            return [f"name {self.name!r}: too long, pod name {longest} would exceed 63 characters; "
+                    f"use at most {len(self.name) - (len(longest) - 63)} characters"]
+        return []

@@ -1,0 +1,371 @@
+"""Direct-mode operations against the fake API server: results, and the exact requests made."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from aiohttp import web
+from kubernetes_asyncio.client import ApiClient
+
+from aiperf.kube import client as kube_client
+from aiperf.kube import ops
+from aiperf.kube.client import KubeError, load_client, resolve_namespace
+from aiperf.kube.ops import JobState
+from aiperf.testing.fake_kube import FakeKube
+
+pytestmark = pytest.mark.anyio
+
+NS = "bench"
+JS_PATH = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/bench/jobsets"
+JS_API = "jobset.x-k8s.io/v1alpha2"
+RBAC = "rbac.authorization.k8s.io/v1"
+LABELS = {"app.kubernetes.io/name": "aiperf", "app.kubernetes.io/instance": "demo"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[FakeKube]:
+    async with FakeKube(namespaces=[NS], default_namespace=NS) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def api(kube: FakeKube) -> AsyncIterator[ApiClient]:
+    client = await load_client(kube.kubeconfig_path, None)
+    async with client:
+        yield client
+
+
+def meta(name: str) -> dict[str, Any]:
+    return {"name": name, "namespace": NS, "labels": dict(LABELS)}
+
+
+def run_objects(run: str = "demo") -> list[dict[str, Any]]:
+    """Role, RoleBinding, ConfigMap, JobSet of a run, deliberately out of order."""
+    return [
+        {"apiVersion": JS_API, "kind": "JobSet", "metadata": meta(f"aiperf-{run}"),
+         "spec": {"replicatedJobs": [{"name": "controller", "replicas": 1}]}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(f"aiperf-{run}-config"),
+         "data": {"run_config.json": "{}"}},
+        {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": meta(f"aiperf-{run}"),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"aiperf-{run}"},
+         "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": NS}]},
+        {"apiVersion": RBAC, "kind": "Role", "metadata": meta(f"aiperf-{run}"), "rules": []},
+    ]
+
+
+def add_jobset(kube: FakeKube, name: str, status: dict[str, Any] | None = None,
+               **spec: Any) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/name": "aiperf", "app.kubernetes.io/instance": name}
+    obj = kube.create({"apiVersion": JS_API, "kind": "JobSet",
+                       "metadata": {"name": f"aiperf-{name}", "namespace": NS, "labels": labels},
+                       "spec": {"replicatedJobs": [], **spec}})
+    if status is not None:
+        obj = kube.set_status(JS_API, "JobSet", NS, f"aiperf-{name}", status)
+    return obj
+
+
+def condition(kind: str) -> dict[str, Any]:
+    return {"conditions": [{"type": kind, "status": "True"}]}
+
+
+# -- client ------------------------------------------------------------------------------------
+
+async def test_load_client_names_a_missing_kubeconfig_and_an_unknown_context(
+        kube: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(KubeError, match=r"^kubeconfig /nope/config not found; pass --kubeconfig PATH"):
+        await load_client("/nope/config", None)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    with pytest.raises(KubeError, match=r"^no kubeconfig found at .*absent; pass --kubeconfig PATH or set "
+                                        r"KUBECONFIG$"):
+        await load_client(None, None)
+    with pytest.raises(KubeError, match=r"^context 'prod' not found in kubeconfig .*; use one of: fake$"):
+        await load_client(kube.kubeconfig_path, "prod")
+    monkeypatch.setenv("KUBECONFIG", kube.kubeconfig_path)
+    async with await load_client(None, "fake") as client:
+        assert client.configuration.host == kube.url
+    assert resolve_namespace(None, None, None) == NS
+    assert resolve_namespace("other", None, None) == "other"
+    bare = kube.write_kubeconfig(tmp_path / "bare", context="bare")
+    config = json.loads(bare.read_text())
+    del config["contexts"][0]["context"]["namespace"]
+    bare.write_text(json.dumps(config))
+    assert kube_client.context_namespace(str(bare), None) is None
+    assert resolve_namespace(None, str(bare), None) == "default"
+
+
+async def test_ensure_namespace_exists(kube: FakeKube, api: ApiClient) -> None:
+    await ops.ensure_namespace_exists(api, NS)
+    with pytest.raises(KubeError) as exc:
+        await ops.ensure_namespace_exists(api, "absent")
+    assert str(exc.value) == "namespace absent does not exist; create it first (it is never created for you)"
+    assert [(r.method, r.path) for r in kube.requests] == [
+        ("GET", "/api/v1/namespaces/bench"), ("GET", "/api/v1/namespaces/absent")]
+
+
+async def test_a_server_that_is_not_there_is_one_clear_error(tmp_path: Path) -> None:
+    async with FakeKube() as fake:
+        config = fake.write_kubeconfig(tmp_path / "config")
+    async with await load_client(str(config), None) as client:
+        with pytest.raises(KubeError, match=r"^cannot reach the Kubernetes API server at http://127.0.0.1:"):
+            await ops.ensure_namespace_exists(client, NS)
+
+
+# -- create ------------------------------------------------------------------------------------
+
+async def test_create_all_creates_in_dependency_order(kube: FakeKube, api: ApiClient) -> None:
+    objects = run_objects()
+    created = await ops.create_all(api, objects)
+    assert [o["kind"] for o in created] == ["Role", "RoleBinding", "ConfigMap", "JobSet"]
+    assert all(o["metadata"]["uid"] for o in created)
+    posts = kube.requests_for("POST")
+    assert [(r.path, r.content_type) for r in posts] == [
+        ("/apis/rbac.authorization.k8s.io/v1/namespaces/bench/roles", "application/json"),
+        ("/apis/rbac.authorization.k8s.io/v1/namespaces/bench/rolebindings", "application/json"),
+        ("/api/v1/namespaces/bench/configmaps", "application/json"),
+        (JS_PATH, "application/json")]
+    assert [r.body for r in posts] == [objects[3], objects[2], objects[1], objects[0]]
+    assert len(kube.requests) == 4
+
+
+async def test_create_all_on_an_existing_name_says_to_delete_first_and_rolls_back(
+        kube: FakeKube, api: ApiClient) -> None:
+    kube.create(run_objects()[1])  # the ConfigMap of an earlier run is still there
+    with pytest.raises(KubeError) as exc:
+        await ops.create_all(api, run_objects())
+    assert str(exc.value) == ("ConfigMap aiperf-demo-config already exists in namespace bench; run "
+                              "`aiperf kube delete demo -n bench` first (or choose another --name)")
+    assert [(r.method, r.path.rsplit("/", 2)[-2:]) for r in kube.requests] == [
+        ("POST", ["bench", "roles"]), ("POST", ["bench", "rolebindings"]), ("POST", ["bench", "configmaps"]),
+        ("DELETE", ["rolebindings", "aiperf-demo"]), ("DELETE", ["roles", "aiperf-demo"])]
+    rollback = kube.requests_for("DELETE")[0]
+    assert rollback.body["preconditions"]["uid"]
+    assert kube.get(RBAC, "Role", NS, "aiperf-demo") is None
+    assert kube.get(RBAC, "RoleBinding", NS, "aiperf-demo") is None
+    assert kube.get(JS_API, "JobSet", NS, "aiperf-demo") is None
+    assert kube.get("v1", "ConfigMap", NS, "aiperf-demo-config") is not None  # not ours to remove
+
+
+async def test_create_all_in_a_missing_namespace(kube: FakeKube, api: ApiClient) -> None:
+    objects = run_objects()
+    for obj in objects:
+        obj["metadata"]["namespace"] = "absent"
+    with pytest.raises(KubeError, match=r"^namespace absent does not exist; create it first"):
+        await ops.create_all(api, objects)
+    assert len(kube.requests) == 1
+
+
+# -- read --------------------------------------------------------------------------------------
+
+async def test_list_jobs_reports_state_from_jobset_conditions(kube: FakeKube, api: ApiClient) -> None:
+    add_jobset(kube, "a-running", {"conditions": [{"type": "Completed", "status": "False"}]})
+    add_jobset(kube, "b-done", condition("Completed"))
+    add_jobset(kube, "c-failed", condition("Failed"))
+    add_jobset(kube, "d-cancelled", suspend=True)
+    add_jobset(kube, "e-terminal", {"terminalState": "Failed"})
+    kube.create({"apiVersion": JS_API, "kind": "JobSet", "metadata": {"name": "not-ours", "namespace": NS},
+                 "spec": {}})
+    jobs = await ops.list_jobs(api, NS)
+    assert [(j.name, j.jobset, j.state) for j in jobs] == [
+        ("a-running", "aiperf-a-running", JobState.RUNNING), ("b-done", "aiperf-b-done", JobState.COMPLETED),
+        ("c-failed", "aiperf-c-failed", JobState.FAILED),
+        ("d-cancelled", "aiperf-d-cancelled", JobState.SUSPENDED),
+        ("e-terminal", "aiperf-e-terminal", JobState.FAILED)]
+    assert all(j.created and j.uid and j.namespace == NS for j in jobs)
+    assert kube.requests[-1].query == {"labelSelector": "app.kubernetes.io/name=aiperf"}
+    assert [j.name for j in await ops.list_jobs(api, None)] == [j.name for j in jobs]
+    assert kube.requests[-1].path == "/apis/jobset.x-k8s.io/v1alpha2/jobsets"
+    assert await ops.get_jobset(api, "nothing", NS) is None
+
+
+# -- watch -------------------------------------------------------------------------------------
+
+async def test_watch_until_completed(kube: FakeKube, api: ApiClient) -> None:
+    created = add_jobset(kube, "demo")
+    seen: list[JobState] = []
+    result: list[JobState] = []
+
+    async def watch() -> None:
+        result.append(await ops.watch_jobset_until_done(api, "demo", NS, lambda s, _: seen.append(s)))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            while not kube.store.watchers:
+                await anyio.sleep(0.01)
+            kube.set_status(JS_API, "JobSet", NS, "aiperf-demo", {"conditions": [
+                {"type": "StartupPolicyCompleted", "status": "True"}]})
+            kube.set_status(JS_API, "JobSet", NS, "aiperf-demo", condition("Completed"))
+    assert result == [JobState.COMPLETED]
+    assert seen == [JobState.RUNNING, JobState.RUNNING, JobState.COMPLETED]
+    get, watch_request = kube.requests
+    assert (get.method, get.path) == ("GET", f"{JS_PATH}/aiperf-demo")
+    assert (watch_request.path, watch_request.query) == (JS_PATH, {
+        "watch": "true", "fieldSelector": "metadata.name=aiperf-demo",
+        "resourceVersion": created["metadata"]["resourceVersion"], "allowWatchBookmarks": "true",
+        "timeoutSeconds": "300"})
+
+
+async def test_watch_rereads_after_410_and_returns_on_suspend(kube: FakeKube, api: ApiClient) -> None:
+    add_jobset(kube, "demo")
+    calls: list[JobState] = []
+
+    def on_event(state: JobState, jobset: dict[str, Any]) -> None:
+        calls.append(state)
+        if len(calls) == 1:  # a change, then the history is compacted before the watch starts
+            kube.set_status(JS_API, "JobSet", NS, "aiperf-demo", {"restarts": 0})
+            kube.compact()
+        elif len(calls) == 2:
+            kube.update(dict(jobset, spec={"replicatedJobs": [], "suspend": True}))
+
+    with anyio.fail_after(10):
+        state = await ops.watch_jobset_until_done(api, "demo", NS, on_event)
+    assert state == JobState.SUSPENDED and calls == [JobState.RUNNING, JobState.RUNNING, JobState.SUSPENDED]
+    assert [(r.method, "watch" in r.query) for r in kube.requests] == [
+        ("GET", False), ("GET", True), ("GET", False), ("GET", True)]
+
+
+async def test_watch_fails_clearly_when_the_jobset_is_deleted_or_missing(kube: FakeKube,
+                                                                        api: ApiClient) -> None:
+    with pytest.raises(KubeError, match=r"^no run demo in namespace bench \(JobSet aiperf-demo not found\)$"):
+        await ops.watch_jobset_until_done(api, "demo", NS)
+    add_jobset(kube, "demo")
+
+    def on_event(state: JobState, jobset: dict[str, Any]) -> None:
+        kube.store.delete(kube.kind(JS_API, "JobSet"), NS, "aiperf-demo", {})
+
+    deleted = r"^JobSet aiperf-demo was deleted before it finished$"
+    with anyio.fail_after(10), pytest.raises(KubeError, match=deleted):
+        await ops.watch_jobset_until_done(api, "demo", NS, on_event)
+
+
+async def test_watch_of_a_finished_run_returns_at_once(kube: FakeKube, api: ApiClient) -> None:
+    add_jobset(kube, "demo", condition("Failed"))
+    assert await ops.watch_jobset_until_done(api, "demo", NS) == JobState.FAILED
+    assert len(kube.requests) == 1
+
+
+# -- cancel and delete -------------------------------------------------------------------------
+
+async def test_cancel_suspends_the_jobset_fenced_on_its_uid(kube: FakeKube, api: ApiClient) -> None:
+    created = add_jobset(kube, "demo")
+    assert await ops.cancel(api, "demo", NS) == JobState.SUSPENDED
+    patch = kube.requests_for("PATCH")[0]
+    assert (patch.path, patch.content_type, patch.body) == (
+        f"{JS_PATH}/aiperf-demo", "application/json-patch+json",
+        [{"op": "test", "path": "/metadata/uid", "value": created["metadata"]["uid"]},
+         {"op": "add", "path": "/spec/suspend", "value": True}])
+    assert kube.get(JS_API, "JobSet", NS, "aiperf-demo")["spec"]["suspend"] is True  # type: ignore[index]
+    assert (await ops.list_jobs(api, NS))[0].state == JobState.SUSPENDED
+    assert await ops.cancel(api, "demo", NS) == JobState.SUSPENDED  # already: nothing patched
+    assert len(kube.requests_for("PATCH")) == 1
+
+
+async def test_cancel_of_a_finished_or_missing_run(kube: FakeKube, api: ApiClient) -> None:
+    add_jobset(kube, "demo", condition("Completed"))
+    assert await ops.cancel(api, "demo", NS) == JobState.COMPLETED
+    assert kube.requests_for("PATCH") == []
+    with pytest.raises(KubeError, match=r"^no run other in namespace bench"):
+        await ops.cancel(api, "other", NS)
+
+
+async def test_cancel_never_suspends_a_same_name_replacement(
+        kube: FakeKube, api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    stale = add_jobset(kube, "demo")
+    kube.store.delete(kube.kind(JS_API, "JobSet"), NS, "aiperf-demo", {})
+    add_jobset(kube, "demo")  # recreated between our read and our patch
+
+    async def read_stale(api: ApiClient, name: str, namespace: str) -> dict[str, Any]:
+        return stale
+
+    monkeypatch.setattr(ops, "get_jobset", read_stale)
+    with pytest.raises(KubeError, match=r"^JobSet aiperf-demo was deleted or replaced while cancelling"):
+        await ops.cancel(api, "demo", NS)
+    assert "suspend" not in kube.get(JS_API, "JobSet", NS, "aiperf-demo")["spec"]  # type: ignore[index]
+
+
+async def test_delete_removes_the_run_objects_foreground_and_skips_missing_ones(
+        kube: FakeKube, api: ApiClient) -> None:
+    for obj in run_objects():
+        if obj["kind"] != "RoleBinding":
+            kube.create(obj)
+    deleted = await ops.delete(api, "demo", NS)
+    assert deleted == ["JobSet/aiperf-demo", "ConfigMap/aiperf-demo-config", "Role/aiperf-demo"]
+    requests = kube.requests_for("DELETE")
+    assert [r.path for r in requests] == [
+        f"{JS_PATH}/aiperf-demo", "/api/v1/namespaces/bench/configmaps/aiperf-demo-config",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/bench/rolebindings/aiperf-demo",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/bench/roles/aiperf-demo"]
+    assert all(r.body == {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground"}
+               for r in requests)
+    assert [k for k, _ in kube.store.all_objects() if k[1] != "namespaces"] == []
+    assert await ops.delete(api, "demo", NS) == []
+
+
+# -- pods --------------------------------------------------------------------------------------
+
+def add_pod(kube: FakeKube, name: str, job: str, phase: str = "Running", containers: int = 1) -> None:
+    kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": {
+        "jobset.sigs.k8s.io/jobset-name": "aiperf-demo", "jobset.sigs.k8s.io/replicatedjob-name": job}},
+        "spec": {"containers": [{"name": f"c{i}", "image": "x"} for i in range(containers)]}})
+    kube.set_status("v1", "Pod", NS, name, {"phase": phase})
+
+
+async def test_pod_logs(kube: FakeKube, api: ApiClient) -> None:
+    add_pod(kube, "p", "workers", containers=2)
+    kube.set_pod_log(NS, "p", '{"a": 1}\n', container="c1")
+    assert await ops.pod_logs(api, "p", NS, container="c1") == '{"a": 1}\n'
+    assert await ops.pod_logs(api, "p", NS, container="c1", tail=0) == ""
+    assert kube.requests[-1].query == {"container": "c1", "tailLines": "0"}
+    with pytest.raises(KubeError, match=r"^reading the log of pod p failed: a container name must be "):
+        await ops.pod_logs(api, "p", NS)
+    with pytest.raises(KubeError, match=r"^pod q not found in namespace bench$"):
+        await ops.pod_logs(api, "q", NS)
+
+
+async def test_fetch_results_through_the_pod_proxy(kube: FakeKube, api: ApiClient, tmp_path: Path) -> None:
+    add_pod(kube, "aiperf-demo-workers-0-0-aaaaa", "workers")
+    add_pod(kube, "aiperf-demo-controller-0-0-old00", "controller", phase="Failed")
+    add_pod(kube, "aiperf-demo-controller-0-0-bbbbb", "controller")
+    files = {"profile_export_aiperf.json": json.dumps({"ok": True}).encode(),
+             "profile_export.jsonl": b"x" * 300_000}
+
+    async def api_container(request: web.Request, path: str) -> web.Response:
+        name = path.removeprefix("/api/results/files/")
+        if name not in files:
+            return web.json_response({"status_code": 404, "detail": "not found"}, status=404)
+        return web.Response(body=files[name])
+
+    kube.register_proxy(NS, "aiperf-demo-controller-0-0-bbbbb", 9090, api_container)
+    fetched = await ops.fetch_results_from_pods(api, "demo", NS, tmp_path / "out")
+    assert fetched.pod == "aiperf-demo-controller-0-0-bbbbb"
+    assert fetched.missing == ["profile_export_aiperf.csv", "inputs.json"]
+    assert {p.name: p.read_bytes() for p in fetched.written} == files
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(files)
+    listing, *gets = kube.requests
+    assert listing.query == {"labelSelector": "jobset.sigs.k8s.io/jobset-name=aiperf-demo,"
+                                              "jobset.sigs.k8s.io/replicatedjob-name=controller"}
+    assert [r.path for r in gets] == [
+        f"/api/v1/namespaces/bench/pods/aiperf-demo-controller-0-0-bbbbb:9090/proxy/api/results/files/{f}"
+        for f in ops.RESULT_FILES]
+
+
+async def test_fetch_results_needs_a_reachable_controller_pod(kube: FakeKube, api: ApiClient,
+                                                              tmp_path: Path) -> None:
+    with pytest.raises(KubeError, match=r"^no controller pod for run demo in namespace bench"):
+        await ops.fetch_results_from_pods(api, "demo", NS, tmp_path)
+    add_pod(kube, "aiperf-demo-controller-0-0-bbbbb", "controller")
+    with pytest.raises(KubeError, match=r"^fetching profile_export_aiperf.json from pod "
+                                        r"aiperf-demo-controller-0-0-bbbbb \(port 9090\) failed: "
+                                        r"503 ServiceUnavailable"):
+        await ops.fetch_results_from_pods(api, "demo", NS, tmp_path)
+    assert list(tmp_path.iterdir()) == []

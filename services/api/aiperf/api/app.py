@@ -1,0 +1,160 @@
+"""The Litestar app of the api service: health, progress (HTTP and WebSocket), results, dataset.
+
+Handlers only read a `RunView` and files under the run's directories; they never block the loop
+(files are streamed by Litestar in chunks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+from litestar import Litestar, Response, WebSocket, get, websocket
+from litestar.exceptions import (
+    HTTPException,
+    NotFoundException,
+    ServiceUnavailableException,
+    ValidationException,
+    WebSocketDisconnect,
+)
+from litestar.params import FromPath
+from litestar.response import File
+from litestar.types import Scope
+
+from aiperf.api.view import RunView
+
+log = structlog.get_logger("aiperf.api")
+
+SUMMARY_JSON = "profile_export_aiperf.json"
+EXPORT_FILES = frozenset({SUMMARY_JSON, "profile_export_aiperf.csv", "profile_export.jsonl", "inputs.json"})
+"""The export files `/api/results/files/{name}` serves; any other name is refused."""
+
+DATASET_FILES = frozenset({"dataset.dat", "index.dat"})
+"""The dataset files `/api/dataset/{name}` serves."""
+
+ZST_SUFFIX = ".zst"
+_MEDIA_TYPES = {".json": "application/json", ".csv": "text/csv", ".jsonl": "application/x-ndjson"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppConfig:
+    """Where the app finds its files.
+
+    `artifact_dir` holds the exports (and `inputs.json`), `dataset_dir` the dataset files;
+    `compressed_dataset` (Kubernetes) serves `<name>.zst` as-is with `Content-Encoding: zstd`.
+    """
+
+    artifact_dir: Path
+    dataset_dir: Path
+    compressed_dataset: bool = False
+
+
+def create_app(*, view: RunView, config: AppConfig) -> Litestar:
+    """Build the app over `view` and the files named by `config`.
+
+    Endpoints: ``GET /health``, ``GET /api/progress``, ``WS /ws/progress``, ``GET /api/results``,
+    ``GET /api/results/files/{name}``, ``GET /api/dataset/{name}``. Errors are JSON
+    (``{"status_code": n, "detail": "..."}``).
+    """
+
+    @get("/health", sync_to_thread=False)
+    def health() -> dict[str, str]:
+        return {"status": "ok", "state": view.state_name}
+
+    @get("/api/progress", sync_to_thread=False)
+    def progress() -> dict[str, Any]:
+        return view.snapshot()
+
+    @websocket("/ws/progress")
+    async def progress_ws(socket: WebSocket[Any, Any, Any]) -> None:
+        await _stream_progress(socket, view)
+
+    @get("/api/results")
+    async def results() -> Response[bytes]:
+        path = config.artifact_dir / SUMMARY_JSON
+        try:
+            body = await anyio.Path(path).read_bytes()
+        except FileNotFoundError:
+            raise NotFoundException(detail=f"{SUMMARY_JSON} not written yet") from None
+        return Response(content=body, media_type="application/json")
+
+    @get("/api/results/files/{name:str}")
+    async def result_file(name: FromPath[str]) -> File:
+        path = await _existing_file(config.artifact_dir, name, EXPORT_FILES)
+        return File(path=path, filename=name, media_type=_MEDIA_TYPES.get(path.suffix))
+
+    @get("/api/dataset/{name:str}")
+    async def dataset_file(name: FromPath[str]) -> File:
+        if view.dataset is None:
+            raise ServiceUnavailableException(detail="dataset not configured yet",
+                                              headers={"Retry-After": "1"})
+        if not config.compressed_dataset:
+            path = await _existing_file(config.dataset_dir, name, DATASET_FILES)
+            return File(path=path, filename=name, media_type="application/octet-stream")
+        _check_name(name, DATASET_FILES)
+        path = await _existing_file(config.dataset_dir, name + ZST_SUFFIX,
+                                    frozenset(n + ZST_SUFFIX for n in DATASET_FILES))
+        # The stored zstd copy goes out byte for byte; the client decodes it.
+        return File(path=path, filename=name, media_type="application/octet-stream",
+                    headers={"Content-Encoding": "zstd"})
+
+    return Litestar(route_handlers=[health, progress, progress_ws, results, result_file, dataset_file],
+                    logging_config=None, after_exception=[_log_unexpected], openapi_config=None)
+
+
+def _check_name(name: str, allowed: frozenset[str]) -> None:
+    """Refuse anything that is not one plain allowed file name (no separators, no dot-dot)."""
+    if "/" in name or "\\" in name or name.startswith(".") or "\x00" in name:
+        raise ValidationException(detail=f"invalid file name {name!r}")
+    if name not in allowed:
+        raise NotFoundException(detail=f"unknown file {name!r}; one of {sorted(allowed)}")
+
+
+async def _existing_file(folder: Path, name: str, allowed: frozenset[str]) -> Path:
+    """`folder/name` if `name` is allowed and the file exists inside `folder` (symlinks out of
+    `folder` are refused); else an HTTP error."""
+    _check_name(name, allowed)
+    root = await anyio.Path(folder).resolve()
+    path = await (root / name).resolve()
+    if path.parent != root:
+        raise ValidationException(detail=f"invalid file name {name!r}")
+    if not await path.is_file():
+        raise NotFoundException(detail=f"{name} not written yet")
+    return Path(path)
+
+
+async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView) -> None:
+    """Send a snapshot now and after every change until the client leaves or the view closes."""
+    await socket.accept()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_until_disconnect, socket, tg.cancel_scope)
+            seen = -1
+            while (version := await view.next_change(seen)) is not None:
+                seen = version
+                await socket.send_json(view.snapshot())
+            tg.cancel_scope.cancel()
+    except* WebSocketDisconnect:
+        pass
+    if socket.connection_state != "disconnect":
+        await socket.close(reason="server stopping")
+
+
+async def _until_disconnect(socket: WebSocket[Any, Any, Any], scope: anyio.CancelScope) -> None:
+    """Drain client messages (ignored); cancel `scope` when the client disconnects."""
+    while (await socket.receive())["type"] != "websocket.disconnect":
+        pass
+    scope.cancel()
+
+
+async def _log_unexpected(exc: Exception, scope: Scope) -> None:
+    # async: Litestar would run a sync hook in a worker thread
+    if not isinstance(exc, HTTPException):
+        log.error("api.request_failed", path=scope.get("path"), error=f"{type(exc).__name__}: {exc}",
+                  exc_info=exc)
+
+
+__all__ = ["DATASET_FILES", "EXPORT_FILES", "AppConfig", "create_app"]

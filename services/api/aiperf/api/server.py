@@ -1,0 +1,97 @@
+"""The HTTP server port of the api service and its granian implementation (embedded mode).
+
+Granian's embedded server runs the ASGI app as tasks of the calling asyncio loop; its Rust
+runtime owns the listening socket. `serve()` returns after `stop()`.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import anyio
+from granian.constants import Interfaces
+from granian.log import LogLevels
+from granian.server.embed import Server
+
+
+class AsgiApp(Protocol):
+    """An ASGI 3 application (HTTP, WebSocket and lifespan scopes)."""
+
+    def __call__(self, scope: Any, receive: Any, send: Any) -> Awaitable[None]: ...
+
+
+class HttpServer(Protocol):
+    """One HTTP server serving one app: `serve` runs until `stop` is called (it may be called
+    before `serve` starts, from the same loop) and raises if the server cannot start."""
+
+    async def serve(self) -> Any: ...
+
+    def stop(self) -> Any: ...
+
+
+ServerFactory = Callable[[AsgiApp, str, int], HttpServer]
+"""``factory(app, host, port)``: a not yet started server for `app` on `host:port`."""
+
+_STDERR_LOGGING: dict[str, Any] = {
+    "handlers": {
+        "console": {"formatter": "generic", "class": "logging.StreamHandler", "stream": "ext://sys.stderr"},
+        "access": {"formatter": "access", "class": "logging.StreamHandler", "stream": "ext://sys.stderr"},
+    },
+}
+
+
+def granian_server(app: AsgiApp, host: str, port: int) -> HttpServer:
+    """Granian's embedded server for `app` on `host:port` (ASGI with lifespan, WebSockets on,
+    HTTP/1 and HTTP/2). Its own logs go to stderr (stdout stays free) at level error: the
+    "embedded server is experimental" warning would print on every start."""
+    return Server(target=app, interface=Interfaces.ASGI, address=host, port=port, websockets=True,
+                  log_level=LogLevels.error, log_dictconfig=_STDERR_LOGGING)
+
+
+def free_tcp_port(host: str) -> int:
+    """A TCP port on `host` that is free right now (the OS picks it; the socket is closed before
+    returning, so another process could take it first: a failed bind is reported, not retried).
+
+    Granian cannot be asked for port 0: it checks the address with a throwaway bind and then binds
+    again in its worker, so the port it ends up on is unknown to the caller."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class InFlight:
+    """ASGI wrapper counting the HTTP requests and WebSockets being handled.
+
+    Granian's embedded `stop()` does not wait for request tasks still running on the loop (a
+    file response finishing its last chunk, a WebSocket handler): the service waits for
+    `wait_idle` before stopping the server, so no request task outlives the service.
+    """
+
+    def __init__(self, app: AsgiApp) -> None:
+        self._app = app
+        self.count = 0
+        self._idle: anyio.Event | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self._app(scope, receive, send)
+            return
+        self.count += 1
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            self.count -= 1
+            if self.count == 0 and self._idle is not None:
+                self._idle.set()
+                self._idle = None
+
+    async def wait_idle(self) -> None:
+        """Block until no request or WebSocket is being handled."""
+        while self.count:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
