@@ -42,6 +42,14 @@ def dataset_options(profile: ProfileOptions) -> DatasetOptions:
         raise UserError(f"invalid dataset option: {exc}") from exc
 
 
+def _warm_tokenizer(spec: str | None) -> None:
+    """Load (and cache) the tokenizer; a failure is reported later, by `_build`."""
+    try:
+        load_tokenizer(spec)
+    except TokenizerError:
+        pass
+
+
 class DatasetManager:
     """Builds the dataset on `ProfileConfigure` (in a worker thread: it is CPU-bound)."""
 
@@ -51,8 +59,11 @@ class DatasetManager:
         self._compress, self._events = compress, events
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Nothing to do until configured; runs until cancelled."""
+        """Ready at once; warms the tokenizer cache while the other services start, then
+        waits for `ProfileConfigure` until cancelled."""
         task_status.started()
+        if self._profile is not None:
+            await anyio.to_thread.run_sync(_warm_tokenizer, self._profile.tokenizer)
         await anyio.sleep_forever()
 
     async def handle(self, command: Command) -> dict[str, Any]:

@@ -52,6 +52,9 @@ class RecordProcessor:
         self.service_id = service_id
         self._profile, self._raw, self._out, self._load = profile, raw, out, tokenizer_loader
         self._tokenizer: Tokenizer | None = None
+        self._load_error: Exception | None = None
+        self._loaded = anyio.Event()
+        self._load_started = False
         self._ready = anyio.Event()
         self.processed = 0
 
@@ -63,30 +66,44 @@ class RecordProcessor:
             raise ValueError(f"record-processor does not handle {type(command).__name__}")
         if self._profile is None:
             raise GiveUp("ProfileConfigure in a run without a profile (bringup mode)")
-        spec = self._profile.tokenizer
-        try:
-            tokenizer = await anyio.to_thread.run_sync(self._load, spec)
-        except TokenizerError as exc:
-            raise UserError(str(exc)) from exc
-        self._tokenizer = tokenizer
+        if not self._load_started:
+            await self._load_tokenizer(self._profile.tokenizer)
+        await self._loaded.wait()
+        if self._load_error is not None:
+            raise self._load_error
+        assert self._tokenizer is not None
         self._ready.set()
-        log.info("record_processor.configured", tokenizer=tokenizer.name)
+        log.info("record_processor.configured", tokenizer=self._tokenizer.name)
         return {}
 
+    async def _load_tokenizer(self, spec: str | None) -> None:
+        """Load the tokenizer in a worker thread, started with the service so the load
+        overlaps the rest of start-up; `handle` reports a failure."""
+        self._load_started = True
+        try:
+            self._tokenizer = await anyio.to_thread.run_sync(self._load, spec)
+        except TokenizerError as exc:
+            self._load_error = UserError(str(exc))
+        finally:
+            self._loaded.set()
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Ready at once; processes records until cancelled. An undecodable frame is logged
-        and skipped."""
-        task_status.started()
-        recv, send = self._raw.recv, self._out.send
-        while True:
-            try:
-                record = await recv()
-            except BadMessage as exc:
-                log.warning("record_processor.bad_message", channel=exc.channel, reason=exc.reason)
-                continue
-            if self._tokenizer is None:
-                await self._ready.wait()
-            await send(self.process(record))
+        """Ready at once (the tokenizer loads meanwhile); processes records until cancelled.
+        An undecodable frame is logged and skipped."""
+        async with anyio.create_task_group() as tg:
+            if self._profile is not None:
+                tg.start_soon(self._load_tokenizer, self._profile.tokenizer)
+            task_status.started()
+            recv, send = self._raw.recv, self._out.send
+            while True:
+                try:
+                    record = await recv()
+                except BadMessage as exc:
+                    log.warning("record_processor.bad_message", channel=exc.channel, reason=exc.reason)
+                    continue
+                if not self._ready.is_set():
+                    await self._ready.wait()
+                await send(self.process(record))
 
     def process(self, record: RequestRecord) -> MetricRecord:
         """The `MetricRecord` of `record` (pure CPU; never raises: a failure to process becomes
