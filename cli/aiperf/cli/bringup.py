@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 import tempfile
 import uuid
@@ -12,8 +11,7 @@ import anyio
 
 from aiperf.config import CommsOptions, RunConfig, RuntimeOptions, ServiceCounts, dump_run_config
 from aiperf.runtime import configure_logging
-from aiperf.system_controller.runner import run_system
-from aiperf.system_controller.service import SystemController
+from aiperf.system_controller.runner import run_cancellable
 
 
 def run_bringup(*, workers: int, record_processors: int, artifact_dir: str, timeout: float) -> int:
@@ -35,19 +33,7 @@ def run_bringup(*, workers: int, record_processors: int, artifact_dir: str, time
     configure_logging(service_id="system-controller", level="warning")
 
     async def go() -> int:
-        holder: list[SystemController] = []
-        async with anyio.create_task_group() as tg:
-
-            async def on_signal() -> None:
-                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                    async for _ in signals:
-                        for controller in holder:
-                            controller.cancel()
-
-            tg.start_soon(on_signal)
-            verdict = await run_system(config, config_path=str(config_path),
-                                       on_controller=holder.append)
-            tg.cancel_scope.cancel()
+        verdict = await run_cancellable(config, config_path=str(config_path))
         names = ", ".join(verdict.registered)
         print(f"{len(verdict.registered)} services registered: {names}")
         bad = {sid: code for sid, code in verdict.exit_codes.items() if code != 0}

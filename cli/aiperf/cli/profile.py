@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import sys
 import tempfile
@@ -29,8 +28,7 @@ from aiperf.config import (
 )
 from aiperf.runtime import addressing_of, configure_logging
 from aiperf.system_controller.profile_driver import ProfileDriver
-from aiperf.system_controller.runner import run_system
-from aiperf.system_controller.service import SystemController
+from aiperf.system_controller.runner import run_cancellable
 
 EXIT_USER_ERROR = 2
 
@@ -109,36 +107,26 @@ async def _run(config: RunConfig, config_path: str) -> int:
         started.set()
 
     driver = ProfileDriver(config=config, on_started=on_started)
-    holder: list[SystemController] = []
     ctx = zmq.asyncio.Context()
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_on_signals, holder)
             if profile.ui == "simple":
                 from aiperf.cli.progress import show_progress
 
                 tg.start_soon(lambda: show_progress(
                     ctx, addressing_of(config), total=profile.effective_request_count,
                     duration_s=profile.benchmark_duration, started=started))
-            verdict = await run_system(config, config_path=config_path, driver=driver,
-                                       on_controller=holder.append)
+            verdict = await run_cancellable(config, config_path=config_path, driver=driver,
+                                            on_cancel=_say_cancelling)
             tg.cancel_scope.cancel()
     finally:
         ctx.destroy(linger=0)
     return _report(config, verdict, driver)
 
 
-async def _on_signals(holder: list[SystemController]) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
-            print("\ncancelling: stopping the benchmark and writing partial results "
-                  "(Ctrl+C again to force)", file=sys.stderr)
-            for controller in holder:
-                controller.cancel()
-            break
-    with anyio.open_signal_receiver(signal.SIGINT) as signals:
-        async for _ in signals:
-            raise KeyboardInterrupt
+def _say_cancelling() -> None:
+    print("\ncancelling: stopping the benchmark and writing partial results "
+          "(Ctrl+C again to force)", file=sys.stderr)
 
 
 def _report(config: RunConfig, verdict: Any, driver: ProfileDriver) -> int:

@@ -8,15 +8,13 @@ developers running it by hand: `python -m aiperf.system_controller.main --config
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 import anyio
 
 from aiperf.config import ConfigError, load_run_config
 from aiperf.runtime import EXIT_USER_ERROR, configure_logging
-from aiperf.system_controller.runner import run_system
-from aiperf.system_controller.service import SystemController
+from aiperf.system_controller.runner import run_cancellable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,19 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(service_id=args.service_id, level=config.runtime.log_level)
 
     async def go() -> int:
-        holder: list[SystemController] = []
-        async with anyio.create_task_group() as tg:
-
-            async def on_signal() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                    async for _ in signals:
-                        for c in holder:
-                            c.cancel()
-
-            tg.start_soon(on_signal)
-            verdict = await run_system(config, config_path=args.config,
-                                       on_controller=holder.append)
-            tg.cancel_scope.cancel()
+        verdict = await run_cancellable(config, config_path=args.config)
         print(f"run {verdict.state}: {verdict.reason}" if verdict.reason else f"run {verdict.state}",
               file=sys.stderr)
         return verdict.exit_code

@@ -4,9 +4,11 @@ driver. Used by the CLI in-process and by the system-controller's own `main.py`.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import anyio
 import zmq.asyncio
 
 from aiperf.comms import Channel, RouterSocket
@@ -56,3 +58,31 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
             return await controller.run()
     finally:
         ctx.destroy(linger=0)
+
+
+async def run_cancellable(config: RunConfig, *, config_path: str, driver: Driver | None = None,
+                          launcher: Launcher | None = None,
+                          on_cancel: Callable[[], None] | None = None) -> Verdict:
+    """`run_system` where the first SIGINT/SIGTERM is a graceful cancel (`on_cancel` is told,
+    the driver stops and results are still written) and a second SIGINT aborts at once
+    (`KeyboardInterrupt`)."""
+    holder: list[SystemController] = []
+
+    async def on_signals() -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                if on_cancel is not None:
+                    on_cancel()
+                for controller in holder:
+                    controller.cancel()
+                break
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                raise KeyboardInterrupt
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(on_signals)
+        verdict = await run_system(config, config_path=config_path, launcher=launcher, driver=driver,
+                                   on_controller=holder.append)
+        tg.cancel_scope.cancel()
+    return verdict
