@@ -1,7 +1,8 @@
 """Entry point of the `aiperf` command.
 
 Pass-through commands (`service`, `mock-server`, `dev-fakes`) are dispatched before the
-cyclopts app is built; everything else goes through `app.build_app()`.
+cyclopts app is built; everything else goes through `app.build_app()` (`kube` after its argv
+is prepared by `aiperf.cli.kube_config.prepare_kube_argv`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,33 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in PASSTHROUGH:
         return PASSTHROUGH[args[0]](args[1:])
+    if args and args[0] == "kube":
+        return _kube(args)
     from aiperf.cli.app import build_app
 
     result = build_app()(args)
+    return result if isinstance(result, int) else 0
+
+
+def _kube(args: list[str]) -> int:
+    """`aiperf kube ...`: argv rewritten for cyclopts first (dotted mapping flags, `--config`
+    files); a flag mistake is one line and exit 2, like every other kube user error."""
+    import cyclopts
+
+    from aiperf.cli.app import build_app
+    from aiperf.cli.kube_config import prepare_kube_argv
+    from aiperf.cli.profile_args import FlagError
+
+    try:
+        args = prepare_kube_argv(args)
+    except FlagError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = build_app()(args, exit_on_error=False, print_error=False)
+    except cyclopts.CycloptsError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     return result if isinstance(result, int) else 0
 
 

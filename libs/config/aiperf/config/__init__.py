@@ -10,10 +10,13 @@ from aiperf.config.run_config import (
     RuntimeOptions,
     ServiceCounts,
     dump_run_config,
+    group_id,
+    group_index,
     load_run_config,
 )
 
 __all__ = [
-    "SECRET_ENV_VARS", "CommsOptions", "EndpointKind", "ProfileOptions", "RateMode", "ConfigError", "RunConfig", "RunMode", "RuntimeOptions",
-    "ServiceCounts", "dump_run_config", "load_run_config",
+    "SECRET_ENV_VARS", "CommsOptions", "ConfigError", "EndpointKind", "ProfileOptions", "RateMode",
+    "RunConfig", "RunMode", "RuntimeOptions", "ServiceCounts", "dump_run_config", "group_id",
+    "group_index", "load_run_config",
 ]

@@ -30,24 +30,76 @@ class CommsOptions(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ServiceCounts(msgspec.Struct, frozen=True, kw_only=True):
-    """How many instances of the scaled services run (per group: `workers_per_group`)."""
+    """How many instances of the scaled services run.
+
+    Groups are `g0..g<worker_groups-1>` (one worker pod each in Kubernetes). Every group runs
+    one worker-group-manager, `record_processors_per_group` record-processors and
+    `workers_per_group` workers, except the last group, which runs `last_group_workers`
+    workers when that is set (an uneven split: 1..workers_per_group-1, and only with at least
+    two groups). An invalid combination fails to construct or decode (`ValueError`, or
+    `msgspec.ValidationError` from a decoder)."""
 
     worker_groups: int = 1
     workers_per_group: int = 1
     record_processors_per_group: int = 1
+    last_group_workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.worker_groups < 1 or self.workers_per_group < 1 or self.record_processors_per_group < 1:
+            raise ValueError("services: worker_groups, workers_per_group and record_processors_per_group "
+                             "must be at least 1")
+        last = self.last_group_workers
+        if last is not None:
+            if self.worker_groups < 2:
+                raise ValueError("services.last_group_workers needs worker_groups >= 2")
+            if not 1 <= last <= self.workers_per_group - 1:
+                raise ValueError(f"services.last_group_workers={last} must be in "
+                                 f"1..{self.workers_per_group - 1} (fewer than workers_per_group)")
+
+    def workers_in(self, group: int) -> int:
+        """Workers of group `g<group>`; raises `ValueError` for a group outside the run."""
+        if not 0 <= group < self.worker_groups:
+            raise ValueError(f"group {group} is not in 0..{self.worker_groups - 1}")
+        if self.last_group_workers is not None and group == self.worker_groups - 1:
+            return self.last_group_workers
+        return self.workers_per_group
+
+    @property
+    def total_workers(self) -> int:
+        """Workers across all groups."""
+        return sum(self.workers_in(g) for g in range(self.worker_groups))
 
     def expected(self) -> dict[ServiceType, int]:
         """Instances per service type that must register before the run starts."""
         counts: dict[ServiceType, int] = {
             t: 1 for t in ServiceType if t is not ServiceType.SYSTEM_CONTROLLER}
         counts[ServiceType.WORKER_GROUP_MANAGER] = self.worker_groups
-        counts[ServiceType.WORKER] = self.worker_groups * self.workers_per_group
+        counts[ServiceType.WORKER] = self.total_workers
         counts[ServiceType.RECORD_PROCESSOR] = self.worker_groups * self.record_processors_per_group
         return counts
 
 
+def group_id(index: int) -> str:
+    """The id of group number `index` (`g3`): the `--group-id` of its services."""
+    return f"g{index}"
+
+
+def group_index(group: str) -> int:
+    """The number of group id `group` (`"g3"` -> 3); raises `ValueError` for anything else."""
+    digits = group[1:] if group.startswith("g") else ""
+    if not digits.isdigit() or not digits.isascii():
+        raise ValueError(f"{group!r} is not a worker group id (g<number>)")
+    return int(digits)
+
+
 class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """Supervision timing of the system-controller."""
+    """Supervision timing of the system-controller.
+
+    `max_lost_worker_fraction` (Kubernetes mode only): the share of the run's workers that may
+    be lost (a worker pod whose services all stopped heartbeating loses all its workers) while
+    the run goes on, degraded. Losing more than that share, or every worker, fails the run
+    naming the lost pods. 0 fails on the first lost worker; 1 tolerates any loss short of all
+    workers. Locally a lost worker always degrades the run, as before."""
 
     heartbeat_interval_s: float = 1.0
     heartbeat_timeout_s: float = 10.0
@@ -55,6 +107,12 @@ class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
     command_timeout_s: float = 30.0
     shutdown_timeout_s: float = 10.0
     log_level: str = "info"
+    max_lost_worker_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.max_lost_worker_fraction <= 1.0:
+            raise ValueError(f"runtime.max_lost_worker_fraction={self.max_lost_worker_fraction:g} "
+                             "must be in 0..1")
 
 
 class RunConfig(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,6 +22,11 @@ class KubeError(Exception):
     names the problem and the fix (the CLI prints it and exits 2)."""
 
 
+class KubeClusterError(KubeError):
+    """The cluster failed rather than the user's input: the API server is unreachable, answered
+    an unexpected error, or a run's object vanished meanwhile (the CLI prints it and exits 1)."""
+
+
 def kubeconfig_paths(kubeconfig: str | None) -> list[Path]:
     """The kubeconfig files that would be read: `kubeconfig`, else `$KUBECONFIG` (a ':'-separated
     list), else `~/.kube/config`; only the ones that exist."""
@@ -101,5 +106,5 @@ def api_status(exc: ApiException) -> tuple[int, str, str]:
     return int(exc.status or 0), reason, message or reason
 
 
-__all__ = ["KubeError", "api_status", "context_namespace", "kubeconfig_paths", "load_client",
-           "resolve_namespace"]
+__all__ = ["KubeClusterError", "KubeError", "api_status", "context_namespace", "kubeconfig_paths",
+           "load_client", "resolve_namespace"]

@@ -2,7 +2,8 @@
 
 Every function takes an `ApiClient` from `aiperf.kube.client.load_client` and a run `name`
 (the user's name; the objects are named by `aiperf.kube.names`). Failures the user can act on
-raise `KubeError` with one line naming the problem and the fix.
+raise `KubeError` with one line naming the problem and the fix; failures of the cluster itself
+(unreachable, an API error, a JobSet that vanished) raise its subclass `KubeClusterError`.
 
 Cancel in direct mode suspends the JobSet (`spec.suspend: true`): the JobSet controller stops the
 run's pods, the JobSet stays as the record of the run (state Suspended in `list_jobs`), and
@@ -29,7 +30,7 @@ import anyio
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from aiperf.kube.client import KubeError, api_status
+from aiperf.kube.client import KubeClusterError, KubeError, api_status
 from aiperf.kube.names import CONTROLLER_JOB, PREFIX, config_map_name, jobset_name
 from aiperf.kube.settings import INSTANCE_LABEL, NAME_LABEL
 
@@ -134,8 +135,8 @@ async def _error_of(response: aiohttp.ClientResponse) -> ApiException:
     return exc
 
 
-def _unreachable(api: ApiClient, exc: BaseException) -> KubeError:
-    return KubeError(f"cannot reach the Kubernetes API server at {api.configuration.host}: {exc}; "
+def _unreachable(api: ApiClient, exc: BaseException) -> KubeClusterError:
+    return KubeClusterError(f"cannot reach the Kubernetes API server at {api.configuration.host}: {exc}; "
                      "check --kubeconfig/--kube-context")
 
 
@@ -185,7 +186,7 @@ async def ensure_namespace_exists(api: ApiClient, namespace: str) -> None:
             raise KubeError(f"namespace {namespace} does not exist; create it first "
                             "(it is never created for you)") from None
         if exc.status != 403:
-            raise KubeError(f"checking namespace {namespace} failed: {_describe(exc)}") from None
+            raise KubeClusterError(f"checking namespace {namespace} failed: {_describe(exc)}") from None
 
 
 async def create_all(api: ApiClient, objects: Sequence[Obj]) -> list[Obj]:
@@ -219,7 +220,8 @@ async def create_all(api: ApiClient, objects: Sequence[Obj]) -> list[Obj]:
                 if code == 404 and f'namespaces "{namespace}"' in api_status(exc)[2]:
                     raise KubeError(f"namespace {namespace} does not exist; create it first "
                                     "(it is never created for you)") from None
-                raise KubeError(f"creating {kind} {namespace}/{name} failed: {_describe(exc)}") from None
+                raise KubeClusterError(f"creating {kind} {namespace}/{name} failed: "
+                                       f"{_describe(exc)}") from None
     except BaseException:
         with anyio.CancelScope(shield=True):
             for obj in reversed(created):
@@ -247,7 +249,7 @@ async def get_jobset(api: ApiClient, name: str, namespace: str) -> Obj | None:
     except ApiException as exc:
         if exc.status == 404:
             return None
-        raise KubeError(f"reading JobSet {jobset_name(name)} failed: {_describe(exc)}") from None
+        raise KubeClusterError(f"reading JobSet {jobset_name(name)} failed: {_describe(exc)}") from None
     return obj
 
 
@@ -259,9 +261,9 @@ async def list_jobs(api: ApiClient, namespace: str | None) -> list[JobSummary]:
         answer: Obj = await _call(api, "GET", _path(JOBSET_API_VERSION, JOBSETS, namespace), query=query)
     except ApiException as exc:
         if exc.status == 404:
-            raise KubeError("the JobSet API (jobset.x-k8s.io) is not installed in this cluster; "
+            raise KubeClusterError("the JobSet API (jobset.x-k8s.io) is not installed in this cluster; "
                             "install JobSet first") from None
-        raise KubeError(f"listing JobSets failed: {_describe(exc)}") from None
+        raise KubeClusterError(f"listing JobSets failed: {_describe(exc)}") from None
     summaries = [JobSummary(name=_run_name(js), namespace=js["metadata"].get("namespace", ""),
                             jobset=js["metadata"]["name"], state=jobset_state(js),
                             created=js["metadata"].get("creationTimestamp"),
@@ -302,14 +304,14 @@ async def watch_jobset_until_done(api: ApiClient, name: str, namespace: str,
             response = await _open(api, _path(JOBSET_API_VERSION, JOBSETS, namespace), query)
             try:
                 if response.status != 200:
-                    raise KubeError(f"watching JobSet {jobset_name(name)} failed: "
+                    raise KubeClusterError(f"watching JobSet {jobset_name(name)} failed: "
                                     f"{_describe(await _error_of(response))}")
                 async with aclosing(_events(response)) as events:
                     async for event in events:
                         kind, obj = event.get("type"), event.get("object") or {}
                         if kind == "ERROR":
                             if obj.get("code") != 410:
-                                raise KubeError(f"watching JobSet {jobset_name(name)} failed: "
+                                raise KubeClusterError(f"watching JobSet {jobset_name(name)} failed: "
                                                 f"{obj.get('message')}")
                             expired = True  # history compacted: read the JobSet again
                             break
@@ -317,9 +319,10 @@ async def watch_jobset_until_done(api: ApiClient, name: str, namespace: str,
                         if kind == "BOOKMARK":
                             continue
                         if kind == "DELETED":
-                            raise KubeError(f"JobSet {jobset_name(name)} was deleted before it finished")
+                            raise KubeClusterError(f"JobSet {jobset_name(name)} was deleted before "
+                                                   "it finished")
                         if obj.get("metadata", {}).get("uid") != uid:
-                            raise KubeError(f"JobSet {jobset_name(name)} was replaced by a new one "
+                            raise KubeClusterError(f"JobSet {jobset_name(name)} was replaced by a new one "
                                             "with the same name")
                         state = jobset_state(obj)
                         if on_event is not None:
@@ -330,9 +333,9 @@ async def watch_jobset_until_done(api: ApiClient, name: str, namespace: str,
                 response.release()
         fresh = await get_jobset(api, name, namespace)
         if fresh is None:
-            raise KubeError(f"JobSet {jobset_name(name)} was deleted before it finished")
+            raise KubeClusterError(f"JobSet {jobset_name(name)} was deleted before it finished")
         if fresh["metadata"]["uid"] != uid:
-            raise KubeError(f"JobSet {jobset_name(name)} was replaced by a new one with the same name")
+            raise KubeClusterError(f"JobSet {jobset_name(name)} was replaced by a new one with the same name")
         jobset = fresh
 
 
@@ -369,9 +372,9 @@ async def cancel(api: ApiClient, name: str, namespace: str) -> JobState:
                     body=patch, content_type=JSON_PATCH)
     except ApiException as exc:
         if exc.status in (404, 422):
-            raise KubeError(f"JobSet {jobset_name(name)} was deleted or replaced while cancelling; "
+            raise KubeClusterError(f"JobSet {jobset_name(name)} was deleted or replaced while cancelling; "
                             "check `aiperf kube list`") from None
-        raise KubeError(f"cancelling run {name} failed: {_describe(exc)}") from None
+        raise KubeClusterError(f"cancelling run {name} failed: {_describe(exc)}") from None
     return JobState.SUSPENDED
 
 
@@ -391,7 +394,8 @@ async def delete(api: ApiClient, name: str, namespace: str) -> list[str]:
         except ApiException as exc:
             if exc.status == 404:
                 continue
-            raise KubeError(f"deleting {kind} {namespace}/{object_name} failed: {_describe(exc)}") from None
+            raise KubeClusterError(f"deleting {kind} {namespace}/{object_name} failed: "
+                                   f"{_describe(exc)}") from None
         deleted.append(f"{kind}/{object_name}")
     return deleted
 
@@ -407,7 +411,7 @@ async def list_pods(api: ApiClient, name: str, namespace: str, *,
         answer: Obj = await _call(api, "GET", _path("v1", "pods", namespace),
                                   query={"labelSelector": selector})
     except ApiException as exc:
-        raise KubeError(f"listing pods of run {name} failed: {_describe(exc)}") from None
+        raise KubeClusterError(f"listing pods of run {name} failed: {_describe(exc)}") from None
     pods: list[Obj] = answer.get("items") or []
     return sorted(pods, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
 
@@ -468,7 +472,7 @@ async def fetch_results_from_pods(api: ApiClient, name: str, namespace: str, des
                 continue
             if response.status != 200:
                 exc = await _error_of(response)
-                raise KubeError(f"fetching {file_name} from pod {pod} (port {port}) failed: "
+                raise KubeClusterError(f"fetching {file_name} from pod {pod} (port {port}) failed: "
                                 f"{_describe(exc)}; is the pod running?")
             target = dest / file_name
             partial = dest / f".{file_name}.{uuid.uuid4().hex[:8]}.part"

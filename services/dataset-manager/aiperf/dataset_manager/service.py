@@ -57,13 +57,17 @@ class DatasetManager:
                  compress: bool, events: EventSink | None) -> None:
         self._profile, self._dir, self._inputs = profile, dataset_dir, inputs_path
         self._compress, self._events = compress, events
+        self._warm = anyio.Event()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Ready at once; warms the tokenizer cache while the other services start, then
         waits for `ProfileConfigure` until cancelled."""
         task_status.started()
-        if self._profile is not None:
-            await anyio.to_thread.run_sync(_warm_tokenizer, self._profile.tokenizer)
+        try:
+            if self._profile is not None:
+                await anyio.to_thread.run_sync(_warm_tokenizer, self._profile.tokenizer)
+        finally:
+            self._warm.set()
         await anyio.sleep_forever()
 
     async def handle(self, command: Command) -> dict[str, Any]:
@@ -72,6 +76,8 @@ class DatasetManager:
             raise ValueError(f"dataset-manager does not handle {type(command).__name__}")
         if self._profile is None:
             raise UserError("no profile options in run_config.json")
+        with anyio.move_on_after(30):  # the warm-up loads the same tokenizer: never load twice
+            await self._warm.wait()
         result = await anyio.to_thread.run_sync(self._build, self._profile)
         if self._events is not None:
             await self._events.publish(DatasetConfigured(conversations=result["conversations"],

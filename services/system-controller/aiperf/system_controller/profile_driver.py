@@ -11,6 +11,7 @@ import structlog
 
 from aiperf.config import RunConfig
 from aiperf.messages import (
+    CommandReply,
     ProfileCancel,
     ProfileConfigure,
     ProfileStart,
@@ -19,11 +20,14 @@ from aiperf.messages import (
     SystemState,
 )
 from aiperf.runtime.control_server import ControlServer
+from aiperf.system_controller.service import RunFailed
 
 log = structlog.get_logger("aiperf.system_controller.profile")
 
 DATASET_TIMEOUT_S = 600.0
 FINALIZE_TIMEOUT_S = 120.0
+GROUP_MEMBERS = frozenset({ServiceType.WORKER, ServiceType.RECORD_PROCESSOR})
+"""Services configured with their group's dataset folder (the worker-group-manager's reply)."""
 
 
 @dataclass(kw_only=True)
@@ -55,17 +59,7 @@ class ProfileDriver:
                     cancelled: anyio.Event) -> SystemState:
         self._control = control
         timeout = self._config.runtime.command_timeout_s
-        (dataset_manager,) = self._ids(control, ServiceType.DATASET_MANAGER)
-        reply = await control.ask(dataset_manager, ProfileConfigure(
-            request_id=control.new_request_id("configure")), timeout=DATASET_TIMEOUT_S)
-        options = {"dataset_dir": reply.result["dataset_dir"]}
-        others = [sid for sid in control.services if sid != dataset_manager]
-        replies = await control.ask_all(
-            others, lambda rid: ProfileConfigure(request_id=rid, options=options),
-            timeout=max(timeout, self._config.runtime.registration_timeout_s + 5))
-        for reply_or_error in replies.values():
-            if isinstance(reply_or_error, Exception):
-                raise reply_or_error
+        await self._configure(control)
         await set_state(SystemState.READY)
         if cancelled.is_set():
             return SystemState.CANCELLED
@@ -99,6 +93,66 @@ class ProfileDriver:
             timeout=FINALIZE_TIMEOUT_S)
         self.outcome.results = final.result
         return SystemState.CANCELLED if was_cancelled else SystemState.DONE
+
+    async def _configure(self, control: ControlServer) -> None:
+        """Step 1-3 of docs/run-protocol.md: the dataset-manager builds the dataset (D); every
+        worker-group-manager makes it readable in its group and replies the group's folder
+        (Kubernetes: a pod-local download; locally: D); then, concurrently, each group's
+        workers and record-processors get their group's folder and every other service gets D.
+
+        A worker is dispatchable once it answered this configure: it then has a dataset
+        local to its pod open. (The timing-manager's configure also waits for every worker's
+        `WorkerConnected`, and credits flow only after every configure answered.)
+        Raises `CommandError`/`AskTimeout` for a failed ask, `RunFailed` for a group without a
+        worker-group-manager in Kubernetes mode."""
+        (dataset_manager,) = self._ids(control, ServiceType.DATASET_MANAGER)
+        reply = await control.ask(dataset_manager, ProfileConfigure(
+            request_id=control.new_request_id("configure")), timeout=DATASET_TIMEOUT_S)
+        shared_dir = str(reply.result["dataset_dir"])
+        managers = self._ids(control, ServiceType.WORKER_GROUP_MANAGER)
+        group_dirs: dict[str, str] = {}
+        for sid, result in (await self._ask_each(control, {
+                sid: {"dataset_dir": shared_dir} for sid in managers}, timeout=DATASET_TIMEOUT_S)).items():
+            group_dirs[control.services[sid].group_id] = str(result.get("dataset_dir") or shared_dir)
+        log.info("profile.groups_ready", groups=sorted(group_dirs), dataset_dir=shared_dir)
+        options: dict[str, dict[str, Any]] = {}
+        for sid, info in control.services.items():
+            if sid == dataset_manager or sid in managers:
+                continue
+            dataset_dir = shared_dir
+            if info.service_type in GROUP_MEMBERS:
+                if info.group_id in group_dirs:
+                    dataset_dir = group_dirs[info.group_id]
+                elif self._config.kubernetes:
+                    raise RunFailed(f"{sid} belongs to group {info.group_id or '(none)'}, which has no "
+                                    "worker-group-manager to make the dataset local to its pod")
+            options[sid] = {"dataset_dir": dataset_dir}
+        await self._ask_each(control, options, timeout=max(
+            self._config.runtime.command_timeout_s, self._config.runtime.registration_timeout_s + 5))
+
+    @staticmethod
+    async def _ask_each(control: ControlServer, options: dict[str, dict[str, Any]], *,
+                        timeout: float) -> dict[str, dict[str, Any]]:
+        """`ProfileConfigure(options=options[sid])` to every `sid` concurrently; their results,
+        or the first failure to arrive, raised once all answered."""
+        replies: dict[str, CommandReply | Exception] = {}
+
+        async def one(sid: str) -> None:
+            try:
+                replies[sid] = await control.ask(sid, ProfileConfigure(
+                    request_id=control.new_request_id(sid), options=options[sid]), timeout=timeout)
+            except Exception as exc:
+                replies[sid] = exc
+
+        async with anyio.create_task_group() as tg:
+            for sid in options:
+                tg.start_soon(one, sid)
+        results: dict[str, dict[str, Any]] = {}
+        for sid, reply in replies.items():
+            if isinstance(reply, Exception):
+                raise reply
+            results[sid] = reply.result
+        return results
 
     async def worker_lost(self, service_id: str, why: str) -> bool:
         """A worker died mid-run: its in-flight credits are declared lost at the

@@ -23,7 +23,8 @@ log = structlog.get_logger("aiperf.system_controller")
 @dataclass(kw_only=True)
 class Verdict:
     """How the run ended. `exit_code`: 0 done, 1 failed or degraded (a worker was lost but
-    the run finished), 2 user error, 130 cancelled."""
+    the run finished), 2 user error, 130 cancelled. `lost_pods` (Kubernetes): the worker
+    groups whose services all stopped heartbeating."""
 
     state: SystemState
     reason: str = ""
@@ -31,6 +32,7 @@ class Verdict:
     registered: list[str] = field(default_factory=list)
     degraded: list[str] = field(default_factory=list)
     user_error: bool = False
+    lost_pods: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -69,11 +71,26 @@ class RunFailed(Exception):
     """The run cannot go on; the message names the service and the reason."""
 
 
+GROUPED = frozenset({ServiceType.WORKER_GROUP_MANAGER, ServiceType.WORKER, ServiceType.RECORD_PROCESSOR})
+"""Service types that live in a worker group (one worker pod in Kubernetes)."""
+
+
 class SystemController:
     """Owns the run from the first process start to the last process exit.
 
     The control ROUTER (inside `control`) is bound by the caller before `run` and closed after
-    it returns, so it outlives every service."""
+    it returns, so it outlives every service.
+
+    Liveness: a service that reports `failed` fails the run; one that stops heartbeating for
+    `heartbeat_timeout_s` is lost. A lost worker is written off by the driver while profiling
+    (the run goes on, degraded); any other lost service fails the run. Kubernetes mode (no
+    processes to watch, heartbeats are the only signal) treats a worker pod as a unit: when
+    every registered service of a group is silent, the pod is lost, its workers are written
+    off and its worker-group-manager and record-processors do not fail the run by themselves.
+    A group member silent alone is judged alone only once it has been silent
+    `2 * heartbeat_interval_s` longer (the rest of a dying pod goes silent within one
+    interval). Losing more than `runtime.max_lost_worker_fraction` of the workers, or all of
+    them, fails the run naming the lost pods."""
 
     def __init__(self, *, config: RunConfig, control: ControlServer, launcher: Launcher,
                  driver: Driver, on_state: Callable[[SystemState], Awaitable[None]] | None = None,
@@ -85,6 +102,7 @@ class SystemController:
         self._handles: dict[str, Handle] = {}
         self._stopping = False
         self._lost: dict[str, str] = {}
+        self._lost_groups: dict[str, str] = {}
         self._user_error = False
         self._failure = ""
         self._failed = anyio.Event()
@@ -128,7 +146,7 @@ class SystemController:
                        exit_codes={sid: h.returncode for sid, h in self._handles.items()},
                        registered=sorted(self._control.services),
                        degraded=[f"{sid} {why}" for sid, why in self._lost.items()],
-                       user_error=self._user_error)
+                       user_error=self._user_error, lost_pods=_by_group(self._lost_groups))
 
     async def _until_failure(self, body: Callable[[], Awaitable[SystemState]]) -> SystemState:
         result = SystemState.FAILED
@@ -183,32 +201,119 @@ class SystemController:
             self._lost[sid] = why
             try:
                 if await self._driver.worker_lost(sid, why):
+                    self._check_worker_budget()
                     return
             except Exception as exc:
                 why = f"{why} (and its credits could not be written off: {exc})"
         self._fail(f"service {sid} {why}")
 
     async def _watch_liveness(self) -> None:
-        runtime = self._config.runtime
         while True:
-            await anyio.sleep(runtime.heartbeat_interval_s)
+            await anyio.sleep(self._config.runtime.heartbeat_interval_s)
             if self._stopping:
                 return
-            for info in self._control.failed():
-                if info.service_id not in self._lost:
-                    self._fail(f"service {info.service_id} failed: {info.error}")
-            for info in self._control.silent(timeout=runtime.heartbeat_timeout_s):
-                await self._service_lost(info.service_id, f"missed heartbeats for "
-                                         f"{runtime.heartbeat_timeout_s:g}s")
+            await self._check_liveness()
+
+    async def _check_liveness(self) -> None:
+        """One liveness sweep (see the class doc); fails the run or writes services off."""
+        runtime = self._config.runtime
+        for info in self._control.failed():
+            if info.service_id not in self._lost:
+                self._fail(f"service {info.service_id} failed: {info.error}")
+        why = f"missed heartbeats for {runtime.heartbeat_timeout_s:g}s"
+        silent = self._control.silent(timeout=runtime.heartbeat_timeout_s)
+        if not self._config.kubernetes:
+            for info in silent:
+                await self._service_lost(info.service_id, why)
+            return
+        silent_ids = {info.service_id for info in silent}
+        settled = {info.service_id for info in self._control.silent(
+            timeout=runtime.heartbeat_timeout_s + 2 * runtime.heartbeat_interval_s)}
+        for group, members in self._groups().items():
+            if (group not in self._lost_groups and not silent_ids.isdisjoint(members)
+                    and all(sid in silent_ids or sid in self._lost for sid in members)):
+                await self._group_lost(group, members, why)
+        for info in silent:
+            if info.group_id in self._lost_groups and info.service_type in GROUPED:
+                continue
+            if info.service_type in GROUPED and info.service_id not in settled:
+                continue  # maybe the first of a dying pod: judge it with its pod next sweep
+            await self._service_lost(info.service_id, why)
+
+    def _groups(self) -> dict[str, list[str]]:
+        """Registered services per worker group (Kubernetes: per worker pod)."""
+        groups: dict[str, list[str]] = {}
+        for sid, info in sorted(self._control.services.items()):
+            if info.service_type in GROUPED and info.group_id:
+                groups.setdefault(info.group_id, []).append(sid)
+        return groups
+
+    async def _group_lost(self, group: str, members: list[str], why: str) -> None:
+        """Every service of worker pod `group` is silent: write its workers off (or fail the
+        run when the driver cannot), mark the rest lost without failing, check the budget."""
+        self._lost_groups[group] = why
+        log.error("system.pod_lost", group=group, services=members, why=why)
+        pod_why = f"lost with worker pod {group} ({why})"
+        workers = [sid for sid in members if self._control.services[sid].service_type is ServiceType.WORKER]
+        for sid in members:
+            if sid not in workers:
+                self._lost.setdefault(sid, pod_why)
+        for sid in workers:
+            await self._service_lost(sid, pod_why)
+            if self._failed.is_set():
+                return
+        self._check_worker_budget()
+
+    def _check_worker_budget(self) -> None:
+        """Kubernetes: fail the run once more than `max_lost_worker_fraction` of the workers
+        (or all of them) are lost, naming the lost pods and lone lost workers."""
+        if not self._config.kubernetes:
+            return
+        total = self._config.services.total_workers
+        limit = self._config.runtime.max_lost_worker_fraction
+        lost = sorted(sid for sid in self._lost if (info := self._control.services.get(sid)) is not None
+                      and info.service_type is ServiceType.WORKER)
+        if len(lost) < total and len(lost) <= limit * total:
+            return
+        pods = _by_group(self._lost_groups)
+        lone = [sid for sid in lost if self._control.services[sid].group_id not in self._lost_groups]
+        where = []
+        if pods:
+            where.append(f"worker pods {', '.join(pods)} stopped heartbeating")
+        if lone:
+            where.append(f"workers {', '.join(lone)} lost")
+        self._fail(f"lost {len(lost)} of {total} workers, more than runtime.max_lost_worker_fraction="
+                   f"{limit:g} allows: {'; '.join(where)}")
 
     async def _bring_up_and_drive(self) -> SystemState:
         runtime = self._config.runtime
-        expected = self._config.services.expected()
-        await self._control.wait_registered(expected, timeout=runtime.registration_timeout_s)
+        if self._config.kubernetes:
+            await self._wait_planned(timeout=runtime.registration_timeout_s)
+        else:
+            await self._control.wait_registered(self._config.services.expected(),
+                                                timeout=runtime.registration_timeout_s)
         await self._wait_running(timeout=runtime.registration_timeout_s)
         log.info("system.all_registered", services=len(self._control.services))
         await self._set_state(SystemState.CONFIGURING)
         return await self._driver.drive(self._control, self._set_state, self.cancelled)
+
+    async def _wait_planned(self, *, timeout: float) -> None:
+        """Kubernetes: block until every planned instance (per pod, `workers_in` per group)
+        registered under its planned id; raises `RunFailed` naming what is missing, per pod."""
+        with anyio.move_on_after(timeout):
+            while any(p.service_id not in self._control.services for p in self._plan):
+                await self._control.wait_changed()
+            return
+        missing = [p for p in self._plan if p.service_id not in self._control.services]
+        parts = []
+        if controller := [p.service_id for p in missing if not p.group_id]:
+            parts.append(f"controller pod: {', '.join(controller)}")
+        for group in _by_group({p.group_id: "" for p in missing if p.group_id}):
+            planned = [p.service_id for p in self._plan if p.group_id == group]
+            absent = [p.service_id for p in missing if p.group_id == group]
+            parts.append(f"worker pod {group}: " + ("none of its services (is the pod scheduled?)"
+                                                    if len(absent) == len(planned) else ", ".join(absent)))
+        raise RunFailed(f"services never registered within {timeout:g}s: {'; '.join(parts)}")
 
     async def _wait_running(self, *, timeout: float) -> None:
         with anyio.move_on_after(timeout):
@@ -249,6 +354,11 @@ class SystemController:
                 async with anyio.create_task_group() as tg:
                     for h in pending:
                         tg.start_soon(h.wait)
+
+
+def _by_group(groups: dict[str, str]) -> list[str]:
+    """Group ids in numeric order (`g2` before `g10`)."""
+    return sorted(groups, key=lambda g: (len(g), g))
 
 
 __all__ = ["BringUpDriver", "Driver", "Planned", "RunFailed", "SystemController", "Verdict"]

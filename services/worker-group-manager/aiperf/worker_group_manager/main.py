@@ -1,21 +1,58 @@
-"""Entry point of the worker-group-manager process: `python -m aiperf.worker_group_manager.main --help`."""
+"""Entry point of the worker-group-manager process: `python -m aiperf.worker_group_manager.main --help`.
+
+In Kubernetes mode (`config.kubernetes`) it downloads the dataset into
+`<artifact_dir>/dataset-<group>` (the worker pod's own artifacts emptyDir) from
+``http://$AIPERF_CONTROLLER_HOST:${AIPERF_API_PORT:-9090}/api/dataset``, unless the controller's
+`ProfileConfigure` names a `dataset_url`. Locally it uses the shared dataset folder as is.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import AsyncExitStack
+from pathlib import Path
 
+import aiohttp
+
+from aiperf.config import group_index
 from aiperf.messages import ServiceType
-from aiperf.runtime import Service, ServiceContext, service_main
+from aiperf.runtime import Service, ServiceContext, UserError, service_main
+from aiperf.worker_group_manager.download import (
+    DatasetDownloader,
+    PodDataset,
+    RetryPolicy,
+    dataset_url_from_env,
+)
 from aiperf.worker_group_manager.service import WorkerGroupManager
 
 
+def pod_dataset_dir(artifact_dir: str, group_id: str) -> Path:
+    """Where a worker pod keeps its copy of the dataset: `<artifact_dir>/dataset-<group>`
+    (never the controller's `<artifact_dir>/dataset`, so a shared filesystem cannot mix them)."""
+    return Path(artifact_dir) / f"dataset-{group_id}"
+
+
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
-    """Wire the worker-group-manager of group `--group-id`."""
+    """Wire the worker-group-manager of group `--group-id` (default `g0`); raises `UserError`
+    for a group id that is not `g<k>` with k < worker_groups."""
     counts = ctx.config.services
-    members = ([f"worker-{ctx.group_id}-{i}" for i in range(counts.workers_per_group)]
-               + [f"record-processor-{ctx.group_id}-{j}" for j in range(counts.record_processors_per_group)])
-    return WorkerGroupManager(service_id=ctx.service_id, group_id=ctx.group_id, members=members)
+    group = ctx.group_id or "g0"
+    try:
+        workers = counts.workers_in(group_index(group))
+    except ValueError as exc:
+        raise UserError(f"--group-id {group!r}: {exc}") from exc
+    members = ([f"worker-{group}-{i}" for i in range(workers)]
+               + [f"record-processor-{group}-{j}" for j in range(counts.record_processors_per_group)])
+    pod_dataset = None
+    if ctx.config.kubernetes:
+        session = await stack.enter_async_context(aiohttp.ClientSession(auto_decompress=False))
+        retry = RetryPolicy(deadline_s=max(60.0, ctx.config.runtime.registration_timeout_s))
+        pod_dataset = PodDataset(downloader=DatasetDownloader(session=session, retry=retry),
+                                 directory=pod_dataset_dir(ctx.config.artifact_dir, group),
+                                 default_url=dataset_url_from_env(os.environ))
+    return WorkerGroupManager(service_id=ctx.service_id, group_id=group, members=members,
+                              pod_dataset=pod_dataset)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,16 +14,24 @@ from anyio.abc import TaskStatus
 from aiperf.dataset import DatasetReader
 from aiperf.messages import Command, ProfileConfigure
 from aiperf.runtime import GiveUp
+from aiperf.worker_group_manager.download import PodDataset
 
 log = structlog.get_logger("aiperf.worker_group_manager")
 
 
 class WorkerGroupManager:
-    """Locally the dataset directory is shared, so configuring only checks it opens.
-    (Kubernetes mode downloads and decompresses it once per pod: see issue 4.)"""
+    """Makes the run's dataset readable inside its group.
 
-    def __init__(self, *, service_id: str, group_id: str, members: list[str]) -> None:
+    Locally (`pod_dataset` None) the dataset directory is shared, so configuring only checks
+    that it opens and replies it unchanged. In Kubernetes (`pod_dataset` set) the group's pod
+    has its own filesystem: the first `ProfileConfigure` downloads and decompresses the dataset
+    once into the pod-local folder, and the reply names that folder, which the controller then
+    hands to the group's workers and record-processors."""
+
+    def __init__(self, *, service_id: str, group_id: str, members: list[str],
+                 pod_dataset: PodDataset | None = None) -> None:
         self.service_id, self.group_id, self.members = service_id, group_id, members
+        self._pod_dataset = pod_dataset
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Ready at once; runs until cancelled."""
@@ -31,15 +39,31 @@ class WorkerGroupManager:
         await anyio.sleep_forever()
 
     async def handle(self, command: Command) -> dict[str, Any]:
-        """`ProfileConfigure(options={"dataset_dir": D})`: the group's dataset is readable."""
+        """`ProfileConfigure(options={"dataset_dir": D, "dataset_url"?: U})` -> ``{"dataset_dir":
+        <the group's readable copy>, "group_id", "members", "conversations"}``.
+
+        Locally the reply's `dataset_dir` is D. In Kubernetes it is the pod-local copy,
+        downloaded from U (default: ``http://$AIPERF_CONTROLLER_HOST:$AIPERF_API_PORT/api/dataset``)
+        on the first call only. Raises `GiveUp` when the dataset cannot be opened or fetched;
+        other commands are refused (`ValueError`)."""
         if not isinstance(command, ProfileConfigure):
             raise ValueError(f"worker-group-manager does not handle {type(command).__name__}")
-        dataset_dir = Path(str(command.options.get("dataset_dir", "")))
-        try:
-            with DatasetReader(dataset_dir) as reader:
-                conversations = len(reader)
-        except Exception as exc:
-            raise GiveUp(f"dataset {dataset_dir} cannot be opened: {exc}") from exc
+        if self._pod_dataset is not None:
+            url = command.options.get("dataset_url")
+            got = await self._pod_dataset.ensure(str(url) if url else None)
+            dataset_dir, conversations = got.directory, got.conversations
+        else:
+            dataset_dir = Path(str(command.options.get("dataset_dir", "")))
+            conversations = await anyio.to_thread.run_sync(_open_count, dataset_dir)
         log.info("group.ready", group=self.group_id, members=len(self.members),
-                 conversations=conversations)
-        return {"group_id": self.group_id, "members": self.members, "conversations": conversations}
+                 conversations=conversations, dataset_dir=str(dataset_dir))
+        return {"dataset_dir": str(dataset_dir), "group_id": self.group_id, "members": self.members,
+                "conversations": conversations}
+
+
+def _open_count(dataset_dir: Path) -> int:
+    try:
+        with DatasetReader(dataset_dir) as reader:
+            return len(reader)
+    except Exception as exc:
+        raise GiveUp(f"dataset {dataset_dir} cannot be opened: {exc}") from exc
