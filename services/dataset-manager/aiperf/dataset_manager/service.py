@@ -58,11 +58,13 @@ class DatasetManager:
         self._profile, self._dir, self._inputs = profile, dataset_dir, inputs_path
         self._compress, self._events = compress, events
         self._warm = anyio.Event()
+        self._warming = False
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Ready at once; warms the tokenizer cache while the other services start, then
         waits for `ProfileConfigure` until cancelled."""
         task_status.started()
+        self._warming = True
         try:
             if self._profile is not None:
                 await anyio.to_thread.run_sync(_warm_tokenizer, self._profile.tokenizer)
@@ -76,7 +78,7 @@ class DatasetManager:
             raise ValueError(f"dataset-manager does not handle {type(command).__name__}")
         if self._profile is None:
             raise UserError("no profile options in run_config.json")
-        with anyio.move_on_after(30):  # the warm-up loads the same tokenizer: never load twice
+        if self._warming:  # the warm-up loads the same tokenizer: never load it twice
             await self._warm.wait()
         result = await anyio.to_thread.run_sync(self._build, self._profile)
         if self._events is not None:
