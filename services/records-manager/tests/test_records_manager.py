@@ -1,0 +1,91 @@
+"""The records-manager aggregates, streams the jsonl, writes the exports and checks the
+accounting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from aiperf.config import CommsOptions, ProfileOptions, RunConfig
+from aiperf.messages import ErrorDetails, MetricRecord, Phase, ProfileConfigure, ServiceCommand
+from aiperf.records_manager.accounting import accounting_line, balance_problems
+from aiperf.records_manager.service import RecordsManager
+
+pytestmark = pytest.mark.anyio
+
+
+class Records:
+    def __init__(self) -> None:
+        self.tx, self.rx = anyio.create_memory_object_stream[MetricRecord](100)
+
+    async def recv(self) -> MetricRecord:
+        return await self.rx.receive()
+
+
+def record(n: int, *, phase: Phase = Phase.PROFILING, error: bool = False) -> MetricRecord:
+    return MetricRecord(
+        phase=phase, credit_num=n, worker_id="w", conversation_id="c", start_wall_ns=1_000_000_000 + n,
+        end_wall_ns=2_000_000_000 + n,
+        metrics={} if error else {"time_to_first_token": 40e6 + n, "output_sequence_length": 64.0,
+                                  "input_sequence_length": 10.0, "request_latency": 500e6},
+        error=ErrorDetails(type="Internal Server Error", message="boom", code=500) if error else None)
+
+
+def accounting(issued: int, ok: int, failed: int) -> dict:
+    return {"phases": {"profiling": {"issued": issued, "returned": issued, "ok": ok, "failed": failed,
+                                     "cancelled": 0, "lost": 0, "start_ns": 0, "end_ns": 10**9}}}
+
+
+async def run_finalize(tmp_path: Path, records: list[MetricRecord], acct: dict,
+                       records_timeout_s: float = 10.0) -> dict:
+    config = RunConfig(run_id="r", comms=CommsOptions(ipc_dir="/tmp"), profile=ProfileOptions(model="m"))
+    source = Records()
+    rm = RecordsManager(config=config, records=source, events=None, artifact_dir=tmp_path)
+    async with anyio.create_task_group() as tg:
+        await tg.start(rm.run)
+        await rm.handle(ProfileConfigure(request_id="c"))
+
+        async def feed() -> None:  # records arrive after finalize started waiting
+            for r in records:
+                await source.tx.send(r)
+
+        tg.start_soon(feed)
+        result = await rm.handle(ServiceCommand(request_id="f", name="finalize",
+                                                args={"accounting": acct,
+                                                      "records_timeout_s": records_timeout_s}))
+        tg.cancel_scope.cancel()
+    source.tx.close()
+    source.rx.close()
+    return result
+
+
+async def test_finalize_waits_for_every_record_and_writes_exports(tmp_path: Path) -> None:
+    records = [record(i) for i in range(9)] + [record(9, error=True)]
+    result = await run_finalize(tmp_path, records, accounting(10, 9, 1))
+    assert result["balanced"] and result["request_count"] == 9 and result["error_request_count"] == 1
+    summary = json.loads((tmp_path / "profile_export_aiperf.json").read_text())
+    assert summary["request_count"]["avg"] == 9
+    assert summary["aiperf_extensions"]["accounting_balanced"] is True
+    assert len((tmp_path / "profile_export.jsonl").read_text().splitlines()) == 10
+    assert (tmp_path / "profile_export_aiperf.csv").read_text().startswith("Metric")
+    assert "Time to First Token" in result["table"]
+
+
+async def test_missing_records_fail_the_balance(tmp_path: Path) -> None:
+    result = await run_finalize(tmp_path, [record(i) for i in range(3)], accounting(4, 4, 0),
+                                records_timeout_s=0.5)
+    assert not result["balanced"]
+    assert "profiling: 3 records for 4 returned credits" in result["problems"]
+
+
+def test_balance_rules_and_line() -> None:
+    phases = {"profiling": {"issued": 10, "returned": 8, "ok": 6, "failed": 1, "cancelled": 1, "lost": 2}}
+    assert balance_problems(phases, {"profiling": 8}) == []
+    assert balance_problems(phases, {"profiling": 7}) == ["profiling: 7 records for 8 returned credits"]
+    bad = {"profiling": {"issued": 10, "returned": 10, "ok": 6, "failed": 1, "cancelled": 1, "lost": 0}}
+    assert "issued 10 != ok+failed+cancelled+lost 8" in balance_problems(bad, {"profiling": 10})[0]
+    assert accounting_line(phases) == ("profiling: issued 10 = ok 6 + failed 3 + cancelled 1 "
+                                       "(of the failed, 2 lost with their worker)")
