@@ -49,7 +49,8 @@ def build_app() -> cyclopts.App:
     def profile(
         flags: ProfileFlags,
         *,
-        artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])] = "artifacts",
+        artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
+        = "artifacts",
         ui: Annotated[Literal["none", "simple"] | None, Parameter(name=["--ui", "--ui-type"])] = None,
         workers_max: Annotated[int | None, Parameter(name=["--workers-max", "--max-workers"])] = None,
         record_processors: Annotated[int | None, Parameter(

@@ -1,0 +1,208 @@
+"""`aiperf kube ...`: run and manage benchmarks on Kubernetes (direct mode: Role, RoleBinding,
+ConfigMap and JobSet, created with the user's own credentials).
+
+Only flag declarations live here; the work is in `aiperf.cli.kube_commands`, imported when a
+command runs. `aiperf.cli.main` rewrites dotted mapping flags and applies `--config` files
+before this app parses (`aiperf.cli.kube_config.prepare_kube_argv`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import cyclopts
+from cyclopts import Parameter
+
+from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
+from aiperf.cli.profile_options import ProfileFlags
+
+kube_app = cyclopts.App(
+    name="kube",
+    help="Run and manage benchmarks on Kubernetes: one JobSet per run (a controller pod and worker "
+         "pods). Every command takes --kubeconfig, --kube-context and --namespace/-n.",
+)
+
+_TARGET = KubeTarget()
+
+
+@kube_app.command
+def init(*, target: KubeTarget = _TARGET,
+         output: Annotated[str, Parameter(name=["--output", "-o"])] = "aiperf-kube.yaml",
+         force: bool = False) -> int:
+    """Write a starter config file for `kube generate/profile --config FILE`.
+
+    Parameters
+    ----------
+    output
+        File to write: YAML with comments, or JSON when the name ends in .json.
+    force
+        Overwrite the file when it exists.
+    """
+    from aiperf.cli.kube_commands import guarded
+    from aiperf.cli.kube_config import write_starter_config
+
+    def work() -> int:
+        path = write_starter_config(output, target.namespace, force=force)
+        print(f"wrote {path}; edit it, then `aiperf kube generate --config {path}` "
+              f"or `aiperf kube profile --config {path}`")
+        return 0
+
+    return guarded(work)
+
+
+@kube_app.command
+def generate(flags: ProfileFlags, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
+             output: Annotated[str | None, Parameter(name=["--output", "-o"])] = None) -> int:
+    """Print the manifests of a run (Role, RoleBinding, ConfigMap, JobSet) as YAML; no API calls.
+
+    Takes every `aiperf profile` flag but --workers-max (use --total-workers). Secrets (--api-key,
+    --header values) never appear in the output: the pods read them from the Secrets named by
+    --api-key-secret / --headers-secret / --env-from-secrets, and generation fails without them.
+
+    Parameters
+    ----------
+    output
+        Write the YAML to this file instead of stdout.
+    """
+    from aiperf.cli.kube_commands import generate as run
+
+    return run(target, deploy, flags, output)
+
+
+@kube_app.command
+def profile(flags: ProfileFlags, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
+            dry_run: bool = False, detach: bool = False,
+            artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
+            = "artifacts") -> int:
+    """Run a benchmark on Kubernetes: create the run's objects, watch it, download its results.
+
+    Checks the flags and that the namespace exists (it is never created), creates Role,
+    RoleBinding, ConfigMap and JobSet in that order, prints each state change of the run until it
+    ends, then copies the result files from the controller pod to ARTIFACT_DIR/NAME/. Exit 0 when
+    the run completed, 1 when it failed or was cancelled, 2 for a mistake in the flags.
+
+    Parameters
+    ----------
+    dry_run
+        Print the manifests exactly as `aiperf kube generate` does and stop (no API calls).
+    detach
+        Return once the objects are created; follow with `kube list`, `kube results`.
+    artifact_dir
+        Results go to ARTIFACT_DIR/NAME/.
+    """
+    from aiperf.cli.kube_commands import profile as run
+
+    return run(target, deploy, flags, dry_run=dry_run, detach=detach, artifact_dir=artifact_dir)
+
+
+@kube_app.command(name="list")
+def list_(*, target: KubeTarget = _TARGET,
+          all_namespaces: Annotated[bool, Parameter(name=["--all-namespaces", "-A"])] = False) -> int:
+    """List the runs of the namespace: NAME, STATE (Running, Completed, Failed, Suspended), AGE.
+
+    Parameters
+    ----------
+    all_namespaces
+        List the runs of every namespace.
+    """
+    from aiperf.cli.kube_commands import list_runs
+
+    return list_runs(target, all_namespaces=all_namespaces)
+
+
+@kube_app.command
+def logs(name: str, *, target: KubeTarget = _TARGET, container: str | None = None,
+         tail: int | None = None, pod: str | None = None) -> int:
+    """Print a container's log (default: the system-controller container of the controller pod).
+
+    Parameters
+    ----------
+    name
+        Run name.
+    container
+        Container to read (e.g. api, records-manager, worker-0); default system-controller, or the
+        only container of --pod.
+    tail
+        Only the last N lines.
+    pod
+        Read this pod instead of the controller pod (see `kubectl get pods -l
+        jobset.sigs.k8s.io/jobset-name=aiperf-NAME`).
+    """
+    from aiperf.cli.kube_commands import logs as run
+
+    return run(target, name, container=container, tail=tail, pod=pod)
+
+
+@kube_app.command
+def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
+            artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
+            = "artifacts") -> int:
+    """Download a run's result files from its controller pod into ARTIFACT_DIR/NAME/.
+
+    Parameters
+    ----------
+    name
+        Run name.
+    from_pods
+        Copy from the controller pod's api container (required: direct mode has no results server).
+    artifact_dir
+        Results go to ARTIFACT_DIR/NAME/.
+    """
+    from aiperf.cli.kube_commands import results as run
+
+    return run(target, name, from_pods=from_pods, artifact_dir=artifact_dir)
+
+
+@kube_app.command
+def cancel(name: str, *, target: KubeTarget = _TARGET) -> int:
+    """Cancel a run: its JobSet is suspended and its pods stop (`kube delete` removes it).
+
+    Parameters
+    ----------
+    name
+        Run name.
+    """
+    from aiperf.cli.kube_commands import cancel as run
+
+    return run(target, name)
+
+
+@kube_app.command
+def delete(name: str, *, target: KubeTarget = _TARGET) -> int:
+    """Delete a run: its JobSet (with its pods), ConfigMap, RoleBinding and Role.
+
+    Parameters
+    ----------
+    name
+        Run name.
+    """
+    from aiperf.cli.kube_commands import delete as run
+
+    return run(target, name)
+
+
+@kube_app.command
+def preflight(*, target: KubeTarget = _TARGET,
+              env_from_secrets: Annotated[list[str] | None, Parameter(consume_multiple=False)] = None,
+              api_key_secret: str | None = None, headers_secret: str | None = None,
+              image_pull_secrets: Annotated[list[str] | None, Parameter(consume_multiple=False)] = None,
+              ) -> int:
+    """Check the cluster before a run: kubeconfig, API server, namespace, JobSet API, Secrets.
+
+    Prints PASS or FAIL per check; exit 1 when any fails.
+
+    Parameters
+    ----------
+    env_from_secrets
+        ENV -> SECRET/KEY references to check (same forms as for `kube profile`).
+    api_key_secret
+        SECRET/KEY of the API key to check.
+    headers_secret
+        SECRET/KEY of the headers JSON to check.
+    image_pull_secrets
+        Image pull Secrets to check (repeatable or comma-separated).
+    """
+    from aiperf.cli.kube_commands import preflight as run
+
+    return run(target, env_from_secrets=env_from_secrets, api_key_secret=api_key_secret,
+               headers_secret=headers_secret, image_pull_secrets=image_pull_secrets)

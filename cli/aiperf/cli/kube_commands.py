@@ -1,0 +1,480 @@
+"""What the `aiperf kube` commands do (the flags are declared in `aiperf.cli.kube_app`).
+
+Every command returns its exit code: 0 done, 1 the cluster or the run failed, 2 a user mistake
+(bad flag, missing namespace or kubeconfig, a secret without a Secret mapping). Errors are one
+line on stderr, `error: <message>`; tracebacks are for our bugs only. Commands that talk to the
+API server run their own event loop (`anyio.run`), so they block until done.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+from kubernetes_asyncio.client import ApiClient
+
+from aiperf.cli.kube_flags import parse_list, parse_mapping, parse_resources, parse_tolerations
+from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
+from aiperf.cli.profile_args import FlagError
+from aiperf.cli.profile_options import ProfileFlags, build_profile_options
+from aiperf.config import CommsOptions, RunConfig, RuntimeOptions
+from aiperf.kube import (
+    ContainerResources,
+    KubeConfigError,
+    KubeSettings,
+    build_all,
+    ops,
+    secret_values_from_env,
+    to_yaml,
+)
+from aiperf.kube.client import (
+    KubeClusterError,
+    KubeError,
+    context_namespace,
+    load_client,
+    resolve_namespace,
+)
+from aiperf.kube.names import jobset_name
+from aiperf.messages import ServiceType
+
+EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR = 0, 1, 2
+DEFAULT_LOG_CONTAINER = str(ServiceType.SYSTEM_CONTROLLER)
+
+
+def _error(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+
+
+def guarded(work: Callable[[], int]) -> int:
+    """Run `work` and map the errors of a kube command to one line and an exit code: FlagError,
+    KubeConfigError and KubeError exit 2; KubeClusterError exits 1. Other exceptions propagate
+    (they are bugs, and keep their traceback)."""
+    try:
+        return work()
+    except KubeClusterError as exc:
+        _error(str(exc))
+        return EXIT_FAILED
+    except (FlagError, KubeConfigError, KubeError) as exc:
+        _error(str(exc))
+        return EXIT_USER_ERROR
+
+
+def run_async(work: Callable[[], Awaitable[int]]) -> int:
+    """`guarded(anyio.run(work))`: a command body that talks to the API server."""
+    return guarded(lambda: anyio.run(work))
+
+
+# -- manifests ---------------------------------------------------------------------------------
+
+def offline_namespace(target: KubeTarget) -> str:
+    """The namespace without asking the API server: --namespace, else the kubeconfig context's
+    namespace, else `default`. A missing kubeconfig only matters when --kubeconfig names it."""
+    if target.namespace:
+        return target.namespace
+    try:
+        return context_namespace(target.kubeconfig, target.kube_context) or "default"
+    except KubeError:
+        if target.kubeconfig is not None or target.kube_context is not None:
+            raise
+        return "default"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deployment:
+    """One run ready to create: its settings, objects (creation order) and their YAML."""
+
+    settings: KubeSettings
+    objects: list[dict[str, Any]]
+    yaml: str
+
+
+def _settings(target: KubeTarget, deploy: KubeDeployFlags, resources: dict[str, ContainerResources], *,
+              require_api_key: bool) -> KubeSettings:
+    """KubeSettings from the flags: FlagError for a malformed value, KubeConfigError for an
+    invalid one."""
+    return KubeSettings(
+        name=deploy.name, namespace=offline_namespace(target), image_registry=deploy.image_registry,
+        image_tag=deploy.image_tag, image_pull_policy=deploy.image_pull_policy,
+        total_workers=deploy.total_workers, workers_per_pod=deploy.workers_per_pod,
+        record_processors_per_pod=deploy.record_processors_per_pod, resources=resources,
+        env_vars=parse_mapping("--env-vars", deploy.env_vars),
+        env_from_secrets=parse_mapping("--env-from-secrets", deploy.env_from_secrets),
+        labels=parse_mapping("--labels", deploy.labels),
+        annotations=parse_mapping("--annotations", deploy.annotations),
+        node_selector=parse_mapping("--node-selector", deploy.node_selector),
+        tolerations=parse_tolerations(deploy.tolerations),
+        image_pull_secrets=parse_list("--image-pull-secrets", deploy.image_pull_secrets),
+        ttl_seconds=deploy.ttl_seconds, service_account=deploy.service_account,
+        api_key_secret=deploy.api_key_secret, headers_secret=deploy.headers_secret,
+        require_api_key=require_api_key,
+    )
+
+
+def build_deployment(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags) -> Deployment:
+    """The manifests of run `deploy.name` (what `kube generate` prints). Pure: reads the
+    kubeconfig only to learn the default namespace, and the environment for secret values that
+    must not leak. Deterministic for equal input.
+
+    Raises FlagError (bad flag, invalid benchmark), KubeConfigError (invalid deployment, a secret
+    without a Secret mapping, a secret value in the manifests), KubeError (unreadable kubeconfig).
+    """
+    built = build_profile_options(flags, ui="none")
+    problems = built.options.validate()
+    if flags.input_file:
+        problems.append(f"--input-file {flags.input_file}: not supported with aiperf kube yet (the file "
+                        "would have to be in every pod); use a synthetic dataset")
+    if problems:
+        raise FlagError("; ".join(problems))
+    try:
+        resources = {k: msgspec.convert(v, ContainerResources)
+                     for k, v in parse_resources(deploy.resources).items()}
+    except msgspec.ValidationError as exc:
+        raise FlagError(f"--resources: {exc}") from None
+    try:
+        settings = _settings(target, deploy, resources, require_api_key=built.api_key is not None)
+    except KubeConfigError as exc:
+        raise KubeConfigError(_flag_names(str(exc))) from None
+    # t0 stays 0 and the run id is the name: equal flags give byte-equal manifests.
+    run_config = RunConfig(run_id=deploy.name, mode="profile", artifact_dir="artifacts",
+                           comms=CommsOptions(ipc_dir="/aiperf/ipc"), profile=built.options,
+                           runtime=RuntimeOptions(log_level=deploy.log_level))
+    known = [*built.headers.values(), *([built.api_key] if built.api_key else []),
+             *secret_values_from_env(os.environ)]
+    try:
+        objects = build_all(settings, run_config, known_secrets=known)
+    except KubeConfigError as exc:
+        raise KubeConfigError(_flag_names(str(exc))) from None
+    return Deployment(settings=settings, objects=objects, yaml=to_yaml(objects))
+
+
+_SETTINGS_FIELDS = ("record_processors_per_pod", "image_pull_secrets", "env_from_secrets", "api_key_secret",
+                    "headers_secret", "service_account", "workers_per_pod", "total_workers", "ttl_seconds",
+                    "image_tag", "namespace", "resources", "env_vars", "labels", "name")
+_SECRET_FIELDS = ("api_key_secret", "headers_secret", "env_from_secrets")
+
+
+def _flag_names(message: str) -> str:
+    """libs/kube names KubeSettings fields (`total_workers 0: ...`); on the command line they are
+    flags (`--total-workers 0: ...`)."""
+    for field in _SETTINGS_FIELDS:
+        if message.startswith(f"{field} "):
+            message = f"--{field.replace('_', '-')}{message[len(field):]}"
+            break
+    for field in _SECRET_FIELDS:
+        flag = f"--{field.replace('_', '-')}"
+        message = re.sub(rf"(?<=pass ){field}\b|(?<=\(){field}\b|(?<=, ){field}\b", flag, message)
+    return message
+
+
+def generate(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, output: str | None) -> int:
+    """`kube generate`: print the manifests (or write them to `output`)."""
+
+    def work() -> int:
+        text = build_deployment(target, deploy, flags).yaml
+        if output is None:
+            sys.stdout.write(text)
+            return EXIT_OK
+        try:
+            Path(output).write_text(text)
+        except OSError as exc:
+            raise FlagError(f"--output {output}: {exc.strerror}") from None
+        print(f"wrote {output}", file=sys.stderr)
+        return EXIT_OK
+
+    return guarded(work)
+
+
+# -- profile -----------------------------------------------------------------------------------
+
+class Progress:
+    """Prints a line each time the run's state or pod readiness changes (`on_event` of the
+    watch). `clock` returns seconds (injected for tests)."""
+
+    def __init__(self, name: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self._name, self._clock, self._t0 = name, clock, clock()
+        self._last: tuple[str, str] | None = None
+
+    def __call__(self, state: ops.JobState, jobset: dict[str, Any]) -> None:
+        jobs = (jobset.get("status") or {}).get("replicatedJobsStatus") or []
+        ready = ", ".join(f"{j.get('name')}: {j.get('ready', 0)} ready, {j.get('succeeded', 0)} done, "
+                          f"{j.get('failed', 0)} failed" for j in jobs)
+        line = (str(state), ready)
+        if line == self._last:
+            return
+        self._last = line
+        detail = f" ({ready})" if ready else ""
+        print(f"[{self._clock() - self._t0:6.1f}s] run {self._name}: {state}{detail}", flush=True)
+
+
+async def _open(target: KubeTarget) -> tuple[ApiClient, str]:
+    """An API client and the namespace (--namespace, else the context's, else default); the
+    caller closes the client. KubeError for a missing kubeconfig or unknown context."""
+    api = await load_client(target.kubeconfig, target.kube_context)
+    try:
+        return api, resolve_namespace(target.namespace, target.kubeconfig, target.kube_context)
+    except BaseException:
+        await api.close()
+        raise
+
+
+async def _fetch(api: ApiClient, name: str, namespace: str, artifact_dir: str) -> int:
+    dest = Path(artifact_dir) / name
+    fetched = await ops.fetch_results_from_pods(api, name, namespace, dest)
+    if fetched.written:
+        print(f"results: {dest}/ ({', '.join(p.name for p in fetched.written)}) from pod {fetched.pod}")
+    if fetched.missing:
+        print(f"warning: pod {fetched.pod} has no {', '.join(fetched.missing)}", file=sys.stderr)
+    if not fetched.written:
+        _error(f"pod {fetched.pod} has no result files yet; is the run finished? (`aiperf kube list`)")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def profile(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, *, dry_run: bool,
+            detach: bool, artifact_dir: str) -> int:
+    """`kube profile`: build, then (unless `dry_run`, which prints the manifests exactly as
+    `kube generate` does and touches no API) check the namespace, create the objects and (unless
+    `detach`) watch the run until it ends and download its results. Exit 0 on a completed run,
+    1 on a failed or cancelled one."""
+    if dry_run:
+        return generate(target, deploy, flags, None)
+
+    async def work() -> int:
+        deployment = build_deployment(target, deploy, flags)
+        name, namespace = deployment.settings.name, deployment.settings.namespace
+        async with await load_client(target.kubeconfig, target.kube_context) as api:
+            await ops.ensure_namespace_exists(api, namespace)
+            created = await ops.create_all(api, deployment.objects)
+            for obj in created:
+                print(f"created {obj['kind']} {namespace}/{obj['metadata']['name']}")
+            if detach:
+                print(f"run {name} started; follow it with `aiperf kube list -n {namespace}`, get results "
+                      f"with `aiperf kube results {name} --from-pods -n {namespace}`")
+                return EXIT_OK
+            state = await ops.watch_jobset_until_done(api, name, namespace, Progress(name))
+            if state == ops.JobState.SUSPENDED:
+                _error(f"run {name} was cancelled")
+                return EXIT_FAILED
+            code = await _fetch(api, name, namespace, artifact_dir)
+            if state == ops.JobState.FAILED:
+                _error(f"run {name} failed; see `aiperf kube logs {name} -n {namespace}`")
+                return EXIT_FAILED
+            return code
+
+    try:
+        return run_async(work)
+    except KeyboardInterrupt:  # pragma: no cover - interactive
+        print(f"\nstopped watching; the run goes on (`aiperf kube cancel {deploy.name}` stops it)",
+              file=sys.stderr)
+        return 130
+
+
+# -- the other commands ------------------------------------------------------------------------
+
+def _age(created: str | None, now: datetime) -> str:
+    if not created:
+        return "?"
+    try:
+        seconds = int((now - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds())
+    except ValueError:
+        return "?"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def list_runs(target: KubeTarget, *, all_namespaces: bool) -> int:
+    """`kube list`: a table of the runs (NAME, STATE, AGE; NAMESPACE first with --all-namespaces)."""
+
+    async def work() -> int:
+        api, namespace = await _open(target)
+        async with api:
+            jobs = await ops.list_jobs(api, None if all_namespaces else namespace)
+        if not jobs:
+            where = "any namespace" if all_namespaces else f"namespace {namespace}"
+            print(f"no aiperf runs in {where}")
+            return EXIT_OK
+        now = datetime.now(UTC)
+        rows = [([j.namespace] if all_namespaces else []) + [j.name, str(j.state), _age(j.created, now)]
+                for j in jobs]
+        header = (["NAMESPACE"] if all_namespaces else []) + ["NAME", "STATE", "AGE"]
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        for row in [header, *rows]:
+            print("   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        return EXIT_OK
+
+    return run_async(work)
+
+
+def logs(target: KubeTarget, name: str, *, container: str | None, tail: int | None, pod: str | None) -> int:
+    """`kube logs`: the log of one container (default: the controller pod's system-controller)."""
+    if tail is not None and tail < 0:
+        _error(f"--tail {tail}: must not be negative")
+        return EXIT_USER_ERROR
+
+    async def work() -> int:
+        api, namespace = await _open(target)
+        async with api:
+            which = pod or await ops.controller_pod(api, name, namespace)
+            chosen = container if container is not None or pod is not None else DEFAULT_LOG_CONTAINER
+            text = await ops.pod_logs(api, which, namespace, container=chosen, tail=tail)
+        sys.stdout.write(text)
+        return EXIT_OK
+
+    return run_async(work)
+
+
+def results(target: KubeTarget, name: str, *, from_pods: bool, artifact_dir: str) -> int:
+    """`kube results --from-pods`: download the run's result files into ARTIFACT_DIR/NAME/."""
+    if not from_pods:
+        _error("only --from-pods is available (direct mode has no results server): pass --from-pods")
+        return EXIT_USER_ERROR
+
+    async def work() -> int:
+        api, namespace = await _open(target)
+        async with api:
+            return await _fetch(api, name, namespace, artifact_dir)
+
+    return run_async(work)
+
+
+def cancel(target: KubeTarget, name: str) -> int:
+    """`kube cancel`: suspend the run's JobSet (its pods stop; `kube delete` removes it)."""
+
+    async def work() -> int:
+        api, namespace = await _open(target)
+        async with api:
+            state = await ops.cancel(api, name, namespace)
+        if state == ops.JobState.SUSPENDED:
+            print(f"cancelled run {name}: JobSet {jobset_name(name)} suspended, its pods stop; "
+                  f"`aiperf kube delete {name} -n {namespace}` removes it")
+        else:
+            print(f"run {name} already {state}; nothing to cancel")
+        return EXIT_OK
+
+    return run_async(work)
+
+
+def delete(target: KubeTarget, name: str) -> int:
+    """`kube delete`: delete the run's JobSet, ConfigMap, RoleBinding and Role."""
+
+    async def work() -> int:
+        api, namespace = await _open(target)
+        async with api:
+            deleted = await ops.delete(api, name, namespace)
+        if not deleted:
+            _error(f"no run {name} in namespace {namespace}; "
+                   f"`aiperf kube list -n {namespace}` shows the runs")
+            return EXIT_USER_ERROR
+        print(f"deleted {', '.join(deleted)} in namespace {namespace}")
+        return EXIT_OK
+
+    return run_async(work)
+
+
+# -- preflight ---------------------------------------------------------------------------------
+
+async def _get(api: ApiClient, path: str) -> Any:
+    return await api.call_api(path, "GET", header_params={"Accept": "application/json"},
+                              auth_settings=["BearerToken"], _return_http_data_only=True,
+                              response_types_map={200: "object"})
+
+
+def preflight(target: KubeTarget, *, env_from_secrets: list[str] | None, api_key_secret: str | None,
+              headers_secret: str | None, image_pull_secrets: list[str] | None) -> int:
+    """`kube preflight`: one PASS/FAIL line per check (kubeconfig, API server, namespace, JobSet
+    API, each referenced Secret and key); checks that depend on a failed one are skipped.
+    Exit 1 when any check fails, 2 for a malformed flag."""
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from aiperf.cli.kube_flags import parse_list
+    from aiperf.kube import SecretRef
+
+    def refs() -> tuple[list[tuple[str, SecretRef]], list[str]]:
+        mapping = parse_mapping("--env-from-secrets", env_from_secrets)
+        keyed = [(f"--env-from-secrets {env}", SecretRef.parse(ref, what=f"--env-from-secrets {env}"))
+                 for env, ref in mapping.items()]
+        for flag, ref in (("--api-key-secret", api_key_secret), ("--headers-secret", headers_secret)):
+            if ref:
+                keyed.append((flag, SecretRef.parse(ref, what=flag)))
+        return keyed, parse_list("--image-pull-secrets", image_pull_secrets)
+
+    failures = 0
+
+    def report(ok: bool, check: str, detail: str) -> bool:
+        nonlocal failures
+        failures += 0 if ok else 1
+        print(f"{'PASS' if ok else 'FAIL'}  {check}: {detail}")
+        return ok
+
+    async def work() -> int:
+        keyed, pull = refs()
+        try:
+            api, namespace = await _open(target)
+        except KubeError as exc:
+            report(False, "kubeconfig", str(exc))
+            return EXIT_FAILED
+        async with api:
+            report(True, "kubeconfig", f"loaded (server {api.configuration.host})")
+            try:
+                version = await _get(api, "/version")
+                ok = report(True, "api server", f"reachable (Kubernetes {version.get('gitVersion', '?')})")
+            except ApiException as exc:
+                ok = report(False, "api server", f"answered {exc.status} {exc.reason}")
+            except Exception as exc:  # aiohttp's connection errors, TLS errors
+                ok = report(False, "api server", f"cannot reach {api.configuration.host}: {exc}")
+            if not ok:
+                print("SKIP  namespace, JobSet API, secrets: the API server is not reachable")
+                return EXIT_FAILED
+            try:
+                await ops.ensure_namespace_exists(api, namespace)
+                ns_ok = report(True, f"namespace {namespace}", "exists")
+            except KubeError as exc:
+                ns_ok = report(False, f"namespace {namespace}", str(exc))
+            try:
+                await _get(api, f"/apis/{ops.JOBSET_API_VERSION}")
+                report(True, "JobSet API", f"{ops.JOBSET_API_VERSION} installed")
+            except ApiException as exc:
+                why = ("not installed; install JobSet first" if exc.status == 404
+                       else f"{exc.status} {exc.reason}")
+                report(False, "JobSet API", f"{ops.JOBSET_API_VERSION} {why}")
+            if not ns_ok:
+                if keyed or pull:
+                    print("SKIP  secrets: the namespace does not exist")
+                return EXIT_FAILED
+            for flag, ref in keyed:
+                await _check_secret(api, namespace, ref.secret, ref.key, flag, report)
+            for secret in pull:
+                await _check_secret(api, namespace, secret, None, "--image-pull-secrets", report)
+        return EXIT_FAILED if failures else EXIT_OK
+
+    return run_async(work)
+
+
+async def _check_secret(api: ApiClient, namespace: str, secret: str, key: str | None, flag: str,
+                        report: Callable[[bool, str, str], bool]) -> None:
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    check = f"secret {secret}" + (f" key {key}" if key else "") + f" ({flag})"
+    try:
+        obj = await _get(api, f"/api/v1/namespaces/{namespace}/secrets/{secret}")
+    except ApiException as exc:
+        detail = f"no Secret {secret} in namespace {namespace}" if exc.status == 404 else \
+            f"cannot read it: {exc.status} {exc.reason}"
+        report(False, check, detail)
+        return
+    data = {**(obj.get("data") or {}), **(obj.get("stringData") or {})}
+    if key is not None and key not in data:
+        report(False, check, f"Secret {secret} has no key {key} (keys: {', '.join(sorted(data)) or 'none'})")
+        return
+    report(True, check, "present")
