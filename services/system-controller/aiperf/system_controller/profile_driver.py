@@ -40,7 +40,7 @@ class ProfileOutcome:
 
 
 class ProfileDriver:
-    """configure (dataset first, then everyone) -> ready -> profiling (timing-manager) ->
+    """configure (dataset, then each group's copy, then everyone) -> ready -> profiling (timing-manager) ->
     processing/exporting (records-manager `finalize`). Cancellation (Ctrl+C) sends
     `ProfileCancel` and still finalizes, so partial results are written."""
 

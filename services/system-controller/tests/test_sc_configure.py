@@ -1,0 +1,162 @@
+"""The profile driver configures in order: dataset, then each group's dataset copy, then the
+group's workers/record-processors with that copy (docs/run-protocol.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from aiperf.config import CommsOptions, RunConfig, RuntimeOptions, ServiceCounts
+from aiperf.messages import (
+    Command,
+    ProfileConfigure,
+    ProfileStart,
+    ServiceCommand,
+    ServiceType,
+    SystemState,
+)
+from aiperf.runtime import CommandError
+from aiperf.runtime.control_server import ControlServer
+from aiperf.system_controller.profile_driver import ProfileDriver
+from tests._sc_fakes import Answer, FakeRouter, group_of
+
+pytestmark = pytest.mark.anyio
+
+COUNTS = ServiceCounts(worker_groups=2, workers_per_group=2, last_group_workers=1,
+                       record_processors_per_group=1)
+SHARED = "/aiperf/artifacts/dataset"
+
+
+def config(kubernetes: bool) -> RunConfig:
+    return RunConfig(run_id="r", mode="profile", comms=CommsOptions(ipc_dir="/tmp"), services=COUNTS,
+                     runtime=RuntimeOptions(command_timeout_s=5, registration_timeout_s=5),
+                     kubernetes=kubernetes)
+
+
+class Script:
+    """Scripted services: the worker-group-managers answer only when `release` is set."""
+
+    def __init__(self, router: FakeRouter, *, wgm_fails: str = "") -> None:
+        self.router, self.wgm_fails = router, wgm_fails
+        self.held: list[tuple[str, Command]] = []
+
+    def answer(self, sid: str, command: Command) -> Answer:
+        match command:
+            case ProfileConfigure() if sid == "dataset-manager":
+                return {"dataset_dir": SHARED, "conversations": 3}
+            case ProfileConfigure() if sid.startswith("worker-group-manager"):
+                self.held.append((sid, command))
+                return None
+            case ProfileStart():
+                return {"cancelled": False, "phases": {}}
+            case ServiceCommand(name="finalize"):
+                return {"table": "", "balanced": True}
+        return {}
+
+    def release(self) -> None:
+        for sid, command in self.held:
+            outcome: dict[str, Any] | Exception = (
+                RuntimeError("dataset not available") if sid == self.wgm_fails
+                else {"dataset_dir": f"/aiperf/artifacts/dataset-{group_of(sid)}"})
+            self.router.reply(sid, command, outcome)
+
+
+async def test_workers_get_their_pods_copy_only_after_their_group_manager_made_it(router: FakeRouter) -> None:
+    script = Script(router)
+    router.answer = script.answer
+    control = ControlServer(router)
+    driver = ProfileDriver(config=config(kubernetes=True))
+    states: list[SystemState] = []
+
+    async def set_state(state: SystemState) -> None:
+        states.append(state)
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(control.run)
+        ids = router.register_plan(COUNTS)
+        await control.wait_registered(COUNTS.expected(), timeout=5)
+
+        async def drive() -> None:
+            assert await driver.drive(control, set_state, anyio.Event()) is SystemState.DONE
+
+        tg.start_soon(drive)
+        await anyio.wait_all_tasks_blocked()
+        # dataset-manager first, then every worker-group-manager, nobody else yet
+        asked = [sid for sid, _ in router.sent]
+        assert asked[0] == "dataset-manager"
+        assert sorted(asked[1:]) == ["worker-group-manager-g0", "worker-group-manager-g1"]
+        for _, command in router.sent[1:]:
+            assert isinstance(command, ProfileConfigure) and command.options == {"dataset_dir": SHARED}
+        script.release()
+        await anyio.wait_all_tasks_blocked()
+        tg.cancel_scope.cancel()  # control.run
+    configures = {sid: c.options for sid, c in router.sent if isinstance(c, ProfileConfigure)}
+    assert set(configures) == set(ids)
+    g0_copy = {"dataset_dir": "/aiperf/artifacts/dataset-g0"}
+    assert configures["worker-g0-0"] == configures["worker-g0-1"] == g0_copy
+    assert configures["worker-g1-0"] == {"dataset_dir": "/aiperf/artifacts/dataset-g1"}
+    assert "worker-g1-1" not in configures  # the short last pod has one worker
+    assert configures["record-processor-g1-0"] == {"dataset_dir": "/aiperf/artifacts/dataset-g1"}
+    for sid in ("timing-manager", "records-manager", "api", "event-bus-proxy"):
+        assert configures[sid] == {"dataset_dir": SHARED}
+    start = next(i for i, (_, c) in enumerate(router.sent) if isinstance(c, ProfileStart))
+    assert start == len(configures)  # credits only after every configure answered
+    assert states == [SystemState.READY, SystemState.PROFILING, SystemState.PROCESSING, SystemState.EXPORTING]
+
+
+async def test_locally_the_group_managers_reply_the_shared_folder_and_workers_use_it(
+        router: FakeRouter) -> None:
+
+    def answer(sid: str, command: Command) -> Answer:
+        managers = ("dataset-manager", "worker-group-manager-g0", "worker-group-manager-g1")
+        if isinstance(command, ProfileConfigure) and sid in managers:
+            return {"dataset_dir": SHARED}
+        return {"cancelled": False} if isinstance(command, ProfileStart) else {}
+
+    router.answer = answer
+    control = ControlServer(router)
+
+    async def set_state(state: SystemState) -> None:
+        pass
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(control.run)
+        router.register_plan(COUNTS)
+        await control.wait_registered(COUNTS.expected(), timeout=5)
+        final = await ProfileDriver(config=config(kubernetes=False)).drive(control, set_state, anyio.Event())
+        tg.cancel_scope.cancel()
+    assert final is SystemState.DONE
+    options = {sid: c.options for sid, c in router.sent if isinstance(c, ProfileConfigure)}
+    assert options["worker-g1-0"] == options["timing-manager"] == {"dataset_dir": SHARED}
+
+
+async def test_a_group_manager_that_cannot_fetch_fails_configure_before_any_worker_is_asked(
+        router: FakeRouter) -> None:
+    script = Script(router, wgm_fails="worker-group-manager-g1")
+    router.answer = script.answer
+    control = ControlServer(router)
+
+    async def set_state(state: SystemState) -> None:
+        pass
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(control.run)
+        router.register_plan(COUNTS)
+        await control.wait_registered(COUNTS.expected(), timeout=5)
+        failure: list[BaseException] = []
+
+        async def drive() -> None:
+            try:
+                await ProfileDriver(config=config(kubernetes=True)).drive(control, set_state, anyio.Event())
+            except CommandError as exc:
+                failure.append(exc)
+
+        tg.start_soon(drive)
+        await anyio.wait_all_tasks_blocked()
+        script.release()
+        await anyio.wait_all_tasks_blocked()
+        tg.cancel_scope.cancel()
+    assert failure and "worker-group-manager-g1 failed ProfileConfigure" in str(failure[0])
+    assert not any(control.services[sid].service_type is ServiceType.WORKER for sid, _ in router.sent)
