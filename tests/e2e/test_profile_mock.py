@@ -18,6 +18,10 @@ from aiperf.mock_server.testing import running_mock
 
 pytestmark = pytest.mark.slow
 
+# Timing checks measure the OS scheduler too: on a 2-core machine shared with other test
+# processes a run can be preempted for milliseconds. They rerun (at most twice) before failing.
+timing = pytest.mark.flaky(reruns=2)
+
 
 def wire_overhead_ms(url: str, n: int = 40, concurrency: int = 4) -> float:
     """Mean time to the first streamed byte against a zero-TTFT mock, by a minimal client."""
@@ -42,6 +46,7 @@ def wire_overhead_ms(url: str, n: int = 40, concurrency: int = 4) -> float:
     return asyncio.run(main())
 
 
+@timing
 def test_streaming_metrics_match_the_mock_timing(tmp_path: Path) -> None:
     with running_mock("--ttft-ms", "0", "--itl-ms", "0") as zero:
         overhead = wire_overhead_ms(zero.url)
@@ -66,6 +71,7 @@ def test_streaming_metrics_match_the_mock_timing(tmp_path: Path) -> None:
         assert (run.artifacts / name).stat().st_size > 0
 
 
+@timing
 def test_poisson_request_rate_is_achieved(tmp_path: Path) -> None:
     # Poisson arrivals are random: 1000 of them at 200/s have a realized rate with a ~3%
     # standard deviation. Seed 42's schedule realizes 204.9/s, so the check against the
@@ -85,6 +91,7 @@ def test_poisson_request_rate_is_achieved(tmp_path: Path) -> None:
     assert float(np.percentile(lags, 99)) < 5.0
 
 
+@timing
 def test_fixed_schedule_sends_on_time(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     with trace.open("w") as fh:

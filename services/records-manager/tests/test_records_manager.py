@@ -11,7 +11,7 @@ import pytest
 
 from aiperf.config import CommsOptions, ProfileOptions, RunConfig
 from aiperf.messages import ErrorDetails, MetricRecord, Phase, ProfileConfigure, ServiceCommand
-from aiperf.records_manager.accounting import accounting_line, balance_problems
+from aiperf.records_manager.accounting import accounting_line, balance_problems, missing_records
 from aiperf.records_manager.service import RecordsManager
 
 pytestmark = pytest.mark.anyio
@@ -89,3 +89,11 @@ def test_balance_rules_and_line() -> None:
     assert "issued 10 != ok+failed+cancelled+lost 8" in balance_problems(bad, {"profiling": 10})[0]
     assert accounting_line(phases) == ("profiling: issued 10 = ok 6 + failed 3 + cancelled 1 "
                                        "(of the failed, 2 lost with their worker)")
+
+
+def test_records_lost_with_a_pod_are_reported_not_unbalanced() -> None:
+    phases = {"profiling": {"issued": 10, "returned": 8, "ok": 6, "failed": 1, "cancelled": 1, "lost": 2}}
+    assert balance_problems(phases, {"profiling": 5}, records_may_be_lost=True) == []
+    assert missing_records(phases, {"profiling": 5}) == {"profiling": 3}
+    assert balance_problems(phases, {"profiling": 9}, records_may_be_lost=True) == [
+        "profiling: 9 records for 8 returned credits"]

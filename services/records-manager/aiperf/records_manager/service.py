@@ -37,13 +37,17 @@ from aiperf.metrics import (
     write_summary_csv,
     write_summary_json,
 )
-from aiperf.records_manager.accounting import accounting_line, balance_problems
+from aiperf.records_manager.accounting import accounting_line, balance_problems, missing_records
 
 log = structlog.get_logger("aiperf.records_manager")
 
 SUMMARY_JSON = "profile_export_aiperf.json"
 SUMMARY_CSV = "profile_export_aiperf.csv"
 RECORDS_JSONL = "profile_export.jsonl"
+RECORDS_WAIT_S = 30.0
+"""How long `finalize` waits for the record of every returned credit."""
+LOST_POD_RECORDS_WAIT_S = 5.0
+"""The same when pods were lost: some records went with their record-processor."""
 
 
 class RecordSource(Protocol):
@@ -126,11 +130,14 @@ class RecordsManager:
         accounting: dict[str, Any] = args.get("accounting", {})
         phases: dict[str, dict[str, Any]] = accounting.get("phases", {})
         was_cancelled = bool(args.get("was_cancelled")) or bool(accounting.get("cancelled"))
+        lost_groups: list[str] = list(args.get("lost_groups", []))
+        default_wait = LOST_POD_RECORDS_WAIT_S if lost_groups else RECORDS_WAIT_S
         await self._wait_for_records({p: c.get("returned", 0) for p, c in phases.items()},
-                                     float(args.get("records_timeout_s", 30.0)))
+                                     float(args.get("records_timeout_s", default_wait)))
         if self._writer is not None:
             self._writer.flush()
-        problems = balance_problems(phases, dict(self._seen))
+        problems = balance_problems(phases, dict(self._seen), records_may_be_lost=bool(lost_groups))
+        missing = missing_records(phases, dict(self._seen)) if lost_groups else {}
         profile = self._config.profile
         duration = self._aggregator.observed_duration_s()
         if duration <= 0:
@@ -143,7 +150,8 @@ class RecordsManager:
             startup_s = (self._first_start_wall_ns - self._config.t0_wall_ns) / 1e9
         extras = {"accounting": phases, "accounting_balanced": not problems,
                   "accounting_problems": problems, "startup_to_first_request_s": startup_s,
-                  "stopped_reason": accounting.get("stopped_reason", "")}
+                  "stopped_reason": accounting.get("stopped_reason", ""),
+                  "records_lost_with_pods": missing, "lost_groups": lost_groups}
         prof = phases.get(Phase.PROFILING, {})
         start = dt.datetime.fromtimestamp(prof.get("start_wall_ns", self._wall()) / 1e9, dt.UTC)
         end = dt.datetime.fromtimestamp(prof.get("end_wall_ns", self._wall()) / 1e9, dt.UTC)
@@ -153,7 +161,8 @@ class RecordsManager:
         write_summary_csv(self._dir / SUMMARY_CSV, summary)
         return {
             "table": render_table(summary),
-            "accounting_line": accounting_line(phases),
+            "accounting_line": accounting_line(phases) + (
+                f"; records lost with pods {', '.join(lost_groups)}: {missing}" if missing else ""),
             "balanced": not problems,
             "problems": problems,
             "overhead_line": overhead_line(summary),

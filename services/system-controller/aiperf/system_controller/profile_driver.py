@@ -89,7 +89,8 @@ class ProfileDriver:
         await set_state(SystemState.EXPORTING)
         final = await control.ask(records_manager, ServiceCommand(
             request_id=control.new_request_id("finalize"), name="finalize",
-            args={"accounting": start.result, "was_cancelled": was_cancelled}),
+            args={"accounting": start.result, "was_cancelled": was_cancelled,
+                  "lost_groups": self._lost_groups(control)}),
             timeout=FINALIZE_TIMEOUT_S)
         self.outcome.results = final.result
         return SystemState.CANCELLED if was_cancelled else SystemState.DONE
@@ -153,6 +154,15 @@ class ProfileDriver:
                 raise reply
             results[sid] = reply.result
         return results
+
+    def _lost_groups(self, control: ControlServer) -> list[str]:
+        """Kubernetes: groups (pods) that lost workers; their record-processors may have
+        gone with them, so records of returned credits can be missing. Locally a lost
+        worker never takes its group's record-processor with it."""
+        if not self._config.kubernetes:
+            return []
+        return sorted({control.services[w].group_id for w in self.outcome.lost_workers
+                       if w in control.services})
 
     async def worker_lost(self, service_id: str, why: str) -> bool:
         """A worker died mid-run: its in-flight credits are declared lost at the
