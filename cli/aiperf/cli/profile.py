@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 import anyio
 import zmq.asyncio
 
-from aiperf.comms import Channel
 from aiperf.config import (
     CommsOptions,
     ProfileOptions,
@@ -79,8 +78,7 @@ def run_profile(options: ProfileOptions, *, headers: dict[str, str], api_key: st
     ipc_dir = tempfile.mkdtemp(prefix=f"aiperf-{run_id}-", dir="/tmp")
     config = RunConfig(
         run_id=run_id, mode="profile", artifact_dir=str(out), t0_wall_ns=t0_wall_ns, profile=options,
-        comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host="127.0.0.1",
-                           ports={c.label: 0 for c in Channel}),
+        comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host="127.0.0.1"),
         services=ServiceCounts(workers_per_group=workers,
                                record_processors_per_group=record_processors or max(1, workers // 4)),
         runtime=RuntimeOptions(heartbeat_interval_s=1.0, log_level=log_level),

@@ -63,10 +63,16 @@ Build = Callable[[ServiceContext, AsyncExitStack], Awaitable[Service]]
 
 
 def addressing_of(config: RunConfig) -> Addressing:
-    """The run's addressing, with the connect side chosen by `AIPERF_CONTROLLER_HOST`."""
+    """The run's addressing, with the connect side chosen by `AIPERF_CONTROLLER_HOST`.
+
+    Kubernetes runs use the fixed channel ports (other pods must find them); local runs bind
+    TCP on ephemeral ports unless `comms.ports` names one, so concurrent runs never collide
+    (local connectors use IPC)."""
+    ports = dict(config.comms.ports)
+    if not config.kubernetes:
+        ports = {channel.label: 0 for channel in Channel} | ports
     return Addressing.from_env(ipc_dir=config.comms.ipc_dir,
-                               tcp_bind_host=config.comms.tcp_bind_host,
-                               ports=dict(config.comms.ports))
+                               tcp_bind_host=config.comms.tcp_bind_host, ports=ports)
 
 
 def run_service(*, config: RunConfig, service_type: ServiceType, service_id: str, build: Build,
