@@ -31,7 +31,7 @@ class FakeRouter:
     """`RouterSocket` stand-in: `recv` returns what the fake services sent, `send` records the
     command and lets `answer` script the reply."""
 
-    answer: Callable[[str, Command], Answer] = lambda sid, command: {}
+    answer: Callable[[str, Command], Answer] = field(default=lambda sid, command: {})
     sent: list[tuple[str, Command]] = field(default_factory=list)
 
     def __post_init__(self) -> None:

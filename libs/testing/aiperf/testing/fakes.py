@@ -54,7 +54,7 @@ class FakeTimingManager:
 
     ctx: zmq.asyncio.Context
     addressing: Addressing
-    conversation_ids: Callable[[int], str] = lambda n: f"session_{n:06d}"
+    conversation_ids: Callable[[int], str] = field(default=lambda n: f"session_{n:06d}")
     credits_per_worker: int = 3
     returns: list[CreditReturn] = field(default_factory=list)
     connected: list[str] = field(default_factory=list)

@@ -79,9 +79,9 @@ class DatasetDownloader:
     `session` is owned by the caller (`main.py` opens it); requests have no total timeout
     (a dataset may be large) but bounded connect and read-idle timeouts."""
 
-    def __init__(self, *, session: aiohttp.ClientSession, retry: RetryPolicy = RetryPolicy(),
+    def __init__(self, *, session: aiohttp.ClientSession, retry: RetryPolicy | None = None,
                  chunk_bytes: int = 1 << 20, read_timeout_s: float = 60.0) -> None:
-        self._session, self._retry, self._chunk = session, retry, chunk_bytes
+        self._session, self._retry, self._chunk = session, retry or RetryPolicy(), chunk_bytes
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=read_timeout_s)
 
     async def download(self, base_url: str, directory: Path) -> Downloaded:
