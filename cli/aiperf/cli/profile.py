@@ -27,6 +27,7 @@ from aiperf.config import (
 )
 from aiperf.runtime import addressing_of, configure_logging
 from aiperf.system_controller.profile_driver import ProfileDriver
+from aiperf.system_controller.report import report
 from aiperf.system_controller.runner import run_cancellable
 
 EXIT_USER_ERROR = 2
@@ -119,65 +120,9 @@ async def _run(config: RunConfig, config_path: str) -> int:
             tg.cancel_scope.cancel()
     finally:
         ctx.destroy(linger=0)
-    return _report(config, verdict, driver)
+    return report(config, verdict, driver.outcome)
 
 
 def _say_cancelling() -> None:
     print("\ncancelling: stopping the benchmark and writing partial results "
           "(Ctrl+C again to force)", file=sys.stderr)
-
-
-def _report(config: RunConfig, verdict: Any, driver: ProfileDriver) -> int:
-    results = driver.outcome.results
-    if results:
-        print(results.get("table", ""))
-        print(f"accounting: {results.get('accounting_line', '')}")
-        if results.get("overhead_line"):
-            print(results["overhead_line"])
-        if results.get("startup_s") is not None:
-            print(f"start-up: {results['startup_s']:.2f} s from command start to first request sent")
-        for problem in results.get("problems", []):
-            print(f"ACCOUNTING MISMATCH: {problem}", file=sys.stderr)
-        print(f"results: {config.artifact_dir}/ ({', '.join(results.get('files', []))}, inputs.json)")
-    for lost in verdict.degraded:
-        print(f"warning: worker {lost}; its in-flight requests were counted as failed", file=sys.stderr)
-    user_error = _all_failed_hint(config, results)
-    if verdict.user_error:
-        print(f"error: {verdict.reason}", file=sys.stderr)
-    elif verdict.reason:
-        print(f"run {verdict.state}: {verdict.reason}", file=sys.stderr)
-    elif user_error:
-        print(f"error: {user_error}", file=sys.stderr)
-        return EXIT_USER_ERROR
-    if results and not results.get("balanced", True):
-        return 1
-    _write_ready_marker(config, verdict)
-    return verdict.exit_code
-
-
-def _all_failed_hint(config: RunConfig, results: dict[str, Any]) -> str | None:
-    """A user-facing hint when every request failed the same way a wrong flag would."""
-    if not results or results.get("request_count", 0) or not results.get("error_request_count"):
-        return None
-    try:
-        doc = json.loads(Path(config.artifact_dir, "profile_export_aiperf.json").read_text())
-    except (OSError, ValueError):
-        return None
-    codes = {e.get("error_details", {}).get("code") for e in doc.get("error_summary", [])}
-    assert config.profile is not None
-    if codes == {404}:
-        return (f"every request got HTTP 404 from {config.profile.url}: check --url and "
-                f"--endpoint-type ({config.profile.endpoint_type})")
-    if codes <= {401, 403}:
-        return "every request was refused (HTTP 401/403): check --api-key and --header"
-    return None
-
-
-def _write_ready_marker(config: RunConfig, verdict: Any) -> None:
-    marker = {"ready": True, "was_cancelled": str(verdict.state) == "cancelled", "partial": False}
-    Path(config.artifact_dir, ".aiperf_results_ready.json").write_text(json.dumps(marker) + "\n")
-
-
-def now_ns() -> int:
-    """Wall clock in ns (the CLI's start time is taken at import of `aiperf.cli.main`)."""
-    return time.time_ns()

@@ -41,13 +41,21 @@ def require_secrets(settings: KubeSettings, run_config: RunConfig) -> None:
             f"store it in a Secret and pass api_key_secret SECRET/KEY")
 
 
+POD_REGISTRATION_TIMEOUT_S = 180.0
+"""Pods start cold (image pulls, pex unpacking, scheduling): every service gets at least
+this long to register (measured: 25-40 s for 12 containers on a 2-core podman host)."""
+
+
 def cluster_run_config(settings: KubeSettings, run_config: RunConfig) -> dict[str, Any]:
     """`run_config` as the pods must see it, as a JSON-ready document (see the module doc).
 
-    The document decodes as `RunConfig`; for an uneven split its `services` carries the proposed
-    `last_group_workers` field, which today's decoder skips."""
+    The document decodes as `RunConfig`; for an uneven split its `services` carries
+    `last_group_workers`; `runtime.registration_timeout_s` is at least
+    `POD_REGISTRATION_TIMEOUT_S`."""
+    runtime = msgspec.structs.replace(run_config.runtime, registration_timeout_s=max(
+        run_config.runtime.registration_timeout_s, POD_REGISTRATION_TIMEOUT_S))
     adapted = msgspec.structs.replace(
-        run_config, kubernetes=True, artifact_dir=ARTIFACT_DIR,
+        run_config, kubernetes=True, artifact_dir=ARTIFACT_DIR, runtime=runtime,
         comms=CommsOptions(ipc_dir=IPC_DIR, tcp_bind_host=TCP_BIND_HOST, ports={}))
     document: dict[str, Any] = msgspec.to_builtins(adapted)
     document["services"] = settings.layout.service_counts()

@@ -3,6 +3,8 @@
 Locally the `aiperf` CLI runs the controller in-process instead; this entry serves
 Kubernetes (where the other services are containers that only need to register) and
 developers running it by hand: `python -m aiperf.system_controller.main --config run_config.json`.
+With `mode: profile` it drives the benchmark and prints the same report as `aiperf profile`;
+otherwise it brings the services up and down.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import anyio
 
 from aiperf.config import ConfigError, load_run_config
 from aiperf.runtime import EXIT_USER_ERROR, configure_logging
+from aiperf.system_controller.profile_driver import ProfileDriver
+from aiperf.system_controller.report import report
 from aiperf.system_controller.runner import run_cancellable
 
 
@@ -32,7 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(service_id=args.service_id, level=config.runtime.log_level)
 
     async def go() -> int:
-        verdict = await run_cancellable(config, config_path=args.config)
+        driver = ProfileDriver(config=config) if config.mode == "profile" else None
+        verdict = await run_cancellable(config, config_path=args.config, driver=driver)
+        if driver is not None:
+            return report(config, verdict, driver.outcome)
         print(f"run {verdict.state}: {verdict.reason}" if verdict.reason else f"run {verdict.state}",
               file=sys.stderr)
         return verdict.exit_code

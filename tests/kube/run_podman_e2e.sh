@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Kubernetes mode as real pods: tests/kube under podman (`podman kube play`), after
+# scripts/images/ci.sh has built the service images. Also builds the mock-server image.
+#   tests/kube/run_podman_e2e.sh [pytest args...]
+#
+# Runs plain pytest on a venv of the lockfile (.venv if present, else `./pants export`), not
+# `./pants test`: the test drives podman on the host (root, shared vfs storage) and its outcome
+# depends on the images, which Pants does not see as inputs, so a cached pass could be stale.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+t() { local s=$SECONDS; "$@"; echo "podman-e2e: '$*' took $((SECONDS - s)) s" >&2; }
+
+t ./pants package mock:image
+
+PY=.venv/bin/python
+if [ ! -x "$PY" ]; then
+  t ./pants export --resolve=python-default >/dev/null
+  PY="$(ls -d dist/export/python/virtualenvs/python-default/*/bin/python | head -1)"
+fi
+
+PYTHONPATH="$(ls -d libs/* services/* cli mock tests | tr '\n' ':')"
+export PYTHONPATH AIPERF_PODMAN_E2E=1
+t "$PY" -m pytest -q -p no:cacheprovider -s -rA tests/kube "$@"
