@@ -8,10 +8,8 @@ import shutil
 import socket
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
