@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import zmq.asyncio
 
 from aiperf.dataset import Conversation, Turn, write_dataset
+from aiperf.testing.fixtures import ipc_dir, zctx
+
+__all__ = ["ipc_dir", "zctx"]
 
 MODES = ("stream", "error500", "drop", "hang", "json")
 """Single-turn conversations whose id and prompt name what the test server does."""
@@ -21,19 +20,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def ipc_dir() -> Iterator[str]:
-    # tmp_path is too long for AF_UNIX paths (108 bytes); keep IPC paths short.
-    path = tempfile.mkdtemp(prefix="aiw-", dir="/tmp")
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def zctx() -> Iterator[zmq.asyncio.Context]:
-    context = zmq.asyncio.Context()
-    yield context
-    context.destroy(linger=0)
 
 
 @pytest.fixture
