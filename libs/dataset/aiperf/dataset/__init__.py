@@ -3,24 +3,68 @@
 The dataset-manager calls `build_conversations`, `write_dataset` and `write_inputs_json`;
 workers open a `DatasetReader`; the timing-manager reads `DatasetReader.timestamps`; a remote
 worker group calls `decompress_dataset` on the downloaded ``.zst`` files.
+
+Names are imported on first use (PEP 562): a worker or the timing-manager that only reads a
+dataset does not pay for numpy and the prompt builders at start-up.
 """
 
-from aiperf.dataset.builder import LOADERS, build_conversations, detect_type
-from aiperf.dataset.errors import DatasetError
-from aiperf.dataset.inputs import INPUTS_FILE, PayloadOf, write_inputs_json
-from aiperf.dataset.model import Conversation, Turn
-from aiperf.dataset.options import DATASET_TYPES, MOONCAKE_BLOCK_SIZE, DatasetOptions, DatasetType
-from aiperf.dataset.prompts import PromptSynthesizer
-from aiperf.dataset.store import (
-    DATA_FILE,
-    INDEX_FILE,
-    ZST_SUFFIX,
-    DatasetFiles,
-    DatasetReader,
-    decompress_dataset,
-    decompress_file,
-    write_dataset,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # also what tells Pants and mypy about the submodules
+    from aiperf.dataset.builder import LOADERS, build_conversations, detect_type
+    from aiperf.dataset.errors import DatasetError
+    from aiperf.dataset.inputs import INPUTS_FILE, PayloadOf, write_inputs_json
+    from aiperf.dataset.model import Conversation, Turn
+    from aiperf.dataset.options import DATASET_TYPES, MOONCAKE_BLOCK_SIZE, DatasetOptions, DatasetType
+    from aiperf.dataset.prompts import PromptSynthesizer
+    from aiperf.dataset.store import (
+        DATA_FILE,
+        INDEX_FILE,
+        ZST_SUFFIX,
+        DatasetFiles,
+        DatasetReader,
+        decompress_dataset,
+        decompress_file,
+        write_dataset,
+    )
+
+_LAZY = {
+    "Conversation": "aiperf.dataset.model",
+    "DATASET_TYPES": "aiperf.dataset.options",
+    "DATA_FILE": "aiperf.dataset.store",
+    "DatasetError": "aiperf.dataset.errors",
+    "DatasetFiles": "aiperf.dataset.store",
+    "DatasetOptions": "aiperf.dataset.options",
+    "DatasetReader": "aiperf.dataset.store",
+    "DatasetType": "aiperf.dataset.options",
+    "INDEX_FILE": "aiperf.dataset.store",
+    "INPUTS_FILE": "aiperf.dataset.inputs",
+    "LOADERS": "aiperf.dataset.builder",
+    "MOONCAKE_BLOCK_SIZE": "aiperf.dataset.options",
+    "PayloadOf": "aiperf.dataset.inputs",
+    "PromptSynthesizer": "aiperf.dataset.prompts",
+    "Turn": "aiperf.dataset.model",
+    "ZST_SUFFIX": "aiperf.dataset.store",
+    "build_conversations": "aiperf.dataset.builder",
+    "decompress_dataset": "aiperf.dataset.store",
+    "decompress_file": "aiperf.dataset.store",
+    "detect_type": "aiperf.dataset.builder",
+    "write_dataset": "aiperf.dataset.store",
+    "write_inputs_json": "aiperf.dataset.inputs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aiperf.dataset' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DATASET_TYPES", "DATA_FILE", "INDEX_FILE", "INPUTS_FILE", "LOADERS", "MOONCAKE_BLOCK_SIZE",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from aiperf.metrics.aggregate import MetricStats, Summary
+
+if TYPE_CHECKING:  # rich is imported when a table is rendered, not by every metrics user
+    from rich.table import Table
 
 TITLE = "aiperf | LLM Metrics"
 COLUMNS = ("avg", "min", "max", "p99", "p90", "p50", "std")
@@ -30,6 +33,8 @@ def render_console_table(summary: Summary) -> Table:
 
     Per-chunk, usage and bookkeeping metrics are left out, as in AIPerf's table.
     """
+    from rich.table import Table
+
     table = Table(title=TITLE)
     table.add_column("Metric", justify="right", style="cyan")
     for col in COLUMNS:

@@ -51,9 +51,10 @@ def module_of(service_type: ServiceType) -> str:
 
 
 def default_argv(planned: Planned, config_path: str) -> list[str]:
-    """`python -m aiperf.<svc>.main --config ... --service-id ...` for this interpreter."""
-    argv = [sys.executable, "-m", module_of(planned.service_type), "--config", config_path,
-            "--service-id", planned.service_id]
+    """`python -m aiperf.boot aiperf.<svc>.main --config ... --service-id ...` for this
+    interpreter (`aiperf.boot` trims start-up imports, then runs the service's main)."""
+    argv = [sys.executable, "-m", "aiperf.boot", module_of(planned.service_type), "--config",
+            config_path, "--service-id", planned.service_id]
     if planned.group_id:
         argv += ["--group-id", planned.group_id]
     return argv

@@ -328,6 +328,9 @@ class SystemController:
         """Shutdown over control, wait for every exit; SIGTERM then SIGKILL the stragglers."""
         self._stopping = True
         timeout = self._config.runtime.shutdown_timeout_s
+        for sid, handle in self._handles.items():  # never registered: cannot hear Shutdown
+            if sid not in self._control.services:
+                handle.terminate()
         live = [sid for sid, info in self._control.services.items()
                 if info.state not in (ServiceState.STOPPED, ServiceState.FAILED)
                 and sid not in self._lost]
