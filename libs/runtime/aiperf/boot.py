@@ -22,7 +22,7 @@ def main() -> None:
         sys.exit("usage: python -m aiperf.boot MODULE [ARGS...]")
     module = sys.argv[1]
     if module not in NEEDS_RICH:
-        sys.modules.setdefault("rich", None)  # `import rich` now raises ImportError
+        sys.modules.setdefault("rich", None)  # type: ignore[arg-type]  # `import rich` now raises ImportError
     sys.argv = [module, *sys.argv[2:]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

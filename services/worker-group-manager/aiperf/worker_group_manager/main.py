@@ -13,17 +13,9 @@ import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-import aiohttp
-
 from aiperf.config import group_index
 from aiperf.messages import ServiceType
 from aiperf.runtime import Service, ServiceContext, UserError, service_main
-from aiperf.worker_group_manager.download import (
-    DatasetDownloader,
-    PodDataset,
-    RetryPolicy,
-    dataset_url_from_env,
-)
 from aiperf.worker_group_manager.service import WorkerGroupManager
 
 
@@ -45,7 +37,16 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     members = ([f"worker-{group}-{i}" for i in range(workers)]
                + [f"record-processor-{group}-{j}" for j in range(counts.record_processors_per_group)])
     pod_dataset = None
-    if ctx.config.kubernetes:
+    if ctx.config.kubernetes:  # the HTTP client is imported only where it is used
+        import aiohttp
+
+        from aiperf.worker_group_manager.download import (
+            DatasetDownloader,
+            PodDataset,
+            RetryPolicy,
+            dataset_url_from_env,
+        )
+
         session = await stack.enter_async_context(aiohttp.ClientSession(auto_decompress=False))
         retry = RetryPolicy(deadline_s=max(60.0, ctx.config.runtime.registration_timeout_s))
         pod_dataset = PodDataset(downloader=DatasetDownloader(session=session, retry=retry),

@@ -5,7 +5,7 @@ ready; the workers and record-processors themselves are separate processes/conta
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -14,7 +14,9 @@ from anyio.abc import TaskStatus
 from aiperf.dataset import DatasetReader
 from aiperf.messages import Command, ProfileConfigure
 from aiperf.runtime import GiveUp
-from aiperf.worker_group_manager.download import PodDataset
+
+if TYPE_CHECKING:  # Kubernetes mode only: its HTTP client stays unimported locally
+    from aiperf.worker_group_manager.download import PodDataset
 
 log = structlog.get_logger("aiperf.worker_group_manager")
 
