@@ -29,9 +29,12 @@ def report(config: RunConfig, verdict: Verdict, outcome: ProfileOutcome) -> int:
             print(f"ACCOUNTING MISMATCH: {problem}", file=sys.stderr)
         print(f"results: {config.artifact_dir}/ ({', '.join(results.get('files', []))}, inputs.json)")
     for lost in verdict.degraded:
-        print(f"warning: lost {lost}; its in-flight requests were counted as failed", file=sys.stderr)
+        print(f"warning: lost {lost}", file=sys.stderr)
     if verdict.lost_pods:
         print(f"warning: lost worker pods: {', '.join(verdict.lost_pods)}", file=sys.stderr)
+    if verdict.degraded:
+        print("warning: requests in flight at lost workers were counted as failed (see the accounting)",
+              file=sys.stderr)
     user_error = _all_failed_hint(config, results)
     if verdict.user_error:
         print(f"error: {verdict.reason}", file=sys.stderr)
