@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from aiperf.cli.profile_args import FlagError
+from aiperf.cli.profile_args import FlagError, json_object
 
 MAPPING_FLAGS = ("--env-from-secrets", "--env-vars", "--labels", "--annotations", "--node-selector")
 """Flags whose value is a string-to-string mapping."""
@@ -83,15 +83,8 @@ def parse_mapping(flag: str, items: Iterable[str] | None) -> dict[str, str]:
     win on a repeated key. Raises FlagError naming the item and the accepted forms."""
     out: dict[str, str] = {}
     for item in items or []:
-        text = item.strip()
-        if text.startswith("{"):
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise FlagError(f"{flag} {item!r}: invalid JSON ({exc.msg}); {_forms(flag)}") from None
-            if not isinstance(obj, dict):
-                raise FlagError(f"{flag} {item!r}: a JSON value must be an object; {_forms(flag)}")
-            for key, value in obj.items():
+        if item.strip().startswith("{"):
+            for key, value in json_object(flag, item, hint=_forms(flag)).items():
                 if not key:
                     raise FlagError(f"{flag} {item!r}: a key is empty; {_forms(flag)}")
                 out[key] = _scalar(flag, key, value)

@@ -33,19 +33,26 @@ def _value(text: str) -> Any:
         return text
 
 
+def json_object(flag: str, item: str, *, hint: str = "") -> dict[str, Any]:
+    """`item` (a flag value starting with `{`) as a JSON object; raises `FlagError`
+    (`<flag> '<item>': invalid JSON (...)` or `... a JSON value must be an object`, then
+    `; <hint>` when given)."""
+    tail = f"; {hint}" if hint else ""
+    try:
+        obj = json.loads(item.strip())
+    except json.JSONDecodeError as exc:
+        raise FlagError(f"{flag} {item!r}: invalid JSON ({exc.msg}){tail}") from None
+    if not isinstance(obj, dict):
+        raise FlagError(f"{flag} {item!r}: a JSON value must be an object{tail}")
+    return obj
+
+
 def parse_extra_inputs(items: list[str]) -> dict[str, Any]:
     """Each item is `key:value` (value parsed as JSON when it is JSON) or a JSON object."""
     out: dict[str, Any] = {}
     for item in items:
-        stripped = item.strip()
-        if stripped.startswith("{"):
-            try:
-                obj = json.loads(stripped)
-            except json.JSONDecodeError as exc:
-                raise FlagError(f"--extra-inputs {item!r}: invalid JSON ({exc.msg})") from exc
-            if not isinstance(obj, dict):
-                raise FlagError(f"--extra-inputs {item!r}: a JSON value must be an object")
-            out.update(obj)
+        if item.strip().startswith("{"):
+            out.update(json_object("--extra-inputs", item))
             continue
         key, sep, value = item.partition(":")
         if not sep or not key.strip():
