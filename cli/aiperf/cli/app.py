@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import cyclopts
 from cyclopts import Parameter
 
 from aiperf.cli.passthrough import SERVICE_TYPES
-from aiperf.cli.profile_options import ProfileFlags
+from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 
 
 def build_app() -> cyclopts.App:
@@ -47,14 +47,10 @@ def build_app() -> cyclopts.App:
 
     @app.command
     def profile(
-        flags: ProfileFlags,
+        flags: ProfileFlags = ProfileFlags(),
         *,
-        artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
-        = "artifacts",
-        ui: Annotated[Literal["none", "simple"] | None, Parameter(name=["--ui", "--ui-type"])] = None,
-        workers_max: Annotated[int | None, Parameter(name=["--workers-max", "--max-workers"])] = None,
-        record_processors: Annotated[int | None, Parameter(
-            name=["--record-processors", "--record-processor-service-count"])] = None,
+        local: LocalFlags = LocalFlags(),
+        config: Annotated[str | None, Parameter(name=["--config", "-f"])] = None,
         log_level: str = "warning",
     ) -> int:
         """Benchmark an OpenAI-compatible endpoint on this machine (AIPerf 0.13 flags).
@@ -67,32 +63,25 @@ def build_app() -> cyclopts.App:
 
         Parameters
         ----------
-        artifact_dir
-            Where results are written.
-        ui
-            Progress display: simple (a progress bar) or none (default: simple on a terminal).
-        workers_max
-            Worker processes (default: max(1, min(0.75 x CPUs - 1, 32)), at most the concurrency).
-        record_processors
-            Record-processor processes (default: workers / 4, at least 1).
+        config
+            AIPerf config v2 file (YAML or JSON: `schemaVersion: "2.0"` and a `benchmark:` body);
+            flags given on the command line override its values.
         log_level
             Log level of the services (debug, info, warning, error); logs go to ARTIFACT_DIR/logs.
         """
         import sys
 
-        from aiperf.cli.main import T0_WALL_NS
+        from aiperf.cli.benchmark_flags import build_benchmark
+        from aiperf.cli.clock import T0_WALL_NS
         from aiperf.cli.profile import run_profile
-        from aiperf.cli.profile_args import FlagError
-        from aiperf.cli.profile_options import build_profile_options
+        from aiperf.config import ConfigError
 
         try:
-            built = build_profile_options(flags, ui=ui)
-        except FlagError as exc:
+            built = build_benchmark(flags, local, config_file=config)
+        except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        return run_profile(built.options, headers=built.headers, api_key=built.api_key,
-                           artifact_dir=artifact_dir, workers_max=workers_max,
-                           record_processors=record_processors, t0_wall_ns=T0_WALL_NS, log_level=log_level)
+        return run_profile(built.benchmark, secrets=built.secrets, t0_wall_ns=T0_WALL_NS, log_level=log_level)
 
     @app.command
     def demo(*, concurrency: int = 4, request_count: int = 200,
@@ -108,8 +97,8 @@ def build_app() -> cyclopts.App:
         artifact_dir
             Where results are written.
         """
+        from aiperf.cli.clock import T0_WALL_NS
         from aiperf.cli.demo import run_demo
-        from aiperf.cli.main import T0_WALL_NS
 
         return run_demo(concurrency=concurrency, request_count=request_count,
                         artifact_dir=artifact_dir, t0_wall_ns=T0_WALL_NS)

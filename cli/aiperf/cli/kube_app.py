@@ -51,7 +51,7 @@ def init(*, target: KubeTarget = _TARGET,
 
 
 @kube_app.command
-def generate(flags: ProfileFlags, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
+def generate(flags: ProfileFlags = ProfileFlags(), *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
              output: Annotated[str | None, Parameter(name=["--output", "-o"])] = None) -> int:
     """Print the manifests of a run (Role, RoleBinding, ConfigMap, JobSet) as YAML; no API calls.
 
@@ -70,7 +70,7 @@ def generate(flags: ProfileFlags, *, deploy: KubeDeployFlags, target: KubeTarget
 
 
 @kube_app.command
-def profile(flags: ProfileFlags, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
+def profile(flags: ProfileFlags = ProfileFlags(), *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
             dry_run: bool = False, detach: bool = False,
             artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
             = "artifacts") -> int:

@@ -25,8 +25,9 @@ from kubernetes_asyncio.client import ApiClient
 from aiperf.cli.kube_flags import parse_list, parse_mapping, parse_resources, parse_tolerations
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.profile_args import FlagError
-from aiperf.cli.profile_options import ProfileFlags, build_profile_options
-from aiperf.config import CommsOptions, RunConfig, RuntimeOptions
+from aiperf.cli.benchmark_flags import build_benchmark
+from aiperf.cli.profile_options import LocalFlags, ProfileFlags
+from aiperf.config import CommsOptions, ConfigError, FileDataset, RunConfig, RuntimeOptions
 from aiperf.kube import (
     ContainerResources,
     KubeConfigError,
@@ -56,14 +57,14 @@ def _error(message: str) -> None:
 
 def guarded(work: Callable[[], int]) -> int:
     """Run `work` and map the errors of a kube command to one line and an exit code: FlagError,
-    KubeConfigError and KubeError exit 2; KubeClusterError exits 1. Other exceptions propagate
-    (they are bugs, and keep their traceback)."""
+    ConfigError, KubeConfigError and KubeError exit 2; KubeClusterError exits 1. Other exceptions
+    propagate (they are bugs, and keep their traceback)."""
     try:
         return work()
     except KubeClusterError as exc:
         _error(str(exc))
         return EXIT_FAILED
-    except (FlagError, KubeConfigError, KubeError) as exc:
+    except (FlagError, ConfigError, KubeConfigError, KubeError) as exc:
         _error(str(exc))
         return EXIT_USER_ERROR
 
@@ -124,30 +125,30 @@ def build_deployment(target: KubeTarget, deploy: KubeDeployFlags, flags: Profile
     kubeconfig only to learn the default namespace, and the environment for secret values that
     must not leak. Deterministic for equal input.
 
-    Raises FlagError (bad flag, invalid benchmark), KubeConfigError (invalid deployment, a secret
-    without a Secret mapping, a secret value in the manifests), KubeError (unreadable kubeconfig).
+    Raises ConfigError (bad flag, invalid benchmark), FlagError (bad deployment flag),
+    KubeConfigError (invalid deployment, a secret without a Secret mapping, a secret value in the
+    manifests), KubeError (unreadable kubeconfig).
     """
-    built = build_profile_options(flags, ui="none")
-    problems = built.options.validate()
-    if flags.input_file:
-        problems.append(f"--input-file {flags.input_file}: not supported with aiperf kube yet (the file "
-                        "would have to be in every pod); use a synthetic dataset")
-    if problems:
-        raise FlagError("; ".join(problems))
+    built = build_benchmark(flags, LocalFlags(ui="none"))
+    dataset = built.benchmark.dataset
+    if isinstance(dataset, FileDataset):
+        raise ConfigError(f"--input-file {dataset.path}: not supported with aiperf kube yet (the file "
+                          "would have to be in every pod); use a synthetic dataset")
+    secrets = built.secrets
     try:
         resources = {k: msgspec.convert(v, ContainerResources)
                      for k, v in parse_resources(deploy.resources).items()}
     except msgspec.ValidationError as exc:
         raise FlagError(f"--resources: {exc}") from None
     try:
-        settings = _settings(target, deploy, resources, require_api_key=built.api_key is not None)
+        settings = _settings(target, deploy, resources, require_api_key=secrets.api_key is not None)
     except KubeConfigError as exc:
         raise KubeConfigError(_flag_names(str(exc))) from None
     # t0 stays 0 and the run id is the name: equal flags give byte-equal manifests.
     run_config = RunConfig(run_id=deploy.name, mode="profile", artifact_dir="artifacts",
-                           comms=CommsOptions(ipc_dir="/aiperf/ipc"), profile=built.options,
+                           comms=CommsOptions(ipc_dir="/aiperf/ipc"), benchmark=built.benchmark,
                            runtime=RuntimeOptions(log_level=deploy.log_level))
-    known = [*built.headers.values(), *([built.api_key] if built.api_key else []),
+    known = [*secrets.headers.values(), *([secrets.api_key] if secrets.api_key else []),
              *secret_values_from_env(os.environ)]
     try:
         objects = build_all(settings, run_config, known_secrets=known)

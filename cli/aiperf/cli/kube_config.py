@@ -128,7 +128,7 @@ def _fields(cls: type) -> dict[str, _Field]:
             base = hint
         args = typing.get_args(base)
         is_list = typing.get_origin(base) is list or any(typing.get_origin(a) is list for a in args)
-        kind = "bool" if base is bool else "list" if is_list else "value"
+        kind = "bool" if base is bool or set(args) == {bool, type(None)} else "list" if is_list else "value"
         dashed = "--" + field.name.replace("_", "-")
         names = names or (dashed,)
         if kind == "bool":

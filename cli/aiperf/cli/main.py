@@ -8,12 +8,9 @@ is prepared by `aiperf.cli.kube_config.prepare_kube_argv`).
 from __future__ import annotations
 
 import sys
-import time
 
+from aiperf.cli.clock import T0_WALL_NS  # noqa: F401  (taken now: the start of the command)
 from aiperf.cli.passthrough import PASSTHROUGH
-
-T0_WALL_NS = time.time_ns()
-"""When this command started (for the start-up figure: command start to first request)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,11 +33,11 @@ def _kube(args: list[str]) -> int:
 
     from aiperf.cli.app import build_app
     from aiperf.cli.kube_config import prepare_kube_argv
-    from aiperf.cli.profile_args import FlagError
+    from aiperf.config import ConfigError
 
     try:
         args = prepare_kube_argv(args)
-    except FlagError as exc:
+    except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:

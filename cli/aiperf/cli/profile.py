@@ -16,10 +16,12 @@ import anyio
 import zmq.asyncio
 
 from aiperf.config import (
+    Benchmark,
     CommsOptions,
-    ProfileOptions,
+    FileDataset,
     RunConfig,
     RuntimeOptions,
+    Secrets,
     ServiceCounts,
     dump_run_config,
 )
@@ -48,46 +50,46 @@ def reachable(url: str, timeout_s: float = 3.0) -> str | None:
         return exc.strerror or str(exc)
 
 
-def run_profile(options: ProfileOptions, *, headers: dict[str, str], api_key: str | None,
-                artifact_dir: str, workers_max: int | None, record_processors: int | None,
-                t0_wall_ns: int, log_level: str = "warning") -> int:
-    """Validate, start the services, run the benchmark, print the results; the exit code."""
-    problems = options.validate()
-    if workers_max is not None and workers_max < 1:
-        problems.append(f"--workers-max {workers_max}: must be at least 1")
-    if record_processors is not None and record_processors < 1:
-        problems.append(f"--record-processors {record_processors}: must be at least 1")
-    if options.dataset.get("input_file") and not Path(options.dataset["input_file"]).exists():
-        problems.append(f"--input-file {options.dataset['input_file']}: no such file or folder")
-    if problems:
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
+def service_counts(benchmark: Benchmark) -> ServiceCounts:
+    """One group of `runtime.workers` workers (default: `default_workers` of the profiling
+    concurrency) and `runtime.record_processors` record-processors (default: workers / 4)."""
+    runtime = benchmark.runtime
+    workers = runtime.workers or default_workers(benchmark.profiling.concurrency)
+    return ServiceCounts(workers_per_group=workers,
+                         record_processors_per_group=runtime.record_processors or max(1, workers // 4))
+
+
+def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_level: str = "warning") -> int:
+    """Check what only this machine can tell (the input file exists, the server answers, the
+    artifact folder can be made), start the services, run the benchmark, print the results;
+    returns the exit code. `benchmark` is already validated."""
+    dataset = benchmark.dataset
+    if isinstance(dataset, FileDataset) and not Path(dataset.path).expanduser().exists():
+        print(f"error: --input-file {dataset.path}: no such file or folder", file=sys.stderr)
         return EXIT_USER_ERROR
-    if (why := reachable(options.url)) is not None:
-        print(f"error: cannot reach {options.url} ({why}); is the server running? (--url)", file=sys.stderr)
+    url = benchmark.endpoint.url
+    if (why := reachable(url)) is not None:
+        print(f"error: cannot reach {url} ({why}); is the server running? (--url)", file=sys.stderr)
         return EXIT_USER_ERROR
-    out = Path(artifact_dir).resolve()
+    out = Path(benchmark.artifacts.dir).resolve()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        print(f"error: --artifact-dir {artifact_dir}: {exc.strerror}", file=sys.stderr)
+        print(f"error: --artifact-dir {benchmark.artifacts.dir}: {exc.strerror}", file=sys.stderr)
         return EXIT_USER_ERROR
-    workers = workers_max or default_workers(options.concurrency)
     run_id = uuid.uuid4().hex[:8]
     ipc_dir = tempfile.mkdtemp(prefix=f"aiperf-{run_id}-", dir="/tmp")
     config = RunConfig(
-        run_id=run_id, mode="profile", artifact_dir=str(out), t0_wall_ns=t0_wall_ns, profile=options,
-        comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host="127.0.0.1"),
-        services=ServiceCounts(workers_per_group=workers,
-                               record_processors_per_group=record_processors or max(1, workers // 4)),
+        run_id=run_id, mode="profile", artifact_dir=str(out), t0_wall_ns=t0_wall_ns, benchmark=benchmark,
+        comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host="127.0.0.1"), services=service_counts(benchmark),
         runtime=RuntimeOptions(heartbeat_interval_s=1.0, log_level=log_level),
     )
     config_path = out / "run_config.json"
     dump_run_config(config, config_path)
-    if api_key:
-        os.environ["AIPERF_API_KEY"] = api_key
-    if headers:
-        os.environ["AIPERF_HEADERS_JSON"] = json.dumps(headers)
+    if secrets.api_key:
+        os.environ["AIPERF_API_KEY"] = secrets.api_key
+    if secrets.headers:
+        os.environ["AIPERF_HEADERS_JSON"] = json.dumps(secrets.headers)
     configure_logging(service_id="system-controller", level=log_level)
     try:
         return anyio.run(_run, config, str(config_path), backend_options={"use_uvloop": True})
@@ -96,8 +98,7 @@ def run_profile(options: ProfileOptions, *, headers: dict[str, str], api_key: st
 
 
 async def _run(config: RunConfig, config_path: str) -> int:
-    assert config.profile is not None
-    profile = config.profile
+    benchmark = config.benchmark
     started = anyio.Event()
 
     async def on_started() -> None:
@@ -107,12 +108,12 @@ async def _run(config: RunConfig, config_path: str) -> int:
     ctx = zmq.asyncio.Context()
     try:
         async with anyio.create_task_group() as tg:
-            if profile.ui == "simple":
+            if benchmark.runtime.ui == "simple":
                 from aiperf.cli.progress import show_progress
 
                 tg.start_soon(lambda: show_progress(
-                    ctx, addressing_of(config), total=profile.effective_request_count,
-                    duration_s=profile.benchmark_duration, started=started))
+                    ctx, addressing_of(config), total=benchmark.profiling.requests,
+                    duration_s=benchmark.profiling.duration, started=started))
             verdict = await run_cancellable(config, config_path=config_path, driver=driver,
                                             on_cancel=_say_cancelling)
             tg.cancel_scope.cancel()

@@ -1,21 +1,23 @@
-"""The benchmark flags shared by `aiperf profile` and `aiperf kube generate/profile`.
+"""The benchmark flags shared by `aiperf profile` and `aiperf kube generate/profile`, and how
+they become the benchmark model (`aiperf.config.Benchmark`).
 
 `ProfileFlags` declares them once (cyclopts flattens it into the command's own flags, with each
-field's docstring as its `--help` text); `build_profile_options` turns them into the
-`ProfileOptions` the services read plus the secret values that never go into it. This module
-imports only the standard library and cyclopts, so `aiperf --help` stays fast.
+field's docstring as its `--help` text). Every flag defaults to None ("not given"): the model
+holds the defaults, and a flag given on the command line overrides a `--config` file. `FLAG_PATHS`
+says which model field each flag sets; a test keeps it, the flags, the defaults stated in the
+help and the model in step. `aiperf.cli.benchmark_flags.build_benchmark` turns them into the
+model.
+
+This module imports only the standard library and cyclopts at import time, so `aiperf --help`
+stays fast.
 """
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Literal
+from dataclasses import dataclass, fields
+from typing import Annotated, Literal
 
 from cyclopts import Parameter
-
-if TYPE_CHECKING:
-    from aiperf.config import ProfileOptions
 
 
 @Parameter(name="*")
@@ -23,50 +25,70 @@ if TYPE_CHECKING:
 class ProfileFlags:
     """The benchmark itself: endpoint, load, stop condition, dataset and request shape."""
 
-    model: Annotated[str, Parameter(name=["--model", "-m", "--model-names"])]
-    """Model name sent in every request."""
-    url: Annotated[str, Parameter(name=["--url", "-u"])] = "localhost:8000"
-    """Server base URL (`http://` is added when missing)."""
-    endpoint_type: Literal["chat", "completions", "embeddings"] = "chat"
-    """OpenAI API: chat (/v1/chat/completions), completions, embeddings."""
-    streaming: bool = False
-    """Stream responses (SSE); needed for TTFT and inter-token latency."""
+    model: Annotated[str | None, Parameter(name=["--model", "-m", "--model-names"])] = None
+    """Model name sent in every request (required unless --config names one)."""
+    url: Annotated[str | None, Parameter(name=["--url", "-u"])] = None
+    """Server base URL; `http://` is added when missing (default: http://localhost:8000)."""
+    endpoint_type: Literal["chat", "completions", "embeddings"] | None = None
+    """OpenAI API: chat (/v1/chat/completions), completions, embeddings (default: chat)."""
+    streaming: bool | None = None
+    """Stream responses (SSE); needed for TTFT and inter-token latency (default: false)."""
     concurrency: int | None = None
-    """Requests in flight (closed loop), or the cap with --request-rate."""
+    """Requests in flight (closed loop), or the cap with --request-rate (default: 1)."""
     request_rate: float | None = None
     """Requests per second (open loop)."""
-    request_rate_mode: Annotated[Literal["constant", "poisson", "gamma"],
-                                 Parameter(name=["--request-rate-mode", "--arrival-pattern"])] = "poisson"
-    """Arrival process of --request-rate."""
-    arrival_smoothness: float = 1.0
-    """Gamma shape for --request-rate-mode gamma (1 = poisson)."""
+    request_rate_mode: Annotated[Literal["constant", "poisson", "gamma"] | None,
+                                 Parameter(name=["--request-rate-mode", "--arrival-pattern"])] = None
+    """Arrival process of --request-rate (default: poisson)."""
+    arrival_smoothness: float | None = None
+    """Gamma shape for --request-rate-mode gamma; 1 is poisson (default: 1.0)."""
     request_count: Annotated[int | None, Parameter(name=["--request-count", "--num-requests"])] = None
-    """Requests in the profiling phase."""
+    """Requests in the profiling phase (default: max(10, 2 x concurrency) unless
+    --benchmark-duration or --fixed-schedule decides)."""
     benchmark_duration: float | None = None
     """Seconds to send requests (instead of a count)."""
-    benchmark_grace_period: float = 30.0
-    """Seconds to wait for in-flight requests after --benchmark-duration."""
-    warmup_request_count: Annotated[int, Parameter(name=["--warmup-request-count",
-                                                          "--num-warmup-requests"])] = 0
-    """Requests sent before profiling, excluded from the results."""
-    request_timeout_seconds: float = 21600.0
-    """Per-request timeout."""
-    request_cancellation_rate: float = 0.0
-    """Percent of requests to cancel on purpose (0-100)."""
-    request_cancellation_delay: float = 0.0
-    """Seconds after sending at which those requests are cancelled."""
-    fixed_schedule: bool = False
-    """Send each request at its trace timestamp (--input-file with timestamps)."""
-    isl: Annotated[int, Parameter(name=["--isl", "--synthetic-input-tokens-mean"])] = 550
-    """Mean input tokens of synthetic prompts."""
-    isl_stddev: Annotated[float, Parameter(name=["--isl-stddev", "--synthetic-input-tokens-stddev"])] = 0.0
-    """Standard deviation of the input tokens."""
-    osl: Annotated[int | None, Parameter(name=["--osl", "--output-tokens-mean"])] = None
+    benchmark_grace_period: float | None = None
+    """Seconds to wait for in-flight requests after --benchmark-duration (default: 30.0)."""
+    warmup_request_count: Annotated[int | None, Parameter(name=["--warmup-request-count",
+                                                                 "--num-warmup-requests"])] = None
+    """Requests sent before profiling, excluded from the results (default: 0)."""
+    request_timeout_seconds: float | None = None
+    """Per-request timeout (default: 21600.0)."""
+    request_cancellation_rate: float | None = None
+    """Percent of requests to cancel on purpose, 0-100 (default: 0.0)."""
+    request_cancellation_delay: float | None = None
+    """Seconds after sending at which those requests are cancelled (default: 0.0)."""
+    fixed_schedule: bool | None = None
+    """Send each request at its trace timestamp (--input-file with timestamps) (default: false)."""
+    isl: Annotated[int | None, Parameter(name=["--isl", "--synthetic-input-tokens-mean",
+                                               "--prompt-input-tokens-mean"])] = None
+    """Mean input tokens of synthetic prompts (default: 550)."""
+    isl_stddev: Annotated[float | None, Parameter(name=["--isl-stddev", "--synthetic-input-tokens-stddev",
+                                                        "--prompt-input-tokens-stddev"])] = None
+    """Standard deviation of the input tokens (default: 0.0)."""
+    osl: Annotated[int | None, Parameter(name=["--osl", "--output-tokens-mean",
+                                               "--prompt-output-tokens-mean"])] = None
     """Mean output tokens requested (max_tokens); unset lets the server decide."""
-    osl_stddev: Annotated[float, Parameter(name=["--osl-stddev", "--output-tokens-stddev"])] = 0.0
-    """Standard deviation of the output tokens."""
-    num_dataset_entries: Annotated[int, Parameter(name=["--num-dataset-entries", "--num-prompts"])] = 100
-    """Distinct synthetic prompts (requests cycle through them)."""
+    osl_stddev: Annotated[float | None, Parameter(name=["--osl-stddev", "--output-tokens-stddev",
+                                                        "--prompt-output-tokens-stddev"])] = None
+    """Standard deviation of the output tokens (default: 0.0)."""
+    isl_block_size: int | None = None
+    """Tokens per hash id of a mooncake trace (default: 512)."""
+    num_dataset_entries: Annotated[int | None, Parameter(name=["--num-dataset-entries", "--num-prompts"])] = None
+    """Distinct synthetic prompts, or conversations drawn from a random_pool (default: 100)."""
+    conversation_turn_mean: float | None = None
+    """Mean turns per synthetic conversation (default: 1)."""
+    conversation_turn_stddev: float | None = None
+    """Standard deviation of the turns per conversation (default: 0.0)."""
+    conversation_turn_delay_mean: float | None = None
+    """Mean think time before a later turn, ms (default: 0.0)."""
+    conversation_turn_delay_stddev: float | None = None
+    """Standard deviation of that think time, ms (default: 0.0)."""
+    num_prefix_prompts: Annotated[int | None, Parameter(name=["--num-prefix-prompts",
+                                                              "--prefix-prompt-pool-size"])] = None
+    """Shared prefixes, one prepended to each first turn (default: 0)."""
+    prefix_prompt_length: int | None = None
+    """Tokens of each shared prefix (default: 0)."""
     input_file: str | None = None
     """JSONL dataset (or a folder for random_pool)."""
     custom_dataset_type: Literal["single_turn", "multi_turn", "mooncake_trace", "random_pool"] | None = None
@@ -84,53 +106,87 @@ class ProfileFlags:
     """Extra HTTP header NAME:VALUE (repeatable); never written to disk."""
     api_key: str | None = None
     """Sent as "Authorization: Bearer KEY"; never written to disk."""
-    use_legacy_max_tokens: bool = False
-    """Send max_tokens instead of max_completion_tokens (chat)."""
-    use_server_token_count: bool = False
-    """Use the server's usage counts instead of the client tokenizer."""
+    use_legacy_max_tokens: bool | None = None
+    """Send max_tokens instead of max_completion_tokens (chat) (default: false)."""
+    use_server_token_count: bool | None = None
+    """Use the server's usage counts instead of the client tokenizer (default: false)."""
 
 
+@Parameter(name="*")
 @dataclass(frozen=True, kw_only=True)
-class BuiltProfile:
-    """What the flags mean: `options` (safe to write to disk) and the secrets kept out of it."""
+class LocalFlags:
+    """How a run on this machine is laid out (`aiperf profile` only)."""
 
-    options: ProfileOptions
-    headers: dict[str, str]
-    api_key: str | None
+    artifact_dir: Annotated[str | None, Parameter(name=["--artifact-dir", "--output-artifact-dir"])] = None
+    """Where results are written (default: artifacts)."""
+    ui: Annotated[Literal["none", "simple"] | None, Parameter(name=["--ui", "--ui-type"])] = None
+    """Progress display: simple (a progress bar) or none (default: simple on a terminal)."""
+    workers_max: Annotated[int | None, Parameter(name=["--workers-max", "--max-workers"])] = None
+    """Worker processes (default: max(1, min(0.75 x CPUs - 1, 32)), at most the concurrency)."""
+    record_processors: Annotated[int | None, Parameter(
+        name=["--record-processors", "--record-processor-service-count"])] = None
+    """Record-processor processes (default: workers / 4, at least 1)."""
 
 
-def build_profile_options(flags: ProfileFlags, *,
-                          ui: Literal["none", "simple"] | None = None) -> BuiltProfile:
-    """`flags` as `ProfileOptions` (not yet validated: call `options.validate()`), with the header
-    values and API key apart. `ui` None picks simple on a terminal, else none.
+FLAG_PATHS: dict[str, str] = {
+    "model": "models",
+    "url": "endpoint.urls",
+    "endpoint_type": "endpoint.type",
+    "streaming": "endpoint.streaming",
+    "request_timeout_seconds": "endpoint.timeout",
+    "extra_inputs": "endpoint.extra",
+    "header": "endpoint.header_names",
+    "use_legacy_max_tokens": "endpoint.use_legacy_max_tokens",
+    "use_server_token_count": "endpoint.use_server_token_count",
+    "concurrency": "phases.profiling.concurrency",
+    "request_rate": "phases.profiling.rate",
+    "request_rate_mode": "phases.profiling.type",
+    "fixed_schedule": "phases.profiling.type",
+    "arrival_smoothness": "phases.profiling.smoothness",
+    "request_count": "phases.profiling.requests",
+    "benchmark_duration": "phases.profiling.duration",
+    "benchmark_grace_period": "phases.profiling.grace_period",
+    "request_cancellation_rate": "phases.profiling.cancellation.rate",
+    "request_cancellation_delay": "phases.profiling.cancellation.delay",
+    "warmup_request_count": "phases.warmup.requests",
+    "isl": "dataset.prompts.isl.mean",
+    "isl_stddev": "dataset.prompts.isl.stddev",
+    "osl": "dataset.prompts.osl.mean",
+    "osl_stddev": "dataset.prompts.osl.stddev",
+    "isl_block_size": "dataset.prompts.block_size",
+    "num_dataset_entries": "dataset.entries",
+    "conversation_turn_mean": "dataset.turns.mean",
+    "conversation_turn_stddev": "dataset.turns.stddev",
+    "conversation_turn_delay_mean": "dataset.turn_delay.mean",
+    "conversation_turn_delay_stddev": "dataset.turn_delay.stddev",
+    "num_prefix_prompts": "dataset.prefix_prompts.pool_size",
+    "prefix_prompt_length": "dataset.prefix_prompts.length",
+    "input_file": "dataset.path",
+    "custom_dataset_type": "dataset.format",
+    "tokenizer": "tokenizer.name",
+    "random_seed": "random_seed",
+    "goodput": "slos",
+    "api_key": "",  # a secret: never in the model
+    "artifact_dir": "artifacts.dir",
+    "ui": "runtime.ui",
+    "workers_max": "runtime.workers",
+    "record_processors": "runtime.record_processors",
+}
+"""Which `Benchmark` field each flag sets (`phases.<kind>` is the phase of that kind, `dataset`
+the one dataset). Several flags may set one field (`phases.profiling.type`)."""
 
-    Raises `aiperf.cli.profile_args.FlagError` (one line naming the flag) for a malformed
-    --goodput, --extra-inputs or --header value. Pure: no I/O besides `isatty`.
-    """
-    from aiperf.cli.profile_args import normalize_url, parse_extra_inputs, parse_goodput, parse_headers
-    from aiperf.config import ProfileOptions
+FLAG_NAMES: dict[str, str] = {
+    "model": "--model", "url": "--url", "endpoint_type": "--endpoint-type", "header": "--header",
+    "extra_inputs": "--extra-inputs", "goodput": "--goodput", "tokenizer": "--tokenizer",
+}
+"""Flags whose spelling in messages is not `--` + the field name with dashes."""
 
-    goodput = parse_goodput(flags.goodput)
-    extra_inputs = parse_extra_inputs(flags.extra_inputs or [])
-    headers = parse_headers(flags.header or [])
-    dataset = {"isl": flags.isl, "isl_stddev": flags.isl_stddev, "osl": flags.osl,
-               "osl_stddev": flags.osl_stddev, "num_dataset_entries": flags.num_dataset_entries,
-               "input_file": flags.input_file, "custom_dataset_type": flags.custom_dataset_type}
-    options = ProfileOptions(
-        model=flags.model, url=normalize_url(flags.url), endpoint_type=flags.endpoint_type,
-        streaming=flags.streaming, concurrency=flags.concurrency, request_rate=flags.request_rate,
-        request_rate_mode=flags.request_rate_mode, arrival_smoothness=flags.arrival_smoothness,
-        request_count=flags.request_count, benchmark_duration=flags.benchmark_duration,
-        benchmark_grace_period=flags.benchmark_grace_period,
-        warmup_request_count=flags.warmup_request_count,
-        request_timeout_seconds=flags.request_timeout_seconds,
-        request_cancellation_rate=flags.request_cancellation_rate,
-        request_cancellation_delay=flags.request_cancellation_delay, fixed_schedule=flags.fixed_schedule,
-        dataset={k: v for k, v in dataset.items() if v is not None},
-        tokenizer=flags.tokenizer, random_seed=flags.random_seed, goodput=goodput,
-        extra_inputs=extra_inputs, header_names=sorted(headers),
-        use_legacy_max_tokens=flags.use_legacy_max_tokens,
-        use_server_token_count=flags.use_server_token_count,
-        ui=ui or ("simple" if sys.stdout.isatty() else "none"),
-    )
-    return BuiltProfile(options=options, headers=headers, api_key=flags.api_key)
+
+def flag_name(field: str) -> str:
+    """How messages spell the flag of `field` (`isl_stddev` -> `--isl-stddev`)."""
+    return FLAG_NAMES.get(field, "--" + field.replace("_", "-"))
+
+
+def flag_fields() -> list[str]:
+    """Every field of `ProfileFlags` and `LocalFlags` (the flags `FLAG_PATHS` must cover)."""
+    return [f.name for cls in (ProfileFlags, LocalFlags) for f in fields(cls)]

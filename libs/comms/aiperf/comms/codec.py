@@ -10,10 +10,11 @@ T = TypeVar("T")
 
 
 class BadMessage(Exception):
-    """A frame that does not decode as the channel's union."""
+    """A frame that does not decode as the channel's union; `frame` is its raw bytes (a receiver
+    may still read what it needs from it, e.g. the request id of an unknown command)."""
 
-    def __init__(self, *, peer: bytes | None, channel: str, reason: str) -> None:
-        self.peer, self.channel, self.reason = peer, channel, reason
+    def __init__(self, *, peer: bytes | None, channel: str, reason: str, frame: bytes = b"") -> None:
+        self.peer, self.channel, self.reason, self.frame = peer, channel, reason, frame
         super().__init__(f"bad message on {channel} from {peer!r}: {reason}")
 
 
@@ -34,4 +35,4 @@ class Codec(Generic[T]):
         try:
             return self._decoder.decode(frame)
         except msgspec.DecodeError as exc:
-            raise BadMessage(peer=peer, channel=self.channel, reason=str(exc)) from exc
+            raise BadMessage(peer=peer, channel=self.channel, reason=str(exc), frame=bytes(frame)) from exc

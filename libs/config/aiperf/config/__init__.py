@@ -1,10 +1,36 @@
-"""Run configuration shared by every service process."""
+"""The benchmark model (`Benchmark`, read with `aiperf.config.loader`) and the run
+configuration every service process reads (`RunConfig`, `run_config.json`)."""
 
-from aiperf.config.profile import EndpointKind, ProfileOptions, RateMode
+from aiperf.config.benchmark import (
+    Artifacts,
+    Benchmark,
+    Cancellation,
+    ConcurrencyPhase,
+    ConstantPhase,
+    Dataset,
+    DatasetFormat,
+    Delay,
+    Endpoint,
+    EndpointKind,
+    FileDataset,
+    FixedSchedulePhase,
+    GammaPhase,
+    Length,
+    Phase,
+    PhaseKind,
+    PoissonPhase,
+    PrefixPrompts,
+    Prompts,
+    RatePhase,
+    Runtime,
+    SyntheticDataset,
+    Tokenizer,
+    benchmark_schema,
+)
+from aiperf.config.loader import ConfigError, Secrets, decode_benchmark, normalize
 from aiperf.config.run_config import (
     SECRET_ENV_VARS,
     CommsOptions,
-    ConfigError,
     RunConfig,
     RunMode,
     RuntimeOptions,
@@ -16,7 +42,10 @@ from aiperf.config.run_config import (
 )
 
 __all__ = [
-    "SECRET_ENV_VARS", "CommsOptions", "ConfigError", "EndpointKind", "ProfileOptions", "RateMode",
-    "RunConfig", "RunMode", "RuntimeOptions", "ServiceCounts", "dump_run_config", "group_id",
-    "group_index", "load_run_config",
+    "SECRET_ENV_VARS", "Artifacts", "Benchmark", "Cancellation", "CommsOptions", "ConcurrencyPhase",
+    "ConfigError", "ConstantPhase", "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind",
+    "FileDataset", "FixedSchedulePhase", "GammaPhase", "Length", "Phase", "PhaseKind", "PoissonPhase",
+    "PrefixPrompts", "Prompts", "RatePhase", "RunConfig", "RunMode", "Runtime", "RuntimeOptions",
+    "Secrets", "ServiceCounts", "SyntheticDataset", "Tokenizer", "benchmark_schema", "decode_benchmark",
+    "dump_run_config", "group_id", "group_index", "load_run_config", "normalize",
 ]

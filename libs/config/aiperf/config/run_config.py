@@ -12,7 +12,8 @@ from typing import Literal
 
 import msgspec
 
-from aiperf.config.profile import ProfileOptions
+from aiperf.config.benchmark import Benchmark
+from aiperf.config.loader import ConfigError
 from aiperf.messages import ServiceType
 
 RunMode = Literal["bringup", "profile"]
@@ -118,9 +119,11 @@ class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
 class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The whole configuration of one run.
 
-    `profile` holds the benchmark (the `aiperf profile` flags); `mode="bringup"` (no
-    profile) starts and stops the services only. `t0_wall_ns` is when the command started,
-    for the start-up figure (command start to first request).
+    `benchmark` is what to measure; `mode="bringup"` starts and stops the services only (they
+    are never configured, so its benchmark is never used). `artifact_dir` is where this run's
+    processes write (absolute locally, the artifacts volume in a pod), which may differ from the
+    user's `benchmark.artifacts.dir`. `t0_wall_ns` is when the command started, for the
+    start-up figure (command start to first request).
     """
 
     run_id: str
@@ -129,13 +132,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     comms: CommsOptions
     services: ServiceCounts = ServiceCounts()
     runtime: RuntimeOptions = RuntimeOptions()
-    profile: ProfileOptions | None = None
+    benchmark: Benchmark
     t0_wall_ns: int = 0
     kubernetes: bool = False
-
-
-class ConfigError(Exception):
-    """`run_config.json` is missing or invalid; the message is one line for the user."""
 
 
 def load_run_config(path: str | os.PathLike[str]) -> RunConfig:

@@ -18,8 +18,8 @@ if TYPE_CHECKING:  # also what tells Pants and mypy about the submodules
     from aiperf.dataset.errors import DatasetError
     from aiperf.dataset.inputs import INPUTS_FILE, PayloadOf, write_inputs_json
     from aiperf.dataset.model import Conversation, Turn
-    from aiperf.dataset.options import DATASET_TYPES, MOONCAKE_BLOCK_SIZE, DatasetOptions, DatasetType
     from aiperf.dataset.prompts import PromptSynthesizer
+    from aiperf.dataset.trace import MOONCAKE_BLOCK_SIZE
     from aiperf.dataset.store import (
         DATA_FILE,
         INDEX_FILE,
@@ -33,17 +33,14 @@ if TYPE_CHECKING:  # also what tells Pants and mypy about the submodules
 
 _LAZY = {
     "Conversation": "aiperf.dataset.model",
-    "DATASET_TYPES": "aiperf.dataset.options",
     "DATA_FILE": "aiperf.dataset.store",
     "DatasetError": "aiperf.dataset.errors",
     "DatasetFiles": "aiperf.dataset.store",
-    "DatasetOptions": "aiperf.dataset.options",
     "DatasetReader": "aiperf.dataset.store",
-    "DatasetType": "aiperf.dataset.options",
     "INDEX_FILE": "aiperf.dataset.store",
     "INPUTS_FILE": "aiperf.dataset.inputs",
     "LOADERS": "aiperf.dataset.builder",
-    "MOONCAKE_BLOCK_SIZE": "aiperf.dataset.options",
+    "MOONCAKE_BLOCK_SIZE": "aiperf.dataset.trace",
     "PayloadOf": "aiperf.dataset.inputs",
     "PromptSynthesizer": "aiperf.dataset.prompts",
     "Turn": "aiperf.dataset.model",
@@ -67,8 +64,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DATASET_TYPES", "DATA_FILE", "INDEX_FILE", "INPUTS_FILE", "LOADERS", "MOONCAKE_BLOCK_SIZE",
-    "ZST_SUFFIX", "Conversation", "DatasetError", "DatasetFiles", "DatasetOptions", "DatasetReader",
-    "DatasetType", "PayloadOf", "PromptSynthesizer", "Turn", "build_conversations",
+    "DATA_FILE", "INDEX_FILE", "INPUTS_FILE", "LOADERS", "MOONCAKE_BLOCK_SIZE",
+    "ZST_SUFFIX", "Conversation", "DatasetError", "DatasetFiles", "DatasetReader", "PayloadOf", "PromptSynthesizer", "Turn", "build_conversations",
     "decompress_dataset", "decompress_file", "detect_type", "write_dataset", "write_inputs_json",
 ]

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import numpy as np
 
+from aiperf.config import FileDataset, Prompts
 from aiperf.dataset.errors import DatasetError
 from aiperf.dataset.jsonl import records
 from aiperf.dataset.model import Conversation, Turn
-from aiperf.dataset.options import DatasetOptions
 from aiperf.dataset.records import MultiTurnRecord, SingleTurnRecord, TextGroup
 from aiperf.dataset.sampling import max_tokens, session_id
 from aiperf.tokenizer import Tokenizer
 
 
 def _turn(record: SingleTurnRecord, where: str, tokenizer: Tokenizer, rng: np.random.Generator,
-          options: DatasetOptions) -> Turn:
+          prompts: Prompts) -> Turn:
     texts = record.all_texts()
     images, audios = record.all_images(), record.all_audios()
     if not texts and not images and not audios:
@@ -27,7 +27,7 @@ def _turn(record: SingleTurnRecord, where: str, tokenizer: Tokenizer, rng: np.ra
     return Turn(
         text=text,
         input_tokens=tokenizer.count(text),
-        max_tokens=record.output_length if record.output_length is not None else max_tokens(rng, options),
+        max_tokens=record.output_length if record.output_length is not None else max_tokens(rng, prompts),
         timestamp_ms=record.timestamp,
         delay_ms=record.delay,
         texts=texts if len(texts) > 1 else [],
@@ -38,23 +38,23 @@ def _turn(record: SingleTurnRecord, where: str, tokenizer: Tokenizer, rng: np.ra
     )
 
 
-def single_turn(path: Path, options: DatasetOptions, tokenizer: Tokenizer) -> list[Conversation]:
+def single_turn(path: Path, spec: FileDataset, tokenizer: Tokenizer, seed: int | None) -> list[Conversation]:
     """One conversation per line; lines sharing a ``session_id`` become turns of one conversation.
 
     A turn without ``output_length`` gets a ``--osl`` draw (None when ``--osl`` is unset).
     """
-    rng = np.random.default_rng(options.random_seed)
+    rng = np.random.default_rng(seed)
     sessions: dict[str, list[Turn]] = {}
     for number, record in records(path, SingleTurnRecord, "single_turn"):
-        turn = _turn(record, f"{path}:{number}", tokenizer, rng, options)
+        turn = _turn(record, f"{path}:{number}", tokenizer, rng, spec.prompts)
         key = record.session_id if record.session_id is not None else session_id(len(sessions))
         sessions.setdefault(key, []).append(turn)
     return _conversations(path, sessions)
 
 
-def multi_turn(path: Path, options: DatasetOptions, tokenizer: Tokenizer) -> list[Conversation]:
+def multi_turn(path: Path, spec: FileDataset, tokenizer: Tokenizer, seed: int | None) -> list[Conversation]:
     """One conversation per line (``session_id`` + ``turns``); a repeated ``session_id`` is an error."""
-    rng = np.random.default_rng(options.random_seed)
+    rng = np.random.default_rng(seed)
     sessions: dict[str, list[Turn]] = {}
     for number, record in records(path, MultiTurnRecord, "multi_turn"):
         where = f"{path}:{number}"
@@ -63,12 +63,12 @@ def multi_turn(path: Path, options: DatasetOptions, tokenizer: Tokenizer) -> lis
         key = record.session_id if record.session_id is not None else session_id(len(sessions))
         if key in sessions:
             raise DatasetError(f"{where}: session_id {key!r} appears twice")
-        sessions[key] = [_turn(t, where, tokenizer, rng, options) for t in record.turns]
+        sessions[key] = [_turn(t, where, tokenizer, rng, spec.prompts) for t in record.turns]
     return _conversations(path, sessions)
 
 
-def random_pool(path: Path, options: DatasetOptions, tokenizer: Tokenizer) -> list[Conversation]:
-    """``--conversation-num`` (else ``--num-dataset-entries``) single-turn conversations.
+def random_pool(path: Path, spec: FileDataset, tokenizer: Tokenizer, seed: int | None) -> list[Conversation]:
+    """``spec.entries`` (``--num-dataset-entries``) single-turn conversations.
 
     ``path`` is one pool file or a folder whose files (sorted by name, dot-files skipped) are
     pools. Each conversation draws one line from every pool, with replacement, and merges them
@@ -85,12 +85,12 @@ def random_pool(path: Path, options: DatasetOptions, tokenizer: Tokenizer) -> li
         if not pool:
             raise DatasetError(f"{file}: random_pool file has no records")
         pools.append(pool)
-    rng = np.random.default_rng(options.random_seed)
+    rng = np.random.default_rng(seed)
     conversations = []
-    for index in range(options.conversation_count):
+    for index in range(spec.entries):
         picked = [pool[int(rng.integers(len(pool)))] for pool in pools]
         merged = _merge(picked)
-        turn = _turn(merged, f"{path} (pool entry {index})", tokenizer, rng, options)
+        turn = _turn(merged, f"{path} (pool entry {index})", tokenizer, rng, spec.prompts)
         conversations.append(Conversation(id=session_id(index), turns=[turn]))
     return conversations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from aiperf.dataset.options import DatasetOptions
+from aiperf.config import Delay, Prompts
 
 
 def positive_int(rng: np.random.Generator, mean: float, stddev: float) -> int:
@@ -13,19 +13,18 @@ def positive_int(rng: np.random.Generator, mean: float, stddev: float) -> int:
     return max(1, round(value))
 
 
-def max_tokens(rng: np.random.Generator, options: DatasetOptions) -> int | None:
-    """A ``max_tokens`` drawn from ``--osl``/``--osl-stddev``, or None when ``--osl`` is unset."""
-    if options.osl is None:
+def max_tokens(rng: np.random.Generator, prompts: Prompts) -> int | None:
+    """A ``max_tokens`` drawn from ``prompts.osl`` (``--osl``/``--osl-stddev``), or None when unset."""
+    if prompts.osl is None:
         return None
-    return positive_int(rng, options.osl, options.osl_stddev)
+    return positive_int(rng, prompts.osl.mean, prompts.osl.stddev)
 
 
-def turn_delay_ms(rng: np.random.Generator, options: DatasetOptions) -> float | None:
+def turn_delay_ms(rng: np.random.Generator, delay: Delay) -> float | None:
     """Think time before a later turn, Normal(delay mean, stddev) clipped at 0; None if both are 0."""
-    mean, stddev = options.conversation_turn_delay_mean, options.conversation_turn_delay_stddev
-    if mean == 0 and stddev == 0:
+    if delay.mean == 0 and delay.stddev == 0:
         return None
-    return max(0.0, float(rng.normal(mean, stddev)))
+    return max(0.0, float(rng.normal(delay.mean, delay.stddev)))
 
 
 def session_id(index: int) -> str:

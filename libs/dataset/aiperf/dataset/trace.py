@@ -11,14 +11,17 @@ from pathlib import Path
 
 import numpy as np
 
+from aiperf.config import FileDataset
 from aiperf.dataset.errors import DatasetError
 from aiperf.dataset.jsonl import records
 from aiperf.dataset.model import Conversation, Turn
-from aiperf.dataset.options import MOONCAKE_BLOCK_SIZE, DatasetOptions
 from aiperf.dataset.prompts import PromptSynthesizer
 from aiperf.dataset.records import MooncakeRecord
 from aiperf.dataset.sampling import max_tokens, session_id
 from aiperf.tokenizer import Tokenizer
+
+MOONCAKE_BLOCK_SIZE = 512
+"""Tokens per hash id in mooncake traces (AIPerf's default)."""
 
 _U64 = 2**64
 
@@ -48,7 +51,7 @@ class HashBlocks:
         return out
 
 
-def mooncake_trace(path: Path, options: DatasetOptions, tokenizer: Tokenizer) -> list[Conversation]:
+def mooncake_trace(path: Path, spec: FileDataset, tokenizer: Tokenizer, seed: int | None) -> list[Conversation]:
     """One conversation per line, or per ``session_id`` (its lines become turns, in file order).
 
     Turn text is ``text_input`` when given, else ``input_length`` tokens built from ``hash_ids``
@@ -56,8 +59,8 @@ def mooncake_trace(path: Path, options: DatasetOptions, tokenizer: Tokenizer) ->
     and block joins re-tokenize to within a token or two). ``timestamp``/``delay`` are ms.
     Raises `DatasetError` naming the line when neither ``input_length`` nor ``text_input`` is set.
     """
-    rng = np.random.default_rng(options.random_seed)
-    blocks = HashBlocks(PromptSynthesizer.of(tokenizer), options.isl_block_size or MOONCAKE_BLOCK_SIZE,
+    rng = np.random.default_rng(seed)
+    blocks = HashBlocks(PromptSynthesizer.of(tokenizer), spec.prompts.block_size or MOONCAKE_BLOCK_SIZE,
                         base_seed=int(rng.integers(2**63)))
     sessions: dict[str, list[Turn]] = {}
     for number, record in records(path, MooncakeRecord, "mooncake_trace"):
@@ -76,7 +79,7 @@ def mooncake_trace(path: Path, options: DatasetOptions, tokenizer: Tokenizer) ->
         turn = Turn(
             text=text,
             input_tokens=count,
-            max_tokens=record.output_length if record.output_length is not None else max_tokens(rng, options),
+            max_tokens=record.output_length if record.output_length is not None else max_tokens(rng, spec.prompts),
             timestamp_ms=record.timestamp,
             delay_ms=record.delay,
         )

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import enum
+from aiperf.config import EndpointKind
 
-
-class EndpointType(enum.StrEnum):
-    """OpenAI-compatible endpoint kinds (AIPerf's `--endpoint-type` values)."""
-
-    CHAT = "chat"
-    COMPLETIONS = "completions"
-    EMBEDDINGS = "embeddings"
+EndpointType = EndpointKind
+"""OpenAI-compatible endpoint kinds (AIPerf's `--endpoint-type` values): the model's enum."""
 
 
 _PATHS: dict[EndpointType, str] = {

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from aiperf.config import Endpoint
 from aiperf.endpoints.kinds import EndpointType
 
 
@@ -63,6 +64,12 @@ class PayloadBuilder:
         self._static_inner = b"," + inner if inner else b""
         # Extras that override a per-request field force the (slower) dict merge.
         self._slow = self._prompt_key in extras or (bool(self._token_key) and self._token_key in extras)
+
+    @classmethod
+    def of(cls, endpoint: Endpoint, model: str) -> PayloadBuilder:
+        """The builder for `endpoint`'s requests to `model`."""
+        return cls(endpoint_type=endpoint.type, model=model, streaming=endpoint.streaming,
+                   extra_inputs=endpoint.extra, use_legacy_max_tokens=endpoint.use_legacy_max_tokens)
 
     @property
     def endpoint_type(self) -> EndpointType:

@@ -28,9 +28,9 @@ TCP_BIND_HOST = "0.0.0.0"
 
 def require_secrets(settings: KubeSettings, run_config: RunConfig) -> None:
     """Fail closed: raise `KubeConfigError` when the run needs a secret (headers named in the
-    profile, or `settings.require_api_key`) that no Secret reference supplies."""
+    benchmark, or `settings.require_api_key`) that no Secret reference supplies."""
     mapped = settings.endpoint_secret_env()
-    header_names = run_config.profile.header_names if run_config.profile is not None else []
+    header_names = run_config.benchmark.endpoint.header_names
     if header_names and HEADERS_ENV not in mapped:
         raise KubeConfigError(
             f"the run sends headers {', '.join(header_names)} but no Secret supplies {HEADERS_ENV}: "

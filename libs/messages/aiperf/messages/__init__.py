@@ -5,18 +5,31 @@ This package imports only msgspec (enforced by tests/architecture).
 
 from aiperf.messages.base import Message, Phase, ServiceState, ServiceType, SystemState
 from aiperf.messages.control import (
+    Ack,
+    BuildDataset,
     Command,
-    CommandReply,
+    CommandFailed,
+    CreditsLost,
+    DatasetBuilt,
+    Finalize,
+    Finalized,
+    GroupReady,
     Heartbeat,
+    PhaseAccounting,
+    PrepareGroup,
     ProfileCancel,
     ProfileConfigure,
+    ProfileFinished,
     ProfileStart,
     Register,
-    ServiceCommand,
+    Replies,
+    Reply,
+    RunAccounting,
     ServiceStatus,
     Shutdown,
     ToController,
     ToService,
+    WorkerLost,
 )
 from aiperf.messages.credits import (
     CancelCredits,
@@ -53,13 +66,14 @@ from aiperf.messages.records import (
 )
 
 __all__ = [
-    "CancelCredits", "Command", "CommandReply", "Credit", "CreditChannel", "CreditReturn",
-    "CreditReturnChannel", "CreditUpstream", "DatasetConfigured", "ErrorDetails", "Event",
-    "FirstToken", "Heartbeat", "Message", "MetricRecord", "Phase", "PhaseComplete",
-    "PhaseSendingComplete", "PhaseStarted", "ProfileCancel", "ProfileConfigure", "ProfileStart",
-    "Progress", "RawRecordChannel", "RealtimeMetrics", "RecordChannel", "Register",
-    "RequestRecord", "ServiceCommand", "ServiceFailed", "ServiceState", "ServiceStatus",
-    "ServiceType", "Shutdown", "SystemState", "SystemStateChanged", "TimePing", "TimePong",
-    "ToController", "ToService", "WorkerConnected", "WorkerGroupReady", "WorkerLeaving",
-    "topic_of",
+    "Ack", "BuildDataset", "CancelCredits", "Command", "CommandFailed", "Credit", "CreditChannel",
+    "CreditReturn", "CreditReturnChannel", "CreditUpstream", "CreditsLost", "DatasetBuilt",
+    "DatasetConfigured", "ErrorDetails", "Event", "Finalize", "Finalized", "FirstToken", "GroupReady",
+    "Heartbeat", "Message", "MetricRecord", "Phase", "PhaseAccounting", "PhaseComplete",
+    "PhaseSendingComplete", "PhaseStarted", "PrepareGroup", "ProfileCancel", "ProfileConfigure",
+    "ProfileFinished", "ProfileStart", "Progress", "RawRecordChannel", "RealtimeMetrics",
+    "RecordChannel", "Register", "Replies", "Reply", "RequestRecord", "RunAccounting",
+    "ServiceFailed", "ServiceState", "ServiceStatus", "ServiceType", "Shutdown", "SystemState",
+    "SystemStateChanged", "TimePing", "TimePong", "ToController", "ToService", "WorkerConnected",
+    "WorkerGroupReady", "WorkerLeaving", "WorkerLost", "topic_of",
 ]

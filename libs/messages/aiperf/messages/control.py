@@ -1,15 +1,18 @@
 """The `control` channel: services (DEALER) <-> system-controller (ROUTER).
 
-Services send `ToController` messages; the controller sends `ToService` messages. Every command
-carries a `request_id` that its `CommandReply` echoes; a failed handler travels back as
-`ok=False` with the error text.
+Services send `ToController` messages; the controller sends `ToService` commands. A command
+`Command[R]` is answered by exactly one reply carrying its `request_id`: an `R` when it was
+carried out, a `CommandFailed` when not (the handler's exception, or a command the service does
+not know). docs/run-protocol.md lists who receives which command and when.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import ClassVar, Generic, TypeVar
 
-from aiperf.messages.base import Message, ServiceState, ServiceType
+import msgspec
+
+from aiperf.messages.base import Message, Phase, ServiceState, ServiceType
 
 
 class Register(Message, frozen=True, kw_only=True):
@@ -38,53 +41,177 @@ class ServiceStatus(Message, frozen=True, kw_only=True):
     error: str = ""
 
 
-class CommandReply(Message, frozen=True, kw_only=True):
-    """Answer to one command; `error` (and the exception's class name in `error_type`, e.g.
-    `UserError`) is set when `ok` is false."""
+# -- replies ----------------------------------------------------------------------------------
 
-    request_id: str
-    service_id: str
-    ok: bool
-    error: str = ""
-    result: dict[str, Any] = {}
+class Reply(Message, frozen=True, kw_only=True):
+    """Base of every answer to a command: which request it answers and who answers. A service's
+    handler returns the reply without them; the control client stamps both before sending."""
+
+    request_id: str = ""
+    service_id: str = ""
+
+
+class Ack(Reply, frozen=True, kw_only=True):
+    """The command was carried out; nothing to report."""
+
+
+class CommandFailed(Reply, frozen=True, kw_only=True):
+    """The command was not carried out: `error` says why; `error_type` is the exception's class
+    name (`UserError` marks a user mistake, `UnknownCommand` a command the service lacks)."""
+
+    error: str
     error_type: str = ""
 
 
-class Shutdown(Message, frozen=True, kw_only=True):
-    """Stop gracefully and exit 0."""
+class DatasetBuilt(Reply, frozen=True, kw_only=True):
+    """The dataset files are written under `dataset_dir`."""
 
+    dataset_dir: str
+    conversations: int
+
+
+class GroupReady(Reply, frozen=True, kw_only=True):
+    """The dataset is readable inside worker group `group_id` at `dataset_dir` (the pod's own copy
+    in Kubernetes); `members` are the group's workers and record-processors."""
+
+    dataset_dir: str
+    group_id: str
+    members: list[str]
+    conversations: int
+
+
+class PhaseAccounting(msgspec.Struct, frozen=True, kw_only=True):
+    """Where every credit of one phase went. Balanced when `issued == ok + failed + cancelled +
+    lost` and `returned + lost == issued`. Times are the timing-manager's `perf_counter_ns`
+    (`*_ns`) and wall clock (`*_wall_ns`). `stopped_reason` is set only when issuing ended early
+    for a reason other than the plan (cancelled, no workers left)."""
+
+    issued: int = 0
+    returned: int = 0
+    sent: int = 0
+    ok: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    lost: int = 0
+    start_ns: int = 0
+    end_ns: int = 0
+    start_wall_ns: int = 0
+    end_wall_ns: int = 0
+    schedule_lag_p50_ns: int = 0
+    schedule_lag_p99_ns: int = 0
+    stopped_reason: str = ""
+
+
+class RunAccounting(msgspec.Struct, frozen=True, kw_only=True):
+    """The accounting of a whole run, per phase in the order they ran. `cancelled`: the run was
+    cancelled (`ProfileCancel`); `stopped_reason`: the last phase's early-stop reason, if any."""
+
+    phases: dict[Phase, PhaseAccounting] = {}
+    cancelled: bool = False
+    stopped_reason: str = ""
+
+
+class ProfileFinished(Reply, frozen=True, kw_only=True):
+    """Every credit of every phase came back or was declared lost."""
+
+    accounting: RunAccounting
+
+
+class CreditsLost(Reply, frozen=True, kw_only=True):
+    """`lost` credits in flight at the lost worker were written off."""
+
+    lost: int
+
+
+class Finalized(Reply, frozen=True, kw_only=True):
+    """The exports are written. `table` is the console table as text; `balanced` is false when
+    the accounting does not add up (`problems` says how); `startup_s` is command start to first
+    request (None when unknown); `files` are the export file names under `artifact_dir`."""
+
+    table: str
+    accounting_line: str
+    balanced: bool
+    problems: list[str] = []
+    overhead_line: str = ""
+    startup_s: float | None = None
+    request_count: int = 0
+    error_request_count: int = 0
+    artifact_dir: str = ""
+    files: list[str] = []
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+R = TypeVar("R", bound=Reply)
+
+
+class Command(Message, Generic[R], frozen=True, kw_only=True):
+    """Base of every command; `reply` is the type of its successful answer."""
+
+    reply: ClassVar[type[Reply]] = Ack
     request_id: str
+
+
+class Shutdown(Command[Ack], frozen=True, kw_only=True):
+    """Stop gracefully and exit 0 (answered before stopping)."""
+
     reason: str = ""
 
 
-class ProfileConfigure(Message, frozen=True, kw_only=True):
-    """Prepare for the run (build the dataset, connect to peers); reply when ready."""
+class BuildDataset(Command[DatasetBuilt], frozen=True, kw_only=True):
+    """dataset-manager: build the run's dataset and write its files."""
 
-    request_id: str
-    options: dict[str, Any] = {}
-
-
-class ProfileStart(Message, frozen=True, kw_only=True):
-    """Begin the benchmark (timing-manager starts issuing credits)."""
-
-    request_id: str
+    reply = DatasetBuilt
 
 
-class ProfileCancel(Message, frozen=True, kw_only=True):
-    """Stop the benchmark early; services keep what they have and finish their part."""
+class PrepareGroup(Command[GroupReady], frozen=True, kw_only=True):
+    """worker-group-manager: make the dataset at `dataset_dir` readable in the group (Kubernetes:
+    download it once per pod, from `dataset_url` when given, else the controller's api)."""
 
-    request_id: str
+    reply = GroupReady
+    dataset_dir: str
+    dataset_url: str = ""
+
+
+class ProfileConfigure(Command[Ack], frozen=True, kw_only=True):
+    """Every other service: prepare for the run with the group's dataset at `dataset_dir`."""
+
+    dataset_dir: str
+
+
+class ProfileStart(Command[ProfileFinished], frozen=True, kw_only=True):
+    """timing-manager: run every phase; answered when all credits are settled."""
+
+    reply = ProfileFinished
+
+
+class ProfileCancel(Command[Ack], frozen=True, kw_only=True):
+    """timing-manager: stop the benchmark early; in-flight requests are cancelled."""
+
     reason: str = ""
 
 
-class ServiceCommand(Message, frozen=True, kw_only=True):
-    """A service-specific request: `name` selects the handler, `args` are its arguments."""
+class WorkerLost(Command[CreditsLost], frozen=True, kw_only=True):
+    """timing-manager: `worker_id` is gone; write off its credits, give it no more."""
 
-    request_id: str
-    name: str
-    args: dict[str, Any] = {}
+    reply = CreditsLost
+    worker_id: str
 
 
-ToController = Register | Heartbeat | ServiceStatus | CommandReply
-ToService = Shutdown | ProfileConfigure | ProfileStart | ProfileCancel | ServiceCommand
-Command = ToService
+class Finalize(Command[Finalized], frozen=True, kw_only=True):
+    """records-manager: wait (bounded) for one record per returned credit, then write the exports.
+    `lost_groups` are worker groups lost with their pod (their records may be missing);
+    `records_timeout_s` None is the records-manager's default wait."""
+
+    reply = Finalized
+    accounting: RunAccounting
+    was_cancelled: bool = False
+    lost_groups: list[str] = []
+    records_timeout_s: float | None = None
+
+
+ToController = (Register | Heartbeat | ServiceStatus | Ack | CommandFailed | DatasetBuilt | GroupReady
+                | ProfileFinished | CreditsLost | Finalized)
+ToService = (Shutdown | BuildDataset | PrepareGroup | ProfileConfigure | ProfileStart | ProfileCancel
+             | WorkerLost | Finalize)
+Replies = Ack | CommandFailed | DatasetBuilt | GroupReady | ProfileFinished | CreditsLost | Finalized

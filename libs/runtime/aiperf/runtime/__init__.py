@@ -9,6 +9,7 @@ from aiperf.runtime.errors import (
     CommandError,
     GiveUp,
     RetryLater,
+    UnknownCommand,
     UserError,
 )
 from aiperf.runtime.lifecycle import IllegalTransition, Lifecycle
@@ -25,6 +26,6 @@ from aiperf.runtime.service import (
 __all__ = [
     "EXIT_FAILED", "EXIT_OK", "EXIT_USER_ERROR", "Build", "CommandError", "CommandHandler",
     "ControlClient", "GiveUp", "IllegalTransition", "Lifecycle", "RetryLater", "Service",
-    "ServiceContext", "UserError", "addressing_of", "configure_logging", "run_service",
+    "ServiceContext", "UnknownCommand", "UserError", "addressing_of", "configure_logging", "run_service",
     "service_main",
 ]

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import anyio
 import structlog
@@ -20,9 +21,10 @@ from anyio.abc import TaskStatus
 from aiperf.comms import BadMessage, PendingReplies, RouterSocket
 from aiperf.messages import (
     Command,
-    CommandReply,
+    CommandFailed,
     Heartbeat,
     Register,
+    Reply,
     ServiceState,
     ServiceStatus,
     ServiceType,
@@ -31,6 +33,8 @@ from aiperf.messages import (
 from aiperf.runtime.errors import CommandError
 
 log = structlog.get_logger("aiperf.runtime.control_server")
+
+R = TypeVar("R", bound=Reply)
 
 
 @dataclass(kw_only=True)
@@ -63,7 +67,7 @@ class ControlServer:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._router, self._clock = router, clock
         self.services: dict[str, ServiceInfo] = {}
-        self._pending: PendingReplies[CommandReply] = PendingReplies()
+        self._pending: PendingReplies[Reply] = PendingReplies()
         self._changed = anyio.Event()
         self._ids = itertools.count()
 
@@ -92,7 +96,7 @@ class ControlServer:
             case ServiceStatus():
                 if (info := self.services.get(peer)) is not None:
                     info.last_seen, info.state, info.error = now, message.state, message.error
-            case CommandReply():
+            case Reply():
                 self._pending.resolve(message.request_id, message)
         self._notify()
 
@@ -136,27 +140,31 @@ class ControlServer:
         """A request id unique within this controller."""
         return f"{prefix}-{next(self._ids)}"
 
-    async def ask(self, service_id: str, command: Command, *, timeout: float) -> CommandReply:
-        """Send `command` to one service and wait for its reply.
+    async def ask(self, service_id: str, command: Command[R], *, timeout: float) -> R:
+        """Send `command` to one service and wait for its reply, an instance of `command.reply`.
 
         Raises `AskTimeout`, `PeerUnreachable` (the service is gone), or `CommandError` when
-        the service answered with an error."""
+        the service refused (`CommandFailed`) or answered with another reply type."""
+        name = type(command).__name__
         reply = await self._pending.ask(
             command.request_id, lambda: self._router.send(service_id.encode(), command),
             target=service_id, timeout=timeout)
-        if not reply.ok:
-            raise CommandError(service_id, type(command).__name__, reply.error, reply.error_type)
-        return reply
+        if isinstance(reply, CommandFailed):
+            raise CommandError(service_id, name, reply.error, reply.error_type)
+        if not isinstance(reply, command.reply):
+            raise CommandError(service_id, name, f"unexpected reply {type(reply).__name__}, "
+                                                 f"expected {command.reply.__name__}")
+        return reply  # type: ignore[return-value]  # checked: command.reply is R
 
-    async def ask_all(self, service_ids: Iterable[str], make: Callable[[str], Command], *,
-                      timeout: float) -> dict[str, CommandReply | Exception]:
-        """Ask each service concurrently (`make(request_id)` builds its command); returns
-        each one's reply or the exception it raised."""
-        results: dict[str, CommandReply | Exception] = {}
+    async def ask_all(self, service_ids: Iterable[str], make: Callable[[str, str], Command[R]], *,
+                      timeout: float) -> dict[str, R | Exception]:
+        """Ask each service concurrently (`make(service_id, request_id)` builds its command);
+        returns each one's reply or the exception its ask raised, once all are in."""
+        results: dict[str, R | Exception] = {}
 
         async def one(sid: str) -> None:
             try:
-                results[sid] = await self.ask(sid, make(self.new_request_id(sid)), timeout=timeout)
+                results[sid] = await self.ask(sid, make(sid, self.new_request_id(sid)), timeout=timeout)
             except Exception as exc:
                 results[sid] = exc
 

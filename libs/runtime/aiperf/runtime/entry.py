@@ -21,7 +21,7 @@ def service_main(service_type: ServiceType, build: Build, argv: list[str] | None
         description=f"Run one aiperf {service_type} process. It registers with the "
                     "system-controller found through run_config.json (IPC) or "
                     "AIPERF_CONTROLLER_HOST (TCP). To debug it alone, start fakes of its "
-                    "peers first: `aiperf dev fakes --for " + str(service_type) + " --config FILE`.")
+                    "peers first: `aiperf dev-fakes --for " + str(service_type) + "`.")
     parser.add_argument("--config", required=True, help="path of run_config.json")
     parser.add_argument("--service-id", default=str(service_type),
                         help="unique id, also the ZMQ identity (default: the type)")

@@ -4,6 +4,7 @@
 - `GiveUp`: permanent; retrying cannot help (the service fails with this reason).
 - `UserError`: a user mistake (bad flag, missing file, unreachable URL); one clear line,
   exit code 2, never a traceback.
+- `UnknownCommand`: a command this service does not handle (a `GiveUp`: asking again cannot help).
 - `BadMessage` (from `aiperf.comms`): a frame that does not decode, with peer and channel.
 """
 
@@ -22,6 +23,10 @@ class RetryLater(Exception):
 
 class GiveUp(Exception):
     """A permanent failure: the operation cannot succeed."""
+
+
+class UnknownCommand(GiveUp):
+    """A control command the receiving service does not handle."""
 
 
 class UserError(Exception):
@@ -50,4 +55,4 @@ def root_cause(exc: BaseException) -> BaseException:
 
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USER_ERROR", "BadMessage", "CommandError", "GiveUp",
-           "RetryLater", "UserError", "root_cause"]
+           "RetryLater", "UnknownCommand", "UserError", "root_cause"]

@@ -22,7 +22,7 @@ from anyio.abc import TaskStatus
 
 from aiperf.comms import Addressing, Channel, DealerSocket
 from aiperf.config import RunConfig
-from aiperf.messages import Command, ServiceState, ServiceType, ToService
+from aiperf.messages import Command, Reply, ServiceState, ServiceType, ToService
 from aiperf.runtime.control_client import ControlClient
 from aiperf.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, UserError, root_cause
 from aiperf.runtime.lifecycle import Lifecycle
@@ -40,10 +40,11 @@ class Service(Protocol):
 
 @runtime_checkable
 class CommandHandler(Protocol):
-    """Optional: services that accept commands beyond `Shutdown` implement `handle`; its
-    return value is the reply's `result`, its exception the reply's error."""
+    """Optional: services that accept commands beyond `Shutdown` implement `handle`: it returns
+    the reply (an instance of `command.reply`; None for `Ack`) or raises (`UnknownCommand` for a
+    command it does not handle); the exception travels back as `CommandFailed`."""
 
-    async def handle(self, command: Command) -> dict[str, Any]: ...
+    async def handle(self, command: Command[Any]) -> Reply | None: ...
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,8 +17,8 @@ from aiperf.api.app import AppConfig, create_app
 from aiperf.api.server import HttpServer, InFlight, ServerFactory, free_tcp_port
 from aiperf.api.view import RunView
 from aiperf.comms import BadMessage
-from aiperf.messages import Command, Event, ProfileConfigure
-from aiperf.runtime import UserError
+from aiperf.messages import Command, Event, ProfileConfigure, Reply
+from aiperf.runtime import UnknownCommand, UserError
 
 log = structlog.get_logger("aiperf.api")
 
@@ -38,8 +38,8 @@ class Api:
 
     `run` binds `host:port` (port 0: a free port picked at start), reports started once the
     server accepts connections, applies every event to `view` until cancelled, then closes the
-    WebSockets and stops the server before returning. `handle` answers `ProfileConfigure` with
-    the base URL (waiting until the server listens) and rejects anything else. Construct it
+    WebSockets and stops the server before returning. `handle` answers `ProfileConfigure` once
+    the server listens and rejects anything else. Construct it
     inside the event loop that runs it.
     """
 
@@ -86,14 +86,12 @@ class Api:
                 with anyio.CancelScope(shield=True):
                     await self._stop(server)
 
-    async def handle(self, command: Command) -> dict[str, Any]:
-        """`ProfileConfigure` -> ``{"url": "http://host:port"}`` once listening; others:
-        `ValueError`."""
-        match command:
-            case ProfileConfigure():
-                await self._ready.wait()
-                return {"url": self.url}
-        raise ValueError(f"api does not handle {type(command).__name__}")
+    async def handle(self, command: Command[Any]) -> Reply | None:
+        """`ProfileConfigure`: answered once the server listens; others: `UnknownCommand`."""
+        if not isinstance(command, ProfileConfigure):
+            raise UnknownCommand(f"the api does not handle {type(command).__name__}")
+        await self._ready.wait()
+        return None
 
     @property
     def _connect_host(self) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from aiperf.comms import Channel, Publisher
 from aiperf.dataset_manager.service import DatasetManager
+from aiperf.endpoints import PayloadBuilder
 from aiperf.messages import ServiceType
 from aiperf.runtime import Service, ServiceContext, service_main
 
@@ -17,9 +18,12 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     events = await stack.enter_async_context(Publisher(
         ctx.zmq, connect=[ctx.addressing.connect_endpoint(Channel.EVENT_BUS_FRONTEND)]))
     artifacts = Path(ctx.config.artifact_dir)
-    return DatasetManager(profile=ctx.config.profile, dataset_dir=artifacts / "dataset",
-                          inputs_path=artifacts / "inputs.json", compress=ctx.config.kubernetes,
-                          events=events)
+    benchmark = ctx.config.benchmark
+    return DatasetManager(dataset=benchmark.dataset, seed=benchmark.dataset_seed,
+                          tokenizer=benchmark.tokenizer.name,
+                          payload=PayloadBuilder.of(benchmark.endpoint, benchmark.model),
+                          dataset_dir=artifacts / "dataset", inputs_path=artifacts / "inputs.json",
+                          compress=ctx.config.kubernetes, events=events)
 
 
 def main(argv: list[str] | None = None) -> int:

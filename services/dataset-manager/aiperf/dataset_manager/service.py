@@ -11,18 +11,11 @@ import orjson
 import structlog
 from anyio.abc import TaskStatus
 
-from aiperf.config import ProfileOptions
-from aiperf.dataset import (
-    DatasetError,
-    DatasetOptions,
-    Turn,
-    build_conversations,
-    write_dataset,
-    write_inputs_json,
-)
-from aiperf.endpoints import EndpointType, PayloadBuilder
-from aiperf.messages import Command, DatasetConfigured, Event, ProfileConfigure
-from aiperf.runtime import UserError
+from aiperf.config import Dataset
+from aiperf.dataset import DatasetError, Turn, build_conversations, write_dataset, write_inputs_json
+from aiperf.endpoints import PayloadBuilder
+from aiperf.messages import BuildDataset, Command, DatasetBuilt, DatasetConfigured, Event, Reply
+from aiperf.runtime import UnknownCommand, UserError
 from aiperf.tokenizer import TokenizerError, load_tokenizer
 
 log = structlog.get_logger("aiperf.dataset_manager")
@@ -30,16 +23,6 @@ log = structlog.get_logger("aiperf.dataset_manager")
 
 class EventSink(Protocol):
     async def publish(self, event: Event) -> None: ...
-
-
-def dataset_options(profile: ProfileOptions) -> DatasetOptions:
-    """The dataset flags of `profile`; raises `UserError` naming a bad flag."""
-    try:
-        return DatasetOptions(**{**profile.dataset, "random_seed": profile.random_seed})
-    except DatasetError as exc:
-        raise UserError(str(exc)) from exc
-    except TypeError as exc:
-        raise UserError(f"invalid dataset option: {exc}") from exc
 
 
 def _warm_tokenizer(spec: str | None) -> None:
@@ -51,11 +34,15 @@ def _warm_tokenizer(spec: str | None) -> None:
 
 
 class DatasetManager:
-    """Builds the dataset on `ProfileConfigure` (in a worker thread: it is CPU-bound)."""
+    """Builds `dataset` (seeded by `seed`, tokens counted with `tokenizer`: a tokenizer.json path,
+    None for the bundled one) on `BuildDataset`, in a worker thread: it is CPU-bound. `payload`
+    formats each turn's request body for `inputs.json`."""
 
-    def __init__(self, *, profile: ProfileOptions | None, dataset_dir: Path, inputs_path: Path,
-                 compress: bool, events: EventSink | None) -> None:
-        self._profile, self._dir, self._inputs = profile, dataset_dir, inputs_path
+    def __init__(self, *, dataset: Dataset, seed: int | None, tokenizer: str | None,
+                 payload: PayloadBuilder, dataset_dir: Path, inputs_path: Path, compress: bool,
+                 events: EventSink | None) -> None:
+        self._dataset, self._seed, self._tokenizer, self._payload = dataset, seed, tokenizer, payload
+        self._dir, self._inputs = dataset_dir, inputs_path
         self._compress, self._events = compress, events
         self._warm = anyio.Event()
         self._warming = False
@@ -66,38 +53,32 @@ class DatasetManager:
         task_status.started()
         self._warming = True
         try:
-            if self._profile is not None:
-                await anyio.to_thread.run_sync(_warm_tokenizer, self._profile.tokenizer)
+            await anyio.to_thread.run_sync(_warm_tokenizer, self._tokenizer)
         finally:
             self._warm.set()
         await anyio.sleep_forever()
 
-    async def handle(self, command: Command) -> dict[str, Any]:
-        """`ProfileConfigure`: build and write; replies `{"dataset_dir", "conversations"}`."""
-        if not isinstance(command, ProfileConfigure):
-            raise ValueError(f"dataset-manager does not handle {type(command).__name__}")
-        if self._profile is None:
-            raise UserError("no profile options in run_config.json")
+    async def handle(self, command: Command[Any]) -> Reply | None:
+        """`BuildDataset`: build and write the files. Raises `UserError` for a bad tokenizer or
+        dataset file, `UnknownCommand` for any other command."""
+        if not isinstance(command, BuildDataset):
+            raise UnknownCommand(f"the dataset-manager does not handle {type(command).__name__}")
         if self._warming:  # the warm-up loads the same tokenizer: never load it twice
             await self._warm.wait()
-        result = await anyio.to_thread.run_sync(self._build, self._profile)
+        built = await anyio.to_thread.run_sync(self._build)
         if self._events is not None:
-            await self._events.publish(DatasetConfigured(conversations=result["conversations"],
-                                                         path=result["dataset_dir"],
-                                                         compressed=self._compress))
-        return result
+            await self._events.publish(DatasetConfigured(conversations=built.conversations,
+                                                         path=built.dataset_dir, compressed=self._compress))
+        return built
 
-    def _build(self, profile: ProfileOptions) -> dict[str, Any]:
-        options = dataset_options(profile)
+    def _build(self) -> DatasetBuilt:
         try:
-            tokenizer = load_tokenizer(profile.tokenizer)
-            conversations = build_conversations(options, tokenizer)
+            tokenizer = load_tokenizer(self._tokenizer)
+            conversations = build_conversations(self._dataset, tokenizer, seed=self._seed)
         except (TokenizerError, DatasetError) as exc:
             raise UserError(str(exc)) from exc
         files = write_dataset(self._dir, conversations, compress=self._compress)
-        builder = PayloadBuilder(endpoint_type=EndpointType(profile.endpoint_type), model=profile.model,
-                                 streaming=profile.streaming, extra_inputs=profile.extra_inputs,
-                                 use_legacy_max_tokens=profile.use_legacy_max_tokens)
+        builder = self._payload
 
         def payload_of(turn: Turn) -> dict[str, Any]:
             parsed: dict[str, Any] = orjson.loads(builder.build(turn.text, max_tokens=turn.max_tokens))
@@ -106,4 +87,4 @@ class DatasetManager:
         write_inputs_json(self._inputs, conversations, payload_of)
         log.info("dataset.configured", conversations=files.count, bytes=files.data_bytes,
                  tokenizer=tokenizer.name)
-        return {"dataset_dir": str(self._dir), "conversations": files.count}
+        return DatasetBuilt(dataset_dir=str(self._dir), conversations=files.count)

@@ -32,7 +32,9 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
         ctx.zmq, decode=RawRecordChannel, channel="raw_records", bind=[endpoint]))
     out = await stack.enter_async_context(PushSocket(
         ctx.zmq, channel="records", connect=[ctx.addressing.connect_endpoint(Channel.RECORDS)]))
-    return RecordProcessor(service_id=ctx.service_id, profile=ctx.config.profile, raw=raw, out=out)
+    benchmark = ctx.config.benchmark
+    return RecordProcessor(service_id=ctx.service_id, endpoint=benchmark.endpoint,
+                           tokenizer=benchmark.tokenizer.name, raw=raw, out=out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,11 +15,11 @@ import structlog
 from anyio.abc import TaskStatus
 
 from aiperf.comms import BadMessage
-from aiperf.config import ProfileOptions
-from aiperf.endpoints import EndpointType, parse_response
-from aiperf.messages import Command, ErrorDetails, MetricRecord, ProfileConfigure, RequestRecord
+from aiperf.config import Endpoint
+from aiperf.endpoints import parse_response
+from aiperf.messages import Command, ErrorDetails, MetricRecord, ProfileConfigure, Reply, RequestRecord
 from aiperf.metrics import compute_metrics
-from aiperf.runtime import GiveUp, UserError
+from aiperf.runtime import UnknownCommand, UserError
 from aiperf.tokenizer import Tokenizer, TokenizerError, load_tokenizer
 
 log = structlog.get_logger("aiperf.record_processor")
@@ -41,16 +41,18 @@ LoadTokenizer = Callable[[str | None], Tokenizer]
 
 
 class RecordProcessor:
-    """Turns each `RequestRecord` into a `MetricRecord`, one at a time.
+    """Turns each `RequestRecord` into a `MetricRecord`, one at a time, parsing responses of
+    `endpoint` and counting tokens with `tokenizer` (a tokenizer.json path; None: bundled).
 
-    Records that arrive before `ProfileConfigure` loaded the tokenizer wait for it. Must be
-    constructed inside the event loop.
+    The tokenizer loads as soon as the service runs; records that arrive before
+    `ProfileConfigure` confirmed it loaded wait for it. Must be constructed inside the event loop.
     """
 
-    def __init__(self, *, service_id: str, profile: ProfileOptions | None, raw: RawSource,
+    def __init__(self, *, service_id: str, endpoint: Endpoint, tokenizer: str | None, raw: RawSource,
                  out: Sink, tokenizer_loader: LoadTokenizer = load_tokenizer) -> None:
         self.service_id = service_id
-        self._profile, self._raw, self._out, self._load = profile, raw, out, tokenizer_loader
+        self._endpoint, self._tokenizer_name = endpoint, tokenizer
+        self._raw, self._out, self._load = raw, out, tokenizer_loader
         self._tokenizer: Tokenizer | None = None
         self._load_error: Exception | None = None
         self._loaded = anyio.Event()
@@ -58,23 +60,21 @@ class RecordProcessor:
         self._ready = anyio.Event()
         self.processed = 0
 
-    async def handle(self, command: Command) -> dict[str, Any]:
-        """`ProfileConfigure`: load the tokenizer (in a worker thread) and reply `{}`.
-        Raises `UserError` (the tokenizer's one-line message) for a bad `--tokenizer`,
-        `GiveUp` without a profile; other commands are refused (`ValueError`)."""
+    async def handle(self, command: Command[Any]) -> Reply | None:
+        """`ProfileConfigure`: answered once the tokenizer is loaded (in a worker thread).
+        Raises `UserError` (the tokenizer's one-line message) for a bad `--tokenizer` and
+        `UnknownCommand` for any other command."""
         if not isinstance(command, ProfileConfigure):
-            raise ValueError(f"record-processor does not handle {type(command).__name__}")
-        if self._profile is None:
-            raise GiveUp("ProfileConfigure in a run without a profile (bringup mode)")
+            raise UnknownCommand(f"the record-processor does not handle {type(command).__name__}")
         if not self._load_started:
-            await self._load_tokenizer(self._profile.tokenizer)
+            await self._load_tokenizer(self._tokenizer_name)
         await self._loaded.wait()
         if self._load_error is not None:
             raise self._load_error
         assert self._tokenizer is not None
         self._ready.set()
         log.info("record_processor.configured", tokenizer=self._tokenizer.name)
-        return {}
+        return None
 
     async def _load_tokenizer(self, spec: str | None) -> None:
         """Load the tokenizer in a worker thread, started with the service so the load
@@ -91,8 +91,7 @@ class RecordProcessor:
         """Ready at once (the tokenizer loads meanwhile); processes records until cancelled.
         An undecodable frame is logged and skipped."""
         async with anyio.create_task_group() as tg:
-            if self._profile is not None:
-                tg.start_soon(self._load_tokenizer, self._profile.tokenizer)
+            tg.start_soon(self._load_tokenizer, self._tokenizer_name)
             task_status.started()
             recv, send = self._raw.recv, self._out.send
             while True:
@@ -108,14 +107,14 @@ class RecordProcessor:
     def process(self, record: RequestRecord) -> MetricRecord:
         """The `MetricRecord` of `record` (pure CPU; never raises: a failure to process becomes
         a `RecordProcessingError` on the result). Requires the tokenizer to be loaded."""
-        profile, tokenizer = self._profile, self._tokenizer
-        assert profile is not None and tokenizer is not None
+        endpoint, tokenizer = self._endpoint, self._tokenizer
+        assert tokenizer is not None
         self.processed += 1
         try:
-            parsed = parse_response(EndpointType(profile.endpoint_type), record.streaming, record)
+            parsed = parse_response(endpoint.type, record.streaming, record)
             return compute_metrics(record, parsed, count_tokens=tokenizer.count,
                                    processor_id=self.service_id,
-                                   use_server_token_count=profile.use_server_token_count)
+                                   use_server_token_count=endpoint.use_server_token_count)
         except Exception as exc:  # a bug in parsing must not lose the record
             log.error("record_processor.failed", num=record.credit_num, worker=record.worker_id,
                       error=f"{type(exc).__name__}: {exc}")

@@ -19,8 +19,9 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
         bind=ctx.addressing.bind_endpoints(Channel.RECORDS)))
     events = await stack.enter_async_context(Publisher(
         ctx.zmq, connect=[ctx.addressing.connect_endpoint(Channel.EVENT_BUS_FRONTEND)]))
-    return RecordsManager(config=ctx.config, records=records, events=events,
-                          artifact_dir=Path(ctx.config.artifact_dir))
+    config = ctx.config
+    return RecordsManager(benchmark=config.benchmark, run_id=config.run_id, t0_wall_ns=config.t0_wall_ns,
+                          records=records, events=events, artifact_dir=Path(config.artifact_dir))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,15 +19,18 @@ import structlog
 from anyio.abc import TaskStatus
 from rich.console import Console
 
-from aiperf.config import RunConfig
+from aiperf.config import Benchmark
 from aiperf.messages import (
     Command,
     Event,
+    Finalize,
+    Finalized,
     MetricRecord,
     Phase,
+    PhaseAccounting,
     ProfileConfigure,
     Progress,
-    ServiceCommand,
+    Reply,
 )
 from aiperf.metrics import (
     Aggregator,
@@ -38,6 +41,7 @@ from aiperf.metrics import (
     write_summary_json,
 )
 from aiperf.records_manager.accounting import accounting_line, balance_problems, missing_records
+from aiperf.runtime import UnknownCommand
 
 log = structlog.get_logger("aiperf.records_manager")
 
@@ -59,16 +63,18 @@ class EventSink(Protocol):
 
 
 class RecordsManager:
-    """Consumes every `MetricRecord` of the run.
+    """Consumes every `MetricRecord` of run `run_id` measuring `benchmark`.
 
     Records are written to `profile_export.jsonl` as they arrive (the file is complete even
-    if the run is cancelled). `finalize` waits (bounded) for one record per returned credit.
+    if the run is cancelled). `Finalize` waits (bounded) for one record per returned credit.
+    `t0_wall_ns` (0: unknown) is when the command started, for the start-up figure.
     """
 
-    def __init__(self, *, config: RunConfig, records: RecordSource, events: EventSink | None,
-                 artifact_dir: Path, progress_interval_s: float = 1.0,
+    def __init__(self, *, benchmark: Benchmark, run_id: str, t0_wall_ns: int, records: RecordSource,
+                 events: EventSink | None, artifact_dir: Path, progress_interval_s: float = 1.0,
                  wall_clock: Callable[[], int] = time.time_ns) -> None:
-        self._config, self._records, self._events = config, records, events
+        self._benchmark, self._run_id, self._t0_wall_ns = benchmark, run_id, t0_wall_ns
+        self._records, self._events = records, events
         self._dir, self._interval, self._wall = artifact_dir, progress_interval_s, wall_clock
         self._aggregator = Aggregator()
         self._writer: JsonlRecordWriter | None = None
@@ -110,68 +116,62 @@ class RecordsManager:
                 await self._events.publish(Progress(phase=phase, completed=self._seen[phase],
                                                     errors=self._errors[phase]))
 
-    async def handle(self, command: Command) -> dict[str, Any]:
-        """`ProfileConfigure` opens the jsonl file; `finalize` writes the exports."""
+    async def handle(self, command: Command[Any]) -> Reply | None:
+        """`ProfileConfigure` opens the jsonl file; `Finalize` writes the exports."""
         match command:
             case ProfileConfigure():
                 self._dir.mkdir(parents=True, exist_ok=True)
                 self._writer = JsonlRecordWriter(self._dir / RECORDS_JSONL)
-                return {}
-            case ServiceCommand(name="finalize"):
-                return await self._finalize(command.args)
-        raise ValueError(f"records-manager does not handle {type(command).__name__}")
+                return None
+            case Finalize():
+                return await self._finalize(command)
+        raise UnknownCommand(f"the records-manager does not handle {type(command).__name__}")
 
-    async def _wait_for_records(self, expected: dict[str, int], timeout: float) -> None:
+    async def _wait_for_records(self, expected: dict[Phase, int], timeout: float) -> None:
         with anyio.move_on_after(timeout):
             while any(self._seen[p] < n for p, n in expected.items()):
                 await self._arrived.wait()
 
-    async def _finalize(self, args: dict[str, Any]) -> dict[str, Any]:
-        accounting: dict[str, Any] = args.get("accounting", {})
-        phases: dict[str, dict[str, Any]] = accounting.get("phases", {})
-        was_cancelled = bool(args.get("was_cancelled")) or bool(accounting.get("cancelled"))
-        lost_groups: list[str] = list(args.get("lost_groups", []))
-        default_wait = LOST_POD_RECORDS_WAIT_S if lost_groups else RECORDS_WAIT_S
-        await self._wait_for_records({p: c.get("returned", 0) for p, c in phases.items()},
-                                     float(args.get("records_timeout_s", default_wait)))
+    async def _finalize(self, command: Finalize) -> Finalized:
+        accounting = command.accounting
+        phases: dict[Phase, PhaseAccounting] = accounting.phases
+        was_cancelled = command.was_cancelled or accounting.cancelled
+        lost_groups = list(command.lost_groups)
+        wait = command.records_timeout_s
+        if wait is None:
+            wait = LOST_POD_RECORDS_WAIT_S if lost_groups else RECORDS_WAIT_S
+        await self._wait_for_records({p: c.returned for p, c in phases.items()}, wait)
         if self._writer is not None:
             self._writer.flush()
-        problems = balance_problems(phases, dict(self._seen), records_may_be_lost=bool(lost_groups))
-        missing = missing_records(phases, dict(self._seen)) if lost_groups else {}
-        profile = self._config.profile
+        seen = {Phase(p): n for p, n in self._seen.items()}
+        problems = balance_problems(phases, seen, records_may_be_lost=bool(lost_groups))
+        missing = missing_records(phases, seen) if lost_groups else {}
+        prof = phases.get(Phase.PROFILING, PhaseAccounting())
         duration = self._aggregator.observed_duration_s()
         if duration <= 0:
-            prof = phases.get(Phase.PROFILING, {})
-            duration = max(0.0, (prof.get("end_ns", 0) - prof.get("start_ns", 0)) / 1e9)
-        summary = self._aggregator.summary(benchmark_duration_s=duration,
-                                           goodput=dict(profile.goodput) if profile else None)
+            duration = max(0.0, (prof.end_ns - prof.start_ns) / 1e9)
+        summary = self._aggregator.summary(benchmark_duration_s=duration, goodput=dict(self._benchmark.slos))
         startup_s = None
-        if self._config.t0_wall_ns and math.isfinite(self._first_start_wall_ns):
-            startup_s = (self._first_start_wall_ns - self._config.t0_wall_ns) / 1e9
-        extras = {"accounting": phases, "accounting_balanced": not problems,
+        if self._t0_wall_ns and math.isfinite(self._first_start_wall_ns):
+            startup_s = (self._first_start_wall_ns - self._t0_wall_ns) / 1e9
+        extras = {"accounting": msgspec.to_builtins(phases), "accounting_balanced": not problems,
                   "accounting_problems": problems, "startup_to_first_request_s": startup_s,
-                  "stopped_reason": accounting.get("stopped_reason", ""),
-                  "records_lost_with_pods": missing, "lost_groups": lost_groups}
-        prof = phases.get(Phase.PROFILING, {})
-        start = dt.datetime.fromtimestamp(prof.get("start_wall_ns", self._wall()) / 1e9, dt.UTC)
-        end = dt.datetime.fromtimestamp(prof.get("end_wall_ns", self._wall()) / 1e9, dt.UTC)
-        input_config = msgspec.to_builtins(profile) if profile else {}
+                  "stopped_reason": accounting.stopped_reason,
+                  "records_lost_with_pods": {str(p): n for p, n in missing.items()}, "lost_groups": lost_groups}
+        start = dt.datetime.fromtimestamp((prof.start_wall_ns or self._wall()) / 1e9, dt.UTC)
+        end = dt.datetime.fromtimestamp((prof.end_wall_ns or self._wall()) / 1e9, dt.UTC)
+        input_config = msgspec.to_builtins(self._benchmark)
         write_summary_json(self._dir / SUMMARY_JSON, summary, input_config, None, start, end,
-                           was_cancelled, extras, benchmark_id=self._config.run_id)
+                           was_cancelled, extras, benchmark_id=self._run_id)
         write_summary_csv(self._dir / SUMMARY_CSV, summary)
-        return {
-            "table": render_table(summary),
-            "accounting_line": accounting_line(phases) + (
-                f"; records lost with pods {', '.join(lost_groups)}: {missing}" if missing else ""),
-            "balanced": not problems,
-            "problems": problems,
-            "overhead_line": overhead_line(summary),
-            "startup_s": startup_s,
-            "request_count": summary.request_count,
-            "error_request_count": summary.error_request_count,
-            "artifact_dir": str(self._dir),
-            "files": [SUMMARY_JSON, SUMMARY_CSV, RECORDS_JSONL],
-        }
+        lost_line = (f"; records lost with pods {', '.join(lost_groups)}: "
+                     f"{ {str(p): n for p, n in missing.items()} }" if missing else "")
+        return Finalized(
+            table=render_table(summary), accounting_line=accounting_line(phases) + lost_line,
+            balanced=not problems, problems=problems, overhead_line=overhead_line(summary),
+            startup_s=startup_s, request_count=summary.request_count,
+            error_request_count=summary.error_request_count, artifact_dir=str(self._dir),
+            files=[SUMMARY_JSON, SUMMARY_CSV, RECORDS_JSONL])
 
 
 def render_table(summary: Summary, width: int = 120) -> str:

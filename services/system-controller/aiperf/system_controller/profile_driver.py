@@ -4,25 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 import anyio
 import structlog
 
 from aiperf.config import RunConfig
 from aiperf.messages import (
-    CommandReply,
+    BuildDataset,
+    Finalize,
+    Finalized,
+    PrepareGroup,
     ProfileCancel,
     ProfileConfigure,
     ProfileStart,
-    ServiceCommand,
+    RunAccounting,
     ServiceType,
     SystemState,
+    WorkerLost,
 )
 from aiperf.runtime.control_server import ControlServer
 from aiperf.system_controller.service import RunFailed
 
 log = structlog.get_logger("aiperf.system_controller.profile")
+
+R = TypeVar("R")
 
 DATASET_TIMEOUT_S = 600.0
 FINALIZE_TIMEOUT_S = 120.0
@@ -32,11 +38,20 @@ GROUP_MEMBERS = frozenset({ServiceType.WORKER, ServiceType.RECORD_PROCESSOR})
 
 @dataclass(kw_only=True)
 class ProfileOutcome:
-    """What the run produced, for the CLI to print."""
+    """What the run produced, for the CLI to print: the timing-manager's accounting and the
+    records-manager's `Finalized` (None until the exports are written)."""
 
-    accounting: dict[str, Any] = field(default_factory=dict)
-    results: dict[str, Any] = field(default_factory=dict)
+    accounting: RunAccounting | None = None
+    results: Finalized | None = None
     lost_workers: list[str] = field(default_factory=list)
+
+
+def all_or_raise(replies: dict[str, R | Exception]) -> dict[str, R]:
+    """The replies of an `ask_all`, or the first failure among them raised."""
+    for reply in replies.values():
+        if isinstance(reply, Exception):
+            raise reply
+    return replies  # type: ignore[return-value]  # no exception left
 
 
 class ProfileDriver:
@@ -78,26 +93,24 @@ class ProfileDriver:
                     timeout=timeout)
 
             tg.start_soon(cancel_on_request)
-            start = await control.ask(timing_manager, ProfileStart(
+            finished = await control.ask(timing_manager, ProfileStart(
                 request_id=control.new_request_id("start")), timeout=float("inf"))
             tg.cancel_scope.cancel()
         self._profiling = False
-        self.outcome.accounting = start.result
+        accounting = self.outcome.accounting = finished.accounting
         await set_state(SystemState.PROCESSING)
         (records_manager,) = self._ids(control, ServiceType.RECORDS_MANAGER)
-        was_cancelled = cancelled.is_set() or bool(start.result.get("cancelled"))
+        was_cancelled = cancelled.is_set() or accounting.cancelled
         await set_state(SystemState.EXPORTING)
-        final = await control.ask(records_manager, ServiceCommand(
-            request_id=control.new_request_id("finalize"), name="finalize",
-            args={"accounting": start.result, "was_cancelled": was_cancelled,
-                  "lost_groups": self._lost_groups(control)}),
+        self.outcome.results = await control.ask(records_manager, Finalize(
+            request_id=control.new_request_id("finalize"), accounting=accounting,
+            was_cancelled=was_cancelled, lost_groups=self._lost_groups(control)),
             timeout=FINALIZE_TIMEOUT_S)
-        self.outcome.results = final.result
         return SystemState.CANCELLED if was_cancelled else SystemState.DONE
 
     async def _configure(self, control: ControlServer) -> None:
-        """Step 1-3 of docs/run-protocol.md: the dataset-manager builds the dataset (D); every
-        worker-group-manager makes it readable in its group and replies the group's folder
+        """Steps 1-3 of docs/run-protocol.md: the dataset-manager builds the dataset (D); every
+        worker-group-manager makes it readable in its group and names the group's folder
         (Kubernetes: a pod-local download; locally: D); then, concurrently, each group's
         workers and record-processors get their group's folder and every other service gets D.
 
@@ -107,16 +120,17 @@ class ProfileDriver:
         Raises `CommandError`/`AskTimeout` for a failed ask, `RunFailed` for a group without a
         worker-group-manager in Kubernetes mode."""
         (dataset_manager,) = self._ids(control, ServiceType.DATASET_MANAGER)
-        reply = await control.ask(dataset_manager, ProfileConfigure(
-            request_id=control.new_request_id("configure")), timeout=DATASET_TIMEOUT_S)
-        shared_dir = str(reply.result["dataset_dir"])
+        built = await control.ask(dataset_manager, BuildDataset(
+            request_id=control.new_request_id("dataset")), timeout=DATASET_TIMEOUT_S)
+        shared_dir = built.dataset_dir
         managers = self._ids(control, ServiceType.WORKER_GROUP_MANAGER)
-        group_dirs: dict[str, str] = {}
-        for sid, result in (await self._ask_each(control, {
-                sid: {"dataset_dir": shared_dir} for sid in managers}, timeout=DATASET_TIMEOUT_S)).items():
-            group_dirs[control.services[sid].group_id] = str(result.get("dataset_dir") or shared_dir)
+        groups = all_or_raise(await control.ask_all(
+            managers, lambda sid, rid: PrepareGroup(request_id=rid, dataset_dir=shared_dir),
+            timeout=DATASET_TIMEOUT_S))
+        group_dirs = {control.services[sid].group_id: ready.dataset_dir or shared_dir
+                      for sid, ready in groups.items()}
         log.info("profile.groups_ready", groups=sorted(group_dirs), dataset_dir=shared_dir)
-        options: dict[str, dict[str, Any]] = {}
+        dirs: dict[str, str] = {}
         for sid, info in control.services.items():
             if sid == dataset_manager or sid in managers:
                 continue
@@ -127,33 +141,10 @@ class ProfileDriver:
                 elif self._config.kubernetes:
                     raise RunFailed(f"{sid} belongs to group {info.group_id or '(none)'}, which has no "
                                     "worker-group-manager to make the dataset local to its pod")
-            options[sid] = {"dataset_dir": dataset_dir}
-        await self._ask_each(control, options, timeout=max(
-            self._config.runtime.command_timeout_s, self._config.runtime.registration_timeout_s + 5))
-
-    @staticmethod
-    async def _ask_each(control: ControlServer, options: dict[str, dict[str, Any]], *,
-                        timeout: float) -> dict[str, dict[str, Any]]:
-        """`ProfileConfigure(options=options[sid])` to every `sid` concurrently; their results,
-        or the first failure to arrive, raised once all answered."""
-        replies: dict[str, CommandReply | Exception] = {}
-
-        async def one(sid: str) -> None:
-            try:
-                replies[sid] = await control.ask(sid, ProfileConfigure(
-                    request_id=control.new_request_id(sid), options=options[sid]), timeout=timeout)
-            except Exception as exc:
-                replies[sid] = exc
-
-        async with anyio.create_task_group() as tg:
-            for sid in options:
-                tg.start_soon(one, sid)
-        results: dict[str, dict[str, Any]] = {}
-        for sid, reply in replies.items():
-            if isinstance(reply, Exception):
-                raise reply
-            results[sid] = reply.result
-        return results
+            dirs[sid] = dataset_dir
+        timeout = max(self._config.runtime.command_timeout_s, self._config.runtime.registration_timeout_s + 5)
+        all_or_raise(await control.ask_all(
+            dirs, lambda sid, rid: ProfileConfigure(request_id=rid, dataset_dir=dirs[sid]), timeout=timeout))
 
     def _lost_groups(self, control: ControlServer) -> list[str]:
         """Kubernetes: groups (pods) that lost workers; their record-processors may have
@@ -173,8 +164,8 @@ class ProfileDriver:
             return False
         self.outcome.lost_workers.append(service_id)
         (timing_manager,) = self._ids(control, ServiceType.TIMING_MANAGER)
-        reply = await control.ask(timing_manager, ServiceCommand(
-            request_id=control.new_request_id("lost"), name="worker_lost",
-            args={"worker_id": service_id}), timeout=self._config.runtime.command_timeout_s)
-        log.warning("profile.worker_lost", worker=service_id, why=why, lost=reply.result.get("lost"))
+        reply = await control.ask(timing_manager, WorkerLost(
+            request_id=control.new_request_id("lost"), worker_id=service_id),
+            timeout=self._config.runtime.command_timeout_s)
+        log.warning("profile.worker_lost", worker=service_id, why=why, lost=reply.lost)
         return True

@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
-
 from aiperf.config import RunConfig
+from aiperf.messages import Finalized
 from aiperf.system_controller.profile_driver import ProfileOutcome
 from aiperf.system_controller.service import Verdict
 
@@ -18,16 +17,16 @@ def report(config: RunConfig, verdict: Verdict, outcome: ProfileOutcome) -> int:
     the verdict; write the results-ready marker; return the exit code (2 when every request
     failed the way a wrong flag makes them fail, 1 when the accounting does not balance)."""
     results = outcome.results
-    if results:
-        print(results.get("table", ""))
-        print(f"accounting: {results.get('accounting_line', '')}")
-        if results.get("overhead_line"):
-            print(results["overhead_line"])
-        if results.get("startup_s") is not None:
-            print(f"start-up: {results['startup_s']:.2f} s from command start to first request sent")
-        for problem in results.get("problems", []):
+    if results is not None:
+        print(results.table)
+        print(f"accounting: {results.accounting_line}")
+        if results.overhead_line:
+            print(results.overhead_line)
+        if results.startup_s is not None:
+            print(f"start-up: {results.startup_s:.2f} s from command start to first request sent")
+        for problem in results.problems:
             print(f"ACCOUNTING MISMATCH: {problem}", file=sys.stderr)
-        print(f"results: {config.artifact_dir}/ ({', '.join(results.get('files', []))}, inputs.json)")
+        print(f"results: {config.artifact_dir}/ ({', '.join(results.files)}, inputs.json)")
     for lost in verdict.degraded:
         print(f"warning: lost {lost}", file=sys.stderr)
     if verdict.lost_pods:
@@ -43,25 +42,25 @@ def report(config: RunConfig, verdict: Verdict, outcome: ProfileOutcome) -> int:
     elif user_error:
         print(f"error: {user_error}", file=sys.stderr)
         return 2
-    if results and not results.get("balanced", True):
+    if results is not None and not results.balanced:
         return 1
     _write_ready_marker(config, verdict)
     return verdict.exit_code
 
 
-def _all_failed_hint(config: RunConfig, results: dict[str, Any]) -> str | None:
+def _all_failed_hint(config: RunConfig, results: Finalized | None) -> str | None:
     """A user-facing hint when every request failed the same way a wrong flag would."""
-    if not results or results.get("request_count", 0) or not results.get("error_request_count"):
+    if results is None or results.request_count or not results.error_request_count:
         return None
     try:
         doc = json.loads(Path(config.artifact_dir, "profile_export_aiperf.json").read_text())
     except (OSError, ValueError):
         return None
     codes = {e.get("error_details", {}).get("code") for e in doc.get("error_summary", [])}
-    assert config.profile is not None
+    endpoint = config.benchmark.endpoint
     if codes == {404}:
-        return (f"every request got HTTP 404 from {config.profile.url}: check --url and "
-                f"--endpoint-type ({config.profile.endpoint_type})")
+        return (f"every request got HTTP 404 from {endpoint.url}: check --url and "
+                f"--endpoint-type ({endpoint.type})")
     if codes <= {401, 403}:
         return "every request was refused (HTTP 401/403): check --api-key and --header"
     return None

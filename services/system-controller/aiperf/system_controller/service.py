@@ -335,7 +335,7 @@ class SystemController:
                 if info.state not in (ServiceState.STOPPED, ServiceState.FAILED)
                 and sid not in self._lost]
         replies = await self._control.ask_all(
-            live, lambda rid: Shutdown(request_id=rid, reason=str(self.state)), timeout=timeout)
+            live, lambda sid, rid: Shutdown(request_id=rid, reason=str(self.state)), timeout=timeout)
         for sid, reply in replies.items():
             if isinstance(reply, Exception):
                 log.warning("system.shutdown_unanswered", service=sid, error=str(reply))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 
-from aiperf.messages import CreditReturn, Phase
+from aiperf.messages import CreditReturn, Phase, PhaseAccounting
 from aiperf.timing_manager.schedule import percentile
 
 Outcome = Literal["", "ok", "failed", "cancelled", "lost"]
@@ -120,17 +120,14 @@ class PhaseLedger:
         if self.sending_done and not self.in_flight:
             self.drained.set()
 
-    def accounting(self) -> dict[str, Any]:
-        """The phase's entry of the `ProfileStart` reply (docs/run-protocol.md); adds
-        `stopped_reason` only when issuing ended early (cancelled, no workers left)."""
+    def accounting(self) -> PhaseAccounting:
+        """The phase's accounting; `stopped_reason` is kept only when issuing ended early
+        (cancelled, no workers left), not for the plan's own stops (count, duration)."""
         lags = sorted(self.lags_ns)
-        result: dict[str, Any] = {
-            "issued": self.issued, "returned": self.returned, "sent": self.sent, "ok": self.ok,
-            "failed": self.failed, "cancelled": self.cancelled, "lost": self.lost,
-            "start_ns": self.start_ns, "end_ns": self.end_ns,
-            "start_wall_ns": self.start_wall_ns, "end_wall_ns": self.end_wall_ns,
-            "schedule_lag_p50_ns": percentile(lags, 50), "schedule_lag_p99_ns": percentile(lags, 99),
-        }
-        if self.stopped_reason and self.stopped_reason not in ("count", "duration", "schedule"):
-            result["stopped_reason"] = self.stopped_reason
-        return result
+        early = self.stopped_reason not in ("", "count", "duration", "schedule")
+        return PhaseAccounting(
+            issued=self.issued, returned=self.returned, sent=self.sent, ok=self.ok, failed=self.failed,
+            cancelled=self.cancelled, lost=self.lost, start_ns=self.start_ns, end_ns=self.end_ns,
+            start_wall_ns=self.start_wall_ns, end_wall_ns=self.end_wall_ns,
+            schedule_lag_p50_ns=percentile(lags, 50), schedule_lag_p99_ns=percentile(lags, 99),
+            stopped_reason=self.stopped_reason if early else "")

@@ -30,7 +30,7 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> TimingManager:
     events = await stack.enter_async_context(Publisher(
         ctx.zmq, connect=[ctx.addressing.connect_endpoint(Channel.EVENT_BUS_FRONTEND)]))
     return TimingManager(
-        service_id=ctx.service_id, profile=ctx.config.profile,
+        service_id=ctx.service_id, phases=ctx.config.benchmark.phases, seed=ctx.config.benchmark.random_seed,
         expected_workers=ctx.config.services.expected()[ServiceType.WORKER],
         registration_timeout_s=ctx.config.runtime.registration_timeout_s,
         credits=credits, returns=returns, events=events,

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator, Sequence
+from typing import Literal
 
-from aiperf.config import RateMode
 from aiperf.runtime import UserError
 
 NS_PER_S = 1_000_000_000
+
+RateMode = Literal["constant", "poisson", "gamma"]
 
 
 def arrival_offsets_ns(*, rate: float, mode: RateMode, smoothness: float = 1.0,

@@ -12,8 +12,8 @@ import structlog
 from anyio.abc import TaskStatus
 
 from aiperf.dataset import DatasetReader
-from aiperf.messages import Command, ProfileConfigure
-from aiperf.runtime import GiveUp
+from aiperf.messages import Command, GroupReady, PrepareGroup, Reply
+from aiperf.runtime import GiveUp, UnknownCommand
 
 if TYPE_CHECKING:  # Kubernetes mode only: its HTTP client stays unimported locally
     from aiperf.worker_group_manager.download import PodDataset
@@ -40,27 +40,26 @@ class WorkerGroupManager:
         task_status.started()
         await anyio.sleep_forever()
 
-    async def handle(self, command: Command) -> dict[str, Any]:
-        """`ProfileConfigure(options={"dataset_dir": D, "dataset_url"?: U})` -> ``{"dataset_dir":
-        <the group's readable copy>, "group_id", "members", "conversations"}``.
+    async def handle(self, command: Command[Any]) -> Reply | None:
+        """`PrepareGroup(dataset_dir=D, dataset_url=U)` -> `GroupReady` naming the group's
+        readable copy of the dataset.
 
-        Locally the reply's `dataset_dir` is D. In Kubernetes it is the pod-local copy,
-        downloaded from U (default: ``http://$AIPERF_CONTROLLER_HOST:$AIPERF_API_PORT/api/dataset``)
-        on the first call only. Raises `GiveUp` when the dataset cannot be opened or fetched;
-        other commands are refused (`ValueError`)."""
-        if not isinstance(command, ProfileConfigure):
-            raise ValueError(f"worker-group-manager does not handle {type(command).__name__}")
+        Locally that is D. In Kubernetes it is the pod-local copy, downloaded from U (default:
+        ``http://$AIPERF_CONTROLLER_HOST:$AIPERF_API_PORT/api/dataset``) on the first call only.
+        Raises `GiveUp` when the dataset cannot be opened or fetched, `UnknownCommand` for any
+        other command."""
+        if not isinstance(command, PrepareGroup):
+            raise UnknownCommand(f"the worker-group-manager does not handle {type(command).__name__}")
         if self._pod_dataset is not None:
-            url = command.options.get("dataset_url")
-            got = await self._pod_dataset.ensure(str(url) if url else None)
+            got = await self._pod_dataset.ensure(command.dataset_url or None)
             dataset_dir, conversations = got.directory, got.conversations
         else:
-            dataset_dir = Path(str(command.options.get("dataset_dir", "")))
+            dataset_dir = Path(command.dataset_dir)
             conversations = await anyio.to_thread.run_sync(_open_count, dataset_dir)
         log.info("group.ready", group=self.group_id, members=len(self.members),
                  conversations=conversations, dataset_dir=str(dataset_dir))
-        return {"dataset_dir": str(dataset_dir), "group_id": self.group_id, "members": self.members,
-                "conversations": conversations}
+        return GroupReady(dataset_dir=str(dataset_dir), group_id=self.group_id, members=self.members,
+                          conversations=conversations)
 
 
 def _open_count(dataset_dir: Path) -> int:

@@ -76,7 +76,8 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     settings = WorkerSettings(worker_id=ctx.service_id, group_id=group, headers=headers,
                               measure_clock_offset=bool(os.environ.get(CONTROLLER_HOST_ENV)),
                               handshake_timeout_s=config.runtime.registration_timeout_s)
-    worker = Worker(settings=settings, profile=config.profile, credits=credits, returns=returns,
+    worker = Worker(settings=settings, endpoint=config.benchmark.endpoint, model=config.benchmark.model,
+                    credits=credits, returns=returns,
                     records=records, transport=AiohttpTransport(session),
                     probe=functools.partial(probe_return_channel, returns, log=log))
     stack.callback(worker.close)

@@ -20,7 +20,7 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from aiperf.comms import BadMessage
-from aiperf.config import ProfileOptions
+from aiperf.config import Endpoint
 from aiperf.dataset import Conversation, DatasetError, DatasetReader
 from aiperf.endpoints import EndpointType, PayloadBuilder, parse_response, path_of
 from aiperf.messages import (
@@ -32,13 +32,14 @@ from aiperf.messages import (
     ErrorDetails,
     Phase,
     ProfileConfigure,
+    Reply,
     RequestRecord,
     TimePing,
     TimePong,
     WorkerConnected,
     WorkerLeaving,
 )
-from aiperf.runtime import GiveUp, UserError
+from aiperf.runtime import GiveUp, UnknownCommand, UserError
 from aiperf.worker.clock import SPIN_NS, ClockSample, estimate_offset, wait_until
 from aiperf.worker.http import Exchange, Transport
 
@@ -151,10 +152,10 @@ class Worker:
     event loop.
     """
 
-    def __init__(self, *, settings: WorkerSettings, profile: ProfileOptions | None,
+    def __init__(self, *, settings: WorkerSettings, endpoint: Endpoint, model: str,
                  credits: CreditLink, returns: Sink, records: Sink, transport: Transport,
                  probe: Probe, open_dataset: OpenDataset = DatasetReader) -> None:
-        self._settings, self._profile = settings, profile
+        self._settings, self._endpoint, self._model = settings, endpoint, model
         self._credits, self._returns, self._records = credits, returns, records
         self._transport, self._probe, self._open_dataset = transport, probe, open_dataset
         self.worker_id = settings.worker_id
@@ -178,17 +179,16 @@ class Worker:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Ready at once (the credits loop runs); then, when the run has a profile, proves the
-        credits channel both ways (TimePing/TimePong), estimates the clock offset
-        (Kubernetes) and announces `WorkerConnected`. Runs until cancelled; on the way out,
+        """Ready at once (the credits loop runs); then proves the credits channel both ways
+        (TimePing/TimePong), estimates the clock offset (Kubernetes) and announces
+        `WorkerConnected`. Runs until cancelled; on the way out,
         in-flight credits are returned as cancelled and `WorkerLeaving` is sent (best effort).
         Raises `GiveUp` when the timing-manager never answers a ping."""
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._receive, tg)
                 task_status.started()
-                if self._profile is not None:
-                    await self._handshake()
+                await self._handshake()
         finally:
             if self.connected.is_set():
                 with anyio.move_on_after(self._settings.stop_flush_s, shield=True):
@@ -201,38 +201,31 @@ class Worker:
         if target is not None:
             target.reader.close()
 
-    async def handle(self, command: Command) -> dict[str, Any]:
-        """`ProfileConfigure(options={"dataset_dir": D})`: open the dataset and fix the request
-        target; replies `{}`. Raises `UserError` for an unreadable dataset and `GiveUp` for a
-        configure without a profile or dataset; other commands are refused (`ValueError`)."""
-        if isinstance(command, ProfileConfigure):
-            await self._configure(command.options)
-            return {}
-        raise ValueError(f"worker does not handle {type(command).__name__}")
+    async def handle(self, command: Command[Any]) -> Reply | None:
+        """`ProfileConfigure(dataset_dir=D)`: open the dataset and fix the request target.
+        Raises `UserError` for an unreadable dataset, `GiveUp` without a dataset folder, and
+        `UnknownCommand` for any other command."""
+        if not isinstance(command, ProfileConfigure):
+            raise UnknownCommand(f"the worker does not handle {type(command).__name__}")
+        await self._configure(command.dataset_dir)
+        return None
 
-    async def _configure(self, options: Mapping[str, Any]) -> None:
-        profile = self._profile
-        if profile is None:
-            raise GiveUp("ProfileConfigure in a run without a profile (bringup mode)")
-        directory = options.get("dataset_dir")
-        if not isinstance(directory, str) or not directory:
-            raise GiveUp("ProfileConfigure needs options.dataset_dir")
+    async def _configure(self, directory: str) -> None:
+        if not directory:
+            raise GiveUp("ProfileConfigure needs dataset_dir")
         try:
             reader = await anyio.to_thread.run_sync(self._open_indexed, directory)
         except DatasetError as exc:
             raise UserError(str(exc)) from exc
-        endpoint_type = EndpointType(profile.endpoint_type)
-        builder = PayloadBuilder(endpoint_type=endpoint_type, model=profile.model,
-                                 streaming=profile.streaming, extra_inputs=profile.extra_inputs,
-                                 use_legacy_max_tokens=profile.use_legacy_max_tokens)
-        streaming = profile.streaming and endpoint_type is not EndpointType.EMBEDDINGS
+        endpoint = self._endpoint
+        kind = endpoint.type
+        streaming = endpoint.streaming and kind is not EndpointType.EMBEDDINGS
         self.close()
         self._target = _Target(
-            reader=reader, builder=builder, url=profile.url.rstrip("/") + path_of(endpoint_type),
+            reader=reader, builder=PayloadBuilder.of(endpoint, self._model), url=endpoint.url + path_of(kind),
             headers={"Content-Type": "application/json", **self._settings.headers},
-            streaming=streaming, endpoint=str(endpoint_type), model=profile.model,
-            timeout_s=profile.request_timeout_seconds,
-            keeps_history=endpoint_type is EndpointType.CHAT)
+            streaming=streaming, endpoint=str(kind), model=self._model, timeout_s=endpoint.timeout,
+            keeps_history=kind is EndpointType.CHAT)
         self._configured.set()
         log.info("worker.configured", url=self._target.url, streaming=streaming, dataset=directory)
 

@@ -1,0 +1,268 @@
+"""How the benchmark flags change a benchmark document (`aiperf.cli.profile_options`): the flag
+semantics of AIPerf 0.13's `profile`, written once.
+
+The profiling phase's type follows the load flags: `--fixed-schedule` replays timestamps,
+`--request-rate` (with `--request-rate-mode`, default poisson) is an open loop, otherwise a
+closed loop at `--concurrency`. A flag that sets a stop condition replaces the file's other one.
+When the profiling phase comes from flags alone and neither a count nor a duration is given, it
+sends max(10, 2 x concurrency) requests (AIPerf's CLI default). `--warmup-request-count N` adds
+a closed-loop warmup of N requests at the profiling concurrency (0 removes it).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from aiperf.cli.profile_args import (
+    FlagError,
+    normalize_url,
+    parse_extra_inputs,
+    parse_goodput,
+    parse_headers,
+)
+from aiperf.cli.profile_options import FLAG_PATHS, LocalFlags, ProfileFlags, flag_name
+from aiperf.config import Benchmark, ConfigError, Prompts, Secrets, SyntheticDataset, decode_benchmark, normalize
+from aiperf.config.benchmark import GOODPUT_METRICS
+from aiperf.config.loader import load_document
+
+RATE_TYPES = ("poisson", "gamma", "constant")
+_ROLES = ("warmup", "profiling")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuiltBenchmark:
+    """What the flags mean: the validated `benchmark` (safe to write to disk) and the secrets
+    kept out of it."""
+
+    benchmark: Benchmark
+    secrets: Secrets
+
+
+def build_benchmark(flags: ProfileFlags, local: LocalFlags | None = None, *,
+                    config_file: str | None = None) -> BuiltBenchmark:
+    """The benchmark the flags describe: the AIPerf config v2 file `config_file` (if any), each
+    given flag overriding it, AIPerf's CLI defaults for what neither says, validated by the model.
+
+    Raises `aiperf.config.ConfigError` with one line naming the flag (or the file and field)
+    for any malformed or invalid value. Pure: no I/O besides reading `config_file` and `isatty`.
+    """
+    document: dict[str, Any] = {}
+    secrets = Secrets()
+    source = ""
+    if config_file is not None:
+        document, secrets = normalize(load_document(config_file))
+        source = config_file
+    try:
+        document, secrets = apply_flags(document, secrets, flags, local or LocalFlags())
+    except FlagError as exc:
+        raise ConfigError(str(exc)) from None
+    if not document.get("models"):
+        raise ConfigError("--model: required (or give the model in --config)")
+    try:
+        benchmark = decode_benchmark(document, source=source)
+    except ConfigError as exc:
+        raise ConfigError(_name_flag(str(exc), source, document)) from None
+    if benchmark.runtime.ui is None:
+        ui = "simple" if sys.stdout.isatty() else "none"
+        benchmark = msgspec.structs.replace(benchmark, runtime=msgspec.structs.replace(benchmark.runtime, ui=ui))
+    return BuiltBenchmark(benchmark=benchmark, secrets=secrets)
+
+
+def _name_flag(message: str, source: str, document: dict[str, Any]) -> str:
+    """`[<source>: ]<field path>: <reason>` as `--flag VALUE: <reason>` when a flag sets that field."""
+    rest = message.removeprefix(f"{source}: ") if source else message
+    where, sep, what = rest.partition(": ")
+    found = flag_for_path(where, document) if sep else None
+    if found is None:
+        return message
+    field, value = found
+    if field == "goodput":
+        what += f" (metrics: {', '.join(GOODPUT_METRICS)})"
+    return f"{flag_name(field)} {value}: {what}" if value is not None else f"{flag_name(field)}: {what}"
+
+
+def _role(phase: dict[str, Any]) -> str:
+    return str(phase.get("kind") or phase.get("name") or "profiling")
+
+
+def _set(section: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None:
+        section[key] = value
+
+
+def _sub(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    child = parent.get(key)
+    if not isinstance(child, dict):
+        child = parent[key] = {}
+    return child
+
+
+def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
+                local: LocalFlags) -> tuple[dict[str, Any], Secrets]:
+    """`document` (a normalized benchmark document, not changed) with every given flag applied,
+    and `secrets` with `--header` values and `--api-key` added. Raises `FlagError` for a
+    malformed flag value or a flag that needs another one."""
+    doc = copy.deepcopy(document)
+    if flags.model is not None:
+        doc["models"] = [flags.model]
+    headers = {**secrets.headers, **parse_headers(flags.header or [])}
+    _endpoint(doc, flags, headers)
+    _dataset(doc, flags)
+    _phases(doc, flags)
+    if flags.goodput is not None:
+        doc["slos"] = {**doc.get("slos", {}), **parse_goodput(flags.goodput)}
+    if flags.tokenizer is not None:
+        _sub(doc, "tokenizer")["name"] = flags.tokenizer
+    _set(doc, "random_seed", flags.random_seed)
+    if local.artifact_dir is not None:
+        _sub(doc, "artifacts")["dir"] = local.artifact_dir
+    for field, key in (("ui", "ui"), ("workers_max", "workers"), ("record_processors", "record_processors")):
+        if (value := getattr(local, field)) is not None:
+            _sub(doc, "runtime")[key] = value
+    api_key = flags.api_key if flags.api_key is not None else secrets.api_key
+    return doc, Secrets(api_key=api_key, headers=headers)
+
+
+def _endpoint(doc: dict[str, Any], flags: ProfileFlags, headers: dict[str, str]) -> None:
+    endpoint = _sub(doc, "endpoint")
+    if flags.url is not None:
+        endpoint["urls"] = [normalize_url(flags.url)]
+    _set(endpoint, "type", flags.endpoint_type)
+    _set(endpoint, "streaming", flags.streaming)
+    _set(endpoint, "timeout", flags.request_timeout_seconds)
+    _set(endpoint, "use_legacy_max_tokens", flags.use_legacy_max_tokens)
+    _set(endpoint, "use_server_token_count", flags.use_server_token_count)
+    if flags.extra_inputs is not None:
+        endpoint["extra"] = {**endpoint.get("extra", {}), **parse_extra_inputs(flags.extra_inputs)}
+    if headers:
+        endpoint["header_names"] = sorted({*endpoint.get("header_names", []), *headers})
+
+
+def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
+    datasets = doc.get("datasets") or [{"type": "synthetic"}]
+    dataset = doc["datasets"] = [dict(datasets[0]), *datasets[1:]]
+    spec = dataset[0]
+    if flags.input_file is not None:
+        if spec.get("type") != "file":
+            spec = dataset[0] = {k: v for k, v in spec.items() if k in ("name", "entries", "prompts", "random_seed")}
+        spec.update(type="file", path=flags.input_file)
+    if flags.custom_dataset_type is not None:
+        if spec.get("type") != "file":
+            raise FlagError(f"--custom-dataset-type {flags.custom_dataset_type}: needs --input-file")
+        spec["format"] = flags.custom_dataset_type
+    prompts = _sub(spec, "prompts")
+    if flags.isl is not None or flags.isl_stddev is not None:
+        isl = prompts.setdefault("isl", {"mean": Prompts().isl.mean})
+        _set(isl, "mean", flags.isl)
+        _set(isl, "stddev", flags.isl_stddev)
+    if flags.osl is not None:
+        _sub(prompts, "osl")["mean"] = flags.osl
+    if flags.osl_stddev is not None:
+        if not isinstance(prompts.get("osl"), dict):
+            raise FlagError(f"--osl-stddev {flags.osl_stddev}: needs --osl")
+        prompts["osl"]["stddev"] = flags.osl_stddev
+    _set(prompts, "block_size", flags.isl_block_size)
+    if not prompts:
+        spec.pop("prompts")
+    _set(spec, "entries", flags.num_dataset_entries)
+    for field, key, attr in (("conversation_turn_mean", "turns", "mean"),
+                             ("conversation_turn_stddev", "turns", "stddev"),
+                             ("conversation_turn_delay_mean", "turn_delay", "mean"),
+                             ("conversation_turn_delay_stddev", "turn_delay", "stddev"),
+                             ("num_prefix_prompts", "prefix_prompts", "pool_size"),
+                             ("prefix_prompt_length", "prefix_prompts", "length")):
+        if (value := getattr(flags, field)) is not None:
+            section = spec.setdefault(key, msgspec.to_builtins(getattr(SyntheticDataset(), key)))
+            section[attr] = value
+
+
+def _phases(doc: dict[str, Any], flags: ProfileFlags) -> None:
+    phases = [dict(p) for p in doc.get("phases") or [] if isinstance(p, dict)]
+    by_role = {_role(p): p for p in phases}
+    from_file = "profiling" in by_role
+    prof = by_role.get("profiling", {"name": "profiling"})
+    if flags.fixed_schedule:
+        prof["type"] = "fixed_schedule"
+        for key in ("rate", "smoothness", "requests"):
+            prof.pop(key, None)
+    elif flags.request_rate is not None or flags.request_rate_mode is not None:
+        current = prof.get("type")
+        prof["type"] = flags.request_rate_mode or (current if current in RATE_TYPES else "poisson")
+        _set(prof, "rate", flags.request_rate)
+    elif flags.fixed_schedule is False and prof.get("type") == "fixed_schedule":
+        prof["type"] = "concurrency"
+    prof.setdefault("type", "concurrency")
+    if prof["type"] != "gamma":
+        prof.pop("smoothness", None)
+    if flags.arrival_smoothness is not None:
+        if prof["type"] != "gamma":
+            raise FlagError(f"--arrival-smoothness {flags.arrival_smoothness:g}: only with "
+                            "--request-rate-mode gamma")
+        prof["smoothness"] = flags.arrival_smoothness
+    _set(prof, "concurrency", flags.concurrency)
+    if flags.request_count is not None:
+        prof["requests"] = flags.request_count
+        prof.pop("duration", None)
+        prof.pop("grace_period", None)
+    if flags.benchmark_duration is not None:
+        prof["duration"] = flags.benchmark_duration
+        prof.pop("requests", None)
+    _set(prof, "grace_period", flags.benchmark_grace_period)
+    if flags.request_cancellation_rate is not None or flags.request_cancellation_delay is not None:
+        cancellation = _sub(prof, "cancellation")
+        _set(cancellation, "rate", flags.request_cancellation_rate)
+        _set(cancellation, "delay", flags.request_cancellation_delay)
+    if (not from_file and prof["type"] != "fixed_schedule"
+            and "requests" not in prof and "duration" not in prof):
+        prof["requests"] = max(10, 2 * int(prof.get("concurrency") or 1))
+    warmup = by_role.get("warmup")
+    if flags.warmup_request_count is not None:
+        warmup = None
+        if flags.warmup_request_count != 0:
+            warmup = {"name": "warmup", "type": "concurrency",
+                      "concurrency": int(prof.get("concurrency") or 1), "requests": flags.warmup_request_count}
+    others = [p for p in phases if _role(p) not in _ROLES]
+    doc["phases"] = [*others, *([warmup] if warmup else []), prof]
+
+
+def flag_for_path(where: str, document: dict[str, Any]) -> tuple[str, Any] | None:
+    """(flag field, the value it gave) for an error at field path `where` (msgspec's form, e.g.
+    `phases[1].concurrency`, `datasets[0].prompts.isl.mean`, `endpoint.urls[0]`), or None when
+    no flag sets that field. For a field set by several flags the first one is named."""
+    symbolic = _symbolic(where, document)
+    for field, path in FLAG_PATHS.items():
+        if path and symbolic in (path, f"{path}[0]"):
+            return field, _value_at(document, where)
+    return None
+
+
+def _symbolic(where: str, document: dict[str, Any]) -> str:
+    """`phases[1].x` -> `phases.<its kind>.x`; `datasets[0].x` -> `dataset.x`; ` (a key)` dropped."""
+    where = where.removesuffix(" (a key)")
+    phases = document.get("phases") or []
+
+    def phase(match: re.Match[str]) -> str:
+        i = int(match.group(1))
+        return f"phases.{_role(phases[i])}" if i < len(phases) and isinstance(phases[i], dict) else match.group(0)
+
+    where = re.sub(r"^phases\[(\d+)\]", phase, where)
+    return re.sub(r"^datasets\[0\]", "dataset", where)
+
+
+def _value_at(document: dict[str, Any], where: str) -> Any:
+    node: Any = document
+    for token in re.findall(r"[^.\[\]]+|\[\d+\]", where.removesuffix(" (a key)")):
+        if token.startswith("["):
+            index = int(token[1:-1])
+            node = node[index] if isinstance(node, list) and index < len(node) else None
+        else:
+            node = node.get(token) if isinstance(node, dict) else None
+        if node is None:
+            return None
+    return node if not isinstance(node, dict | list) else None

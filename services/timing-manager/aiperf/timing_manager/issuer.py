@@ -1,0 +1,99 @@
+"""`CreditIssuer`: numbers, records and sends the credits of one phase. The issuing strategies
+(`aiperf.timing_manager.strategies`) decide *when*; this decides *where* and keeps the books."""
+
+from __future__ import annotations
+
+import anyio
+import structlog
+
+from aiperf.comms import PeerUnreachable
+from aiperf.messages import Credit
+from aiperf.timing_manager.ledger import InFlight, PhaseLedger
+from aiperf.timing_manager.ports import Clock, Conversations, CreditRouter, Sleep
+from aiperf.timing_manager.schedule import NS_PER_S
+from aiperf.timing_manager.workers import WorkerPool
+
+log = structlog.get_logger("aiperf.timing_manager")
+
+NO_WORKERS = "no workers left"
+
+
+class CreditIssuer:
+    """Sends credits of `ledger`'s phase to the workers of `pool`.
+
+    Credits scheduled for a time (`scheduled` ns, the timing-manager's clock) may be sent
+    `send_ahead_ns` early: the worker waits for the exact time itself."""
+
+    def __init__(self, *, ledger: PhaseLedger, pool: WorkerPool, credits: CreditRouter,
+                 conversations: Conversations, clock: Clock, sleep: Sleep, send_ahead_ns: int,
+                 tick_ns: int = 0) -> None:
+        self.ledger, self.conversations = ledger, conversations
+        self._pool, self._credits = pool, credits
+        self.clock, self._sleep = clock, sleep
+        self.send_ahead_ns, self._tick_ns = send_ahead_ns, tick_ns
+        self._ids = conversations.ids()
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` (cancellable)."""
+        await self._sleep(seconds)
+
+    async def sleep_until(self, deadline_ns: int) -> None:
+        """Sleep until `deadline_ns`; with `tick_ns` > 0 in steps of at most `tick_ns` (keeps
+        the loop awake; an experiment against oversleeping on a CPU-starved host, not shown
+        to help on the 2-core dev box)."""
+        while (delay := deadline_ns - self.clock()) > 0:
+            await self._sleep((min(delay, self._tick_ns) if self._tick_ns > 0 else delay) / NS_PER_S)
+
+    async def issue_slotted(self, index: int, turn: int, *, scheduled: int,
+                            prefer: str | None = None) -> InFlight | None:
+        """`issue` after waiting for a free slot when the phase has a concurrency cap."""
+        slots = self.ledger.slots
+        if slots is None:
+            return await self.issue(index, turn, prefer=prefer, scheduled=scheduled)
+        await slots.acquire()
+        if not self.ledger.may_issue():
+            slots.release()
+            return None
+        return await self.issue(index, turn, prefer=prefer, scheduled=scheduled, holds_slot=True)
+
+    async def issue(self, index: int, turn: int, *, prefer: str | None, scheduled: int = 0,
+                    holds_slot: bool = False) -> InFlight | None:
+        """Number, record and send one credit for turn `turn` of conversation `index` to `prefer`
+        (if still connected) or the least-loaded worker; None (and the phase stopped) when no
+        worker is left. A worker found unreachable leaves the pool and the same credit goes to
+        another one. A slot held by the caller (`holds_slot`) is released whenever None is
+        returned."""
+        ledger, pool = self.ledger, self._pool
+        worker = pool.pick(prefer)
+        if worker is None:
+            if holds_slot and ledger.slots is not None:
+                ledger.slots.release()
+            ledger.stop(NO_WORKERS)
+            return None
+        entry = ledger.open(worker=worker, conversation=index, turn=turn, holds_slot=holds_slot)
+        pool.charge(worker)
+        should_cancel = ledger.should_cancel()
+        with anyio.CancelScope(shield=True):  # a credit is either sent or given back, never half
+            while True:
+                now = self.clock()
+                credit = Credit(phase=ledger.phase, num=entry.num, conversation_id=self._ids[index],
+                                turn_index=turn, issued_at_ns=now, scheduled_at_ns=scheduled,
+                                should_cancel=should_cancel,
+                                cancel_after_ns=ledger.cancel_delay_ns if should_cancel else 0)
+                try:
+                    await self._credits.send(entry.worker.encode(), credit)
+                except PeerUnreachable:
+                    log.warning("timing.worker_unreachable", worker=entry.worker, num=entry.num)
+                    pool.remove(entry.worker)
+                    replacement = pool.pick()
+                    if replacement is None:
+                        ledger.declare_lost(entry.num)  # releases its slot
+                        ledger.stop(NO_WORKERS)
+                        return None
+                    entry.worker = replacement
+                    pool.charge(replacement)
+                    continue
+                break
+        if scheduled:
+            ledger.lags_ns.append(now - scheduled)
+        return entry
