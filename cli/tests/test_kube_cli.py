@@ -93,7 +93,7 @@ async def test_profile_in_a_missing_namespace_creates_nothing(aiperf: Run, kube:
 async def test_profile_rejects_invalid_flags_before_any_request(aiperf: Run, kube: FakeKube) -> None:
     result = await aiperf("kube", "profile", "--model", "m", "--concurrency", "0",
                           *kube_args(kube, "--name", "demo"))
-    assert (result.code, result.err) == (2, "error: --concurrency 0: must be at least 1\n")
+    assert (result.code, result.err) == (2, "error: --concurrency 0: expected an integer >= 1\n")
     result = await aiperf("kube", "profile", *BENCH, *kube_args(kube, "--name", "Bad_Name"))
     assert result.code == 2 and result.err.startswith("error: --name 'Bad_Name': must be lowercase")
     result = await aiperf("kube", "profile", *BENCH, *kube_args(kube, "--name", "demo", "--bogus", "1"))

@@ -40,8 +40,9 @@ async def test_init_writes_a_config_that_generate_accepts(aiperf: Run, tmp_path:
     assert [(d["kind"], d["metadata"]["name"], d["metadata"]["namespace"]) for d in docs] == [
         ("Role", "aiperf-my-benchmark", "perf"), ("RoleBinding", "aiperf-my-benchmark", "perf"),
         ("ConfigMap", "aiperf-my-benchmark-config", "perf"), ("JobSet", "aiperf-my-benchmark", "perf")]
-    profile = run_config(result.out)["profile"]
-    assert (profile["model"], profile["concurrency"], profile["streaming"]) == ("Qwen/Qwen3-0.6B", 16, True)
+    benchmark = run_config(result.out)["benchmark"]
+    assert (benchmark["models"], benchmark["phases"][-1]["concurrency"], benchmark["endpoint"]["streaming"]) == (
+        ["Qwen/Qwen3-0.6B"], 16, True)
     again = await aiperf("kube", "init", "--output", str(path))
     assert again.code == 2
     assert again.err == f"error: --output {path}: the file exists; pass --force to overwrite it\n"
@@ -61,8 +62,9 @@ async def test_flags_override_the_config_file(aiperf: Run, tmp_path: Path) -> No
     assert docs[0]["metadata"]["name"] == "aiperf-cli" and docs[0]["metadata"]["namespace"] == "bench"
     assert docs[0]["metadata"]["labels"]["team"] == "cli"
     config = run_config(result.out)
-    assert (config["profile"]["model"], config["profile"]["concurrency"]) == ("cli-model", 4)
-    assert config["profile"]["streaming"] is False
+    benchmark = config["benchmark"]
+    assert (benchmark["models"], benchmark["phases"][-1]["concurrency"]) == (["cli-model"], 4)
+    assert benchmark["endpoint"]["streaming"] is False
     assert config["services"]["worker_groups"] == 2  # 20 workers from the file, 10 per pod
 
 

@@ -42,7 +42,8 @@ from typing import Any
 import orjson
 import yaml
 
-from aiperf.cli.profile_options import ProfileFlags, build_profile_options
+from aiperf.cli.benchmark_flags import build_benchmark
+from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 from aiperf.config import CommsOptions, RunConfig, RuntimeOptions
 from aiperf.kube import KubeSettings, build_all, jobset_name
 from aiperf.kube.containers import ARTIFACTS_VOLUME, JOB_INDEX_ANNOTATION
@@ -142,8 +143,8 @@ def jobset_pods(jobset: dict[str, Any], *, volume_tag: str) -> list[dict[str, An
 
 def run_config(flags: ProfileFlags, *, runtime: RuntimeOptions) -> RunConfig:
     """The run config `aiperf profile` would build from `flags` (libs/kube adapts it to the pods)."""
-    built = build_profile_options(flags, ui="none")
-    return RunConfig(run_id=uuid.uuid4().hex[:8], mode="profile", profile=built.options,
+    built = build_benchmark(flags, LocalFlags(ui="none"))
+    return RunConfig(run_id=uuid.uuid4().hex[:8], mode="profile", benchmark=built.benchmark,
                      comms=CommsOptions(ipc_dir="/tmp/unused"), runtime=runtime)
 
 

@@ -10,6 +10,9 @@ from cyclopts import Parameter
 from aiperf.cli.passthrough import SERVICE_TYPES
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 
+NO_FLAGS, NO_LOCAL_FLAGS = ProfileFlags(), LocalFlags()
+"""Defaults of the flag groups (every flag unset)."""
+
 
 def build_app() -> cyclopts.App:
     """The `aiperf` app with all its commands (imports of heavy modules stay lazy)."""
@@ -47,9 +50,9 @@ def build_app() -> cyclopts.App:
 
     @app.command
     def profile(
-        flags: ProfileFlags = ProfileFlags(),
+        flags: ProfileFlags = NO_FLAGS,
         *,
-        local: LocalFlags = LocalFlags(),
+        local: LocalFlags = NO_LOCAL_FLAGS,
         config: Annotated[str | None, Parameter(name=["--config", "-f"])] = None,
         log_level: str = "warning",
     ) -> int:

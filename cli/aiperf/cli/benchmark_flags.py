@@ -27,7 +27,15 @@ from aiperf.cli.profile_args import (
     parse_headers,
 )
 from aiperf.cli.profile_options import FLAG_PATHS, LocalFlags, ProfileFlags, flag_name
-from aiperf.config import Benchmark, ConfigError, Prompts, Secrets, SyntheticDataset, decode_benchmark, normalize
+from aiperf.config import (
+    Benchmark,
+    ConfigError,
+    Prompts,
+    Secrets,
+    SyntheticDataset,
+    decode_benchmark,
+    normalize,
+)
 from aiperf.config.benchmark import GOODPUT_METRICS
 from aiperf.config.loader import load_document
 
@@ -67,18 +75,20 @@ def build_benchmark(flags: ProfileFlags, local: LocalFlags | None = None, *,
     try:
         benchmark = decode_benchmark(document, source=source)
     except ConfigError as exc:
-        raise ConfigError(_name_flag(str(exc), source, document)) from None
+        given = {f for f in FLAG_PATHS for group in (flags, local) if getattr(group, f, None) is not None}
+        raise ConfigError(_name_flag(str(exc), source, document, given)) from None
     if benchmark.runtime.ui is None:
         ui = "simple" if sys.stdout.isatty() else "none"
         benchmark = msgspec.structs.replace(benchmark, runtime=msgspec.structs.replace(benchmark.runtime, ui=ui))
     return BuiltBenchmark(benchmark=benchmark, secrets=secrets)
 
 
-def _name_flag(message: str, source: str, document: dict[str, Any]) -> str:
-    """`[<source>: ]<field path>: <reason>` as `--flag VALUE: <reason>` when a flag sets that field."""
+def _name_flag(message: str, source: str, document: dict[str, Any], given: set[str]) -> str:
+    """`[<source>: ]<field path>: <reason>` as `--flag VALUE: <reason>` when a flag that sets that
+    field was `given` (or no config file was: then every value comes from a flag or a default)."""
     rest = message.removeprefix(f"{source}: ") if source else message
     where, sep, what = rest.partition(": ")
-    found = flag_for_path(where, document) if sep else None
+    found = flag_for_path(where, document, given if source else None) if sep else None
     if found is None:
         return message
     field, value = found
@@ -231,13 +241,15 @@ def _phases(doc: dict[str, Any], flags: ProfileFlags) -> None:
     doc["phases"] = [*others, *([warmup] if warmup else []), prof]
 
 
-def flag_for_path(where: str, document: dict[str, Any]) -> tuple[str, Any] | None:
+def flag_for_path(where: str, document: dict[str, Any],
+                  given: set[str] | None = None) -> tuple[str, Any] | None:
     """(flag field, the value it gave) for an error at field path `where` (msgspec's form, e.g.
     `phases[1].concurrency`, `datasets[0].prompts.isl.mean`, `endpoint.urls[0]`), or None when
-    no flag sets that field. For a field set by several flags the first one is named."""
+    no flag sets that field (among `given` flags, when given). For a field set by several flags
+    the first one is named."""
     symbolic = _symbolic(where, document)
     for field, path in FLAG_PATHS.items():
-        if path and symbolic in (path, f"{path}[0]"):
+        if path and symbolic in (path, f"{path}[0]") and (given is None or field in given):
             return field, _value_at(document, where)
     return None
 

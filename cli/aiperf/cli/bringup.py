@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 
-from aiperf.config import Benchmark, CommsOptions, RunConfig, RuntimeOptions, ServiceCounts, dump_run_config
+from aiperf.config import CommsOptions, RunConfig, RuntimeOptions, ServiceCounts, dump_run_config
 from aiperf.runtime import configure_logging
 from aiperf.system_controller.runner import run_cancellable
 
@@ -23,7 +23,7 @@ def run_bringup(*, workers: int, record_processors: int, artifact_dir: str, time
     out.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:8]
     config = RunConfig(
-        run_id=run_id, mode="bringup", artifact_dir=str(out), benchmark=Benchmark(models=["bringup"]),
+        run_id=run_id, mode="bringup", artifact_dir=str(out),
         comms=CommsOptions(ipc_dir=tempfile.mkdtemp(prefix=f"aiperf-{run_id}-", dir="/tmp")),
         services=ServiceCounts(workers_per_group=workers, record_processors_per_group=record_processors),
         runtime=RuntimeOptions(registration_timeout_s=timeout, heartbeat_interval_s=0.5),

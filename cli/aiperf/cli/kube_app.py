@@ -23,6 +23,7 @@ kube_app = cyclopts.App(
 )
 
 _TARGET = KubeTarget()
+_NO_FLAGS = ProfileFlags()
 
 
 @kube_app.command
@@ -51,7 +52,7 @@ def init(*, target: KubeTarget = _TARGET,
 
 
 @kube_app.command
-def generate(flags: ProfileFlags = ProfileFlags(), *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
+def generate(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
              output: Annotated[str | None, Parameter(name=["--output", "-o"])] = None) -> int:
     """Print the manifests of a run (Role, RoleBinding, ConfigMap, JobSet) as YAML; no API calls.
 
@@ -70,7 +71,7 @@ def generate(flags: ProfileFlags = ProfileFlags(), *, deploy: KubeDeployFlags, t
 
 
 @kube_app.command
-def profile(flags: ProfileFlags = ProfileFlags(), *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
+def profile(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
             dry_run: bool = False, detach: bool = False,
             artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
             = "artifacts") -> int:

@@ -22,10 +22,10 @@ import anyio
 import msgspec
 from kubernetes_asyncio.client import ApiClient
 
+from aiperf.cli.benchmark_flags import build_benchmark
 from aiperf.cli.kube_flags import parse_list, parse_mapping, parse_resources, parse_tolerations
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.profile_args import FlagError
-from aiperf.cli.benchmark_flags import build_benchmark
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 from aiperf.config import CommsOptions, ConfigError, FileDataset, RunConfig, RuntimeOptions
 from aiperf.kube import (

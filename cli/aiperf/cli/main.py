@@ -33,11 +33,11 @@ def _kube(args: list[str]) -> int:
 
     from aiperf.cli.app import build_app
     from aiperf.cli.kube_config import prepare_kube_argv
-    from aiperf.config import ConfigError
+    from aiperf.cli.profile_args import FlagError
 
     try:
         args = prepare_kube_argv(args)
-    except ConfigError as exc:
+    except FlagError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:

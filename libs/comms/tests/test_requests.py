@@ -7,12 +7,7 @@ import pytest
 import zmq.asyncio
 
 from aiperf.comms import AskTimeout, Channel, DealerSocket, PendingReplies, RouterSocket
-from aiperf.messages import (
-    CommandReply,
-    ServiceCommand,
-    ToController,
-    ToService,
-)
+from aiperf.messages import CreditsLost, Reply, ToController, ToService, WorkerLost
 from tests._comms_net import Net
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +19,7 @@ async def _never_answered() -> None:
 
 async def test_reply_over_router_and_dealer_is_delivered_to_the_asker(
         net: Net, ctx: zmq.asyncio.Context) -> None:
-    pending: PendingReplies[CommandReply] = PendingReplies()
+    pending: PendingReplies[Reply] = PendingReplies()
     async with (RouterSocket[ToController](ctx, decode=ToController, channel="control",
                                            bind=net.bind(Channel.CONTROL)) as controller,
                 DealerSocket[ToService](ctx, identity="svc-1", decode=ToService, channel="control",
@@ -32,29 +27,29 @@ async def test_reply_over_router_and_dealer_is_delivered_to_the_asker(
 
         async def service() -> None:
             command = await svc.recv()
-            assert isinstance(command, ServiceCommand)
-            await svc.send(CommandReply(request_id=command.request_id, service_id=svc.identity,
-                                        ok=True, result={"echo": command.args["x"]}))
+            assert isinstance(command, WorkerLost)
+            await svc.send(CreditsLost(request_id=command.request_id, service_id=svc.identity,
+                                       lost=len(command.worker_id)))
 
         async def dispatch_replies() -> None:
             while True:
                 _peer, reply = await controller.recv()
-                assert isinstance(reply, CommandReply)
+                assert isinstance(reply, Reply)
                 pending.resolve(reply.request_id, reply)
 
         with anyio.fail_after(5):
             # The ROUTER can only address the service once it connected: let it say hello.
-            await svc.send(CommandReply(request_id="hello", service_id="svc-1", ok=True))
+            await svc.send(CreditsLost(request_id="hello", service_id="svc-1", lost=0))
             assert (await controller.recv())[0] == b"svc-1"
             async with anyio.create_task_group() as tg:
                 tg.start_soon(service)
                 tg.start_soon(dispatch_replies)
-                command = ServiceCommand(request_id="r1", name="echo", args={"x": 7})
+                command = WorkerLost(request_id="r1", worker_id="w-12345")
                 reply = await pending.ask("r1", lambda: controller.send(b"svc-1", command),
                                           target="svc-1", timeout=5)
                 assert len(pending) == 0
                 tg.cancel_scope.cancel()
-    assert reply == CommandReply(request_id="r1", service_id="svc-1", ok=True, result={"echo": 7})
+    assert reply == CreditsLost(request_id="r1", service_id="svc-1", lost=7)
 
 
 async def test_timeout_raises_ask_timeout_and_a_late_reply_is_refused() -> None:

@@ -5,17 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from aiperf.dataset import DatasetError, DatasetOptions, build_conversations, detect_type
+from aiperf.config import FileDataset
+from aiperf.dataset import DatasetError, build_conversations, detect_type
 from aiperf.tokenizer import Tokenizer
+from tests._specs import dataset_spec
 
 WriteJsonl = Callable[..., Path]
 
 
 def _build(path: Path, tokenizer: Tokenizer, kind: str | None = None, **kwargs: object) -> list:
-    options = DatasetOptions(input_file=str(path), custom_dataset_type=kind, random_seed=1, **kwargs)  # type: ignore[arg-type]
-    return build_conversations(options, tokenizer)
+    spec = dataset_spec(input_file=str(path), custom_dataset_type=kind, **kwargs)  # type: ignore[arg-type]
+    return build_conversations(spec, tokenizer, seed=1)
 
 
 def test_single_turn(write_jsonl: WriteJsonl, tokenizer: Tokenizer) -> None:
@@ -94,7 +97,7 @@ def test_mooncake_same_seed_same_text_and_sessions(write_jsonl: WriteJsonl, toke
     (conv,) = _build(path, tokenizer)
     assert conv.id == "u1" and len(conv.turns) == 2 and conv.turns[1].delay_ms == 2000.0
     assert _build(path, tokenizer) == [conv]
-    (other,) = build_conversations(DatasetOptions(input_file=str(path), random_seed=2), tokenizer)
+    (other,) = build_conversations(dataset_spec(input_file=str(path)), tokenizer, seed=2)
     assert other.turns[0].text != conv.turns[0].text
 
 
@@ -107,14 +110,14 @@ def test_mooncake_line_without_length(write_jsonl: WriteJsonl, tokenizer: Tokeni
 def test_random_pool_folder(write_jsonl: WriteJsonl, tokenizer: Tokenizer, tmp_path: Path) -> None:
     write_jsonl("pools/a_queries.jsonl", [{"text": "q1"}, {"text": "q2"}])
     write_jsonl("pools/b_passages.jsonl", [{"texts": ["p1", "p2"], "output_length": 9}, {"text": "p3"}])
-    convs = _build(tmp_path / "pools", tokenizer, num_conversations=50)
+    convs = _build(tmp_path / "pools", tokenizer, num_dataset_entries=50)
     assert len(convs) == 50
     for conv in convs:
         (turn,) = conv.turns
         assert turn.texts[0] in {"q1", "q2"} and turn.texts[1] in {"p1", "p3"}
         assert turn.max_tokens in {9, None}
     assert len({c.turns[0].text for c in convs}) == 4
-    assert _build(tmp_path / "pools", tokenizer, num_conversations=50) == convs
+    assert _build(tmp_path / "pools", tokenizer, num_dataset_entries=50) == convs
 
 
 def test_random_pool_single_file(write_jsonl: WriteJsonl, tokenizer: Tokenizer) -> None:
@@ -174,8 +177,6 @@ def test_unreadable_file(tmp_path: Path, tokenizer: Tokenizer) -> None:
         _build(tmp_path, tokenizer, "single_turn")  # a folder given as a single_turn file
 
 
-def test_type_without_file_and_unknown_type(tokenizer: Tokenizer, write_jsonl: WriteJsonl) -> None:
-    with pytest.raises(DatasetError, match="--custom-dataset-type multi_turn: needs --input-file"):
-        build_conversations(DatasetOptions(custom_dataset_type="multi_turn"), tokenizer)
-    with pytest.raises(DatasetError, match="--custom-dataset-type bailian_trace: unknown; expected one of"):
-        DatasetOptions(input_file="x", custom_dataset_type="bailian_trace")  # type: ignore[arg-type]
+def test_an_unknown_format_is_refused_by_the_model() -> None:
+    with pytest.raises(msgspec.ValidationError, match="Invalid enum value 'bailian_trace'"):
+        msgspec.convert({"type": "file", "path": "x", "format": "bailian_trace"}, FileDataset)

@@ -7,17 +7,18 @@ from typing import Any
 
 import pytest
 
-from aiperf.config import CommsOptions, ProfileOptions, RunConfig
+from aiperf.config import Benchmark, CommsOptions, ConcurrencyPhase, Endpoint, RunConfig
 from aiperf.kube import ContainerResources, KubeSettings
 
 
-def _run_config(**profile: Any) -> RunConfig:
+def _run_config(**endpoint: Any) -> RunConfig:
     # Local-looking comms on purpose: the builders must replace them for the cluster.
     return RunConfig(run_id="run-20250101-000000", mode="profile", artifact_dir="artifacts",
                      comms=CommsOptions(ipc_dir="/tmp/aiperf-x/ipc", tcp_bind_host="127.0.0.1",
                                         ports={"control": 0}),
-                     profile=ProfileOptions(model="Qwen/Qwen3-0.6B", url="http://vllm.llm.svc:8000",
-                                            concurrency=64, request_count=640, **profile),
+                     benchmark=Benchmark(models=["Qwen/Qwen3-0.6B"],
+                                         endpoint=Endpoint(urls=["http://vllm.llm.svc:8000"], **endpoint),
+                                         phases=[ConcurrencyPhase(concurrency=64, requests=640)]),
                      t0_wall_ns=1_735_689_600_000_000_000)
 
 
@@ -48,5 +49,5 @@ def uneven() -> tuple[KubeSettings, RunConfig]:
 
 @pytest.fixture(scope="session")
 def run_config_of():
-    """`run_config_of(**profile)`: the shared run config with these profile fields."""
+    """`run_config_of(**endpoint)`: the shared run config with these endpoint fields."""
     return _run_config

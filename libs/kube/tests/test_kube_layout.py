@@ -88,7 +88,7 @@ def test_config_map_is_the_cluster_run_config(uneven) -> None:
     comms = config.comms
     assert (comms.tcp_bind_host, comms.ports, comms.ipc_dir) == ("0.0.0.0", {}, "/aiperf/ipc")
     assert config.artifact_dir == "/aiperf/artifacts"
-    assert config.profile == run_config.profile and config.run_id == run_config.run_id
+    assert config.benchmark == run_config.benchmark and config.run_id == run_config.run_id
     services = msgspec.json.decode(text)["services"]
     assert services == {"worker_groups": 3, "workers_per_group": 10, "record_processors_per_group": 3,
                         "last_group_workers": 5}

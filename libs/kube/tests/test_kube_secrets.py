@@ -102,7 +102,7 @@ def test_a_secret_smuggled_in_is_refused(where: str, run_config_of) -> None:
     if where == "env_vars":
         kube, run_config = KubeSettings(name="l", env_vars={"OPENAI_KEY": secret}), run_config_of()
     else:
-        kube, run_config = KubeSettings(name="l"), run_config_of(extra_inputs={"api_key": secret})
+        kube, run_config = KubeSettings(name="l"), run_config_of(extra={"api_key": secret})
     with pytest.raises(KubeConfigError, match="never as values") as info:
         build_all(kube, run_config, known_secrets=[secret])
     assert secret not in str(info.value)

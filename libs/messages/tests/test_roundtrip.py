@@ -66,6 +66,13 @@ def _strategy(cls: type) -> st.SearchStrategy[object]:
                 st.text(), st.dictionaries(st.text(), st.floats(allow_nan=False)), max_size=3)
         elif hint == (float | None):
             overrides[field.name] = st.none() | st.floats(allow_nan=False)
+        elif isinstance(hint, type) and issubclass(hint, msgspec.Struct):
+            overrides[field.name] = _strategy(hint)
+        elif typing.get_origin(hint) is dict and issubclass(typing.get_args(hint)[1], msgspec.Struct):
+            key, value = typing.get_args(hint)
+            overrides[field.name] = st.dictionaries(st.from_type(key), _strategy(value), max_size=3)
+        elif hint == list[str]:
+            overrides[field.name] = st.lists(st.text(), max_size=3)
     return st.builds(cls, **overrides)
 
 

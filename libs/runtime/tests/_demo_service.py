@@ -13,8 +13,8 @@ import anyio
 from anyio.abc import TaskStatus
 
 from aiperf.config import load_run_config
-from aiperf.messages import Command, ServiceCommand, ServiceType
-from aiperf.runtime import Service, ServiceContext, UserError, run_service
+from aiperf.messages import Command, CreditsLost, Reply, ServiceType, WorkerLost
+from aiperf.runtime import Service, ServiceContext, UnknownCommand, UserError, run_service
 
 
 class Demo:
@@ -31,10 +31,12 @@ class Demo:
             return
         await anyio.sleep_forever()
 
-    async def handle(self, command: Command) -> dict[str, Any]:
-        if isinstance(command, ServiceCommand) and command.name == "echo":
-            return dict(command.args)
-        raise ValueError(f"cannot {type(command).__name__.lower()}")
+    async def handle(self, command: Command[Any]) -> Reply | None:
+        match command:
+            case WorkerLost(worker_id=worker_id):
+                return CreditsLost(lost=len(worker_id))
+            case _:
+                raise UnknownCommand(f"cannot {type(command).__name__.lower()}")
 
 
 def main() -> int:

@@ -16,7 +16,7 @@ import zmq.asyncio
 
 from aiperf.comms import Addressing, Channel, RouterSocket
 from aiperf.config import CommsOptions, RunConfig, RuntimeOptions, dump_run_config
-from aiperf.messages import ServiceCommand, ServiceState, Shutdown, ToController
+from aiperf.messages import Ack, Command, ProfileStart, ServiceState, Shutdown, ToController, WorkerLost
 from aiperf.runtime import CommandError
 from aiperf.runtime.control_server import ControlServer
 
@@ -59,6 +59,10 @@ async def harness() -> AsyncIterator[Harness]:
     ctx.destroy(linger=0)
 
 
+class Teleport(Command[Ack], frozen=True, kw_only=True):
+    """A command no service build knows (a newer controller's, say)."""
+
+
 async def test_registers_heartbeats_answers_and_stops_on_shutdown(harness: Harness) -> None:
     proc = await harness.start("ok")
     await harness.wait_state("demo-1", ServiceState.RUNNING)
@@ -68,11 +72,15 @@ async def test_registers_heartbeats_answers_and_stops_on_shutdown(harness: Harne
     with anyio.fail_after(10):
         while harness.control.services["demo-1"].last_seen == seen:  # a heartbeat arrives
             await harness.control.wait_changed()
-    reply = await harness.control.ask(
-        "demo-1", ServiceCommand(request_id="r1", name="echo", args={"x": 1}), timeout=10)
-    assert reply.result == {"x": 1}
-    with pytest.raises(CommandError, match="cannot servicecommand"):
-        await harness.control.ask("demo-1", ServiceCommand(request_id="r2", name="nope"), timeout=10)
+    reply = await harness.control.ask("demo-1", WorkerLost(request_id="r1", worker_id="w-1"), timeout=10)
+    assert reply.lost == 3
+    with pytest.raises(CommandError, match="cannot profilestart") as refused:
+        await harness.control.ask("demo-1", ProfileStart(request_id="r2"), timeout=10)
+    assert refused.value.error_type == "UnknownCommand"
+    with pytest.raises(CommandError, match="cannot decode command 'teleport'") as unknown:
+        await harness.control.ask("demo-1", Teleport(request_id="r2b"), timeout=10)
+    assert unknown.value.error_type == "UnknownCommand"
+    assert harness.control.services["demo-1"].state is ServiceState.RUNNING  # still serving
     await harness.control.ask("demo-1", Shutdown(request_id="r3"), timeout=10)
     with anyio.fail_after(20):
         assert await proc.wait() == 0

@@ -29,14 +29,16 @@ import anyio
 import zmq.asyncio
 
 from aiperf.comms import Addressing, Channel, DealerSocket, PushSocket
-from aiperf.config import CommsOptions, ProfileOptions, RunConfig, RuntimeOptions
+from aiperf.config import Benchmark, CommsOptions, FileDataset, FixedSchedulePhase, RunConfig, RuntimeOptions
 from aiperf.dataset.model import Conversation, Turn
 from aiperf.dataset.store import write_dataset
 from aiperf.messages import (
     Credit,
     CreditChannel,
     CreditReturn,
+    Phase,
     ProfileConfigure,
+    ProfileFinished,
     ProfileStart,
     ServiceType,
     TimePing,
@@ -99,7 +101,8 @@ async def _run(ipc_dir: str, credits: int, rate: float, spin_ns: int, tick_ns: i
                             for i in range(credits)])
     config = RunConfig(run_id="bench", mode="profile", comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host=None),
                        runtime=RuntimeOptions(registration_timeout_s=20),
-                       profile=ProfileOptions(model="m", fixed_schedule=True))
+                       benchmark=Benchmark(models=["m"], datasets=[FileDataset(path="trace.jsonl")],
+                                           phases=[FixedSchedulePhase()]))
     out: Any = mp.get_context("spawn").Queue()
     proc = mp.get_context("spawn").Process(target=_worker, args=(ipc_dir, credits, spin_ns, out))
     ctx = zmq.asyncio.Context()
@@ -121,15 +124,16 @@ async def _run(ipc_dir: str, credits: int, rate: float, spin_ns: int, tick_ns: i
             async with anyio.create_task_group() as tg:
                 await tg.start(tm.run)
                 proc.start()
-                await tm.handle(ProfileConfigure(request_id="c", options={"dataset_dir": str(dataset)}))
+                await tm.handle(ProfileConfigure(request_id="c", dataset_dir=str(dataset)))
                 result = await tm.handle(ProfileStart(request_id="s"))
                 tg.cancel_scope.cancel()
     finally:
         ctx.destroy(linger=0)
     margins, errors = await anyio.to_thread.run_sync(out.get)
     proc.join()
-    phase = result["phases"]["profiling"]
-    print(f"fixed schedule: {credits} credits at {rate:g}/s, issued {phase['issued']}, ok {phase['ok']}")
+    assert isinstance(result, ProfileFinished)
+    phase = result.accounting.phases[Phase.PROFILING]
+    print(f"fixed schedule: {credits} credits at {rate:g}/s, issued {phase.issued}, ok {phase.ok}")
     print("                     p50 us /    p99 us /    max us")
     print(f"tm issue error  : {_stats(issued)}")
     print(f"worker margin   : {_stats(margins)}   (late arrivals: {sum(m < 0 for m in margins)})")

@@ -25,7 +25,7 @@ import zmq
 import zmq.asyncio
 
 from aiperf.comms import Addressing, Channel
-from aiperf.config import CommsOptions, ProfileOptions, RunConfig, ServiceCounts
+from aiperf.config import Benchmark, CommsOptions, Endpoint, RunConfig, ServiceCounts
 from aiperf.dataset import Conversation, Turn, write_dataset
 from aiperf.endpoints import EndpointType, parse_response
 from aiperf.messages import (
@@ -56,9 +56,9 @@ async def bench(url: str, requests: int, concurrency: int, tokens: int, ipc_dir:
                 data_dir: str) -> list[bytes]:
     zctx = zmq.asyncio.Context()
     addressing = Addressing(ipc_dir=ipc_dir)
-    options = ProfileOptions(model="m", url=url, streaming=True)
+    benchmark = Benchmark(models=["m"], endpoint=Endpoint(urls=[url], streaming=True))
     config = RunConfig(run_id="b", mode="profile", comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host=None),
-                       services=ServiceCounts(), profile=options)
+                       services=ServiceCounts(), benchmark=benchmark)
     ctx = ServiceContext(config=config, service_type=ServiceType.WORKER, service_id="w",
                          group_id="g0", zmq=zctx, addressing=addressing)
     enc = msgspec.msgpack.Encoder()
@@ -79,7 +79,7 @@ async def bench(url: str, requests: int, concurrency: int, tokens: int, ipc_dir:
             await router.send_multipart((peer, enc.encode(TimePong(seq=ping.seq, ping_sent_at_ns=ping.sent_at_ns,
                                                                    received_at_ns=time.perf_counter_ns()))))
             await pull.recv()  # WorkerConnected
-            await worker.handle(ProfileConfigure(request_id="c", options={"dataset_dir": data_dir}))
+            await worker.handle(ProfileConfigure(request_id="c", dataset_dir=data_dir))
 
             async def drain_sink() -> None:
                 while True:

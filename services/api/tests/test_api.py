@@ -28,7 +28,7 @@ from aiperf.messages import (
     SystemState,
     SystemStateChanged,
 )
-from aiperf.runtime import UserError
+from aiperf.runtime import UnknownCommand, UserError
 from tests._api_fakes import FakeEvents, Serving
 
 pytestmark = pytest.mark.anyio
@@ -182,12 +182,11 @@ async def test_kubernetes_serves_the_stored_zst_as_is(serving: Serving) -> None:
             assert response.status in (400, 404)
 
 
-async def test_profile_configure_answers_the_url_and_others_are_refused(serving: Serving) -> None:
+async def test_profile_configure_is_answered_and_others_are_refused(serving: Serving) -> None:
     async with serving() as run:
-        reply = await run.api.handle(ProfileConfigure(request_id="r1", options={"dataset_dir": "x"}))
-        assert reply == {"url": run.base}
-        assert run.base.startswith("http://127.0.0.1:")
-        with pytest.raises(ValueError, match="ProfileStart"):
+        assert await run.api.handle(ProfileConfigure(request_id="r1", dataset_dir="x")) is None
+        assert run.api.url == run.base and run.base.startswith("http://127.0.0.1:")
+        with pytest.raises(UnknownCommand, match="ProfileStart"):
             await run.api.handle(ProfileStart(request_id="r2"))
 
 
@@ -197,18 +196,20 @@ async def test_configure_asked_before_listening_waits_for_the_server(tmp_path: P
               compressed_dataset=False, host="127.0.0.1", port=0, server_factory=granian_server)
     with send, receive:
         async with anyio.create_task_group() as tg:
-            replies: list[dict[str, object]] = []
+            answered = anyio.Event()
 
             async def ask() -> None:
-                replies.append(await api.handle(ProfileConfigure(request_id="r1")))
+                await api.handle(ProfileConfigure(request_id="r1", dataset_dir="x"))
+                answered.set()
 
             tg.start_soon(ask)
+            await anyio.wait_all_tasks_blocked()
+            assert not answered.is_set()
             await tg.start(api.run)
             with anyio.fail_after(5):
-                while not replies:
-                    await anyio.wait_all_tasks_blocked()
+                await answered.wait()
+            assert api.url.startswith("http://127.0.0.1:")
             tg.cancel_scope.cancel()
-    assert replies == [{"url": api.url}]
 
 
 async def test_a_port_in_use_is_a_user_error(tmp_path: Path) -> None:

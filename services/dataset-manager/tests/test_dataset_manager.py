@@ -8,11 +8,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from aiperf.config import ProfileOptions
+from aiperf.config import Benchmark, DatasetFormat, Endpoint, FileDataset, Length, Prompts, SyntheticDataset
 from aiperf.dataset import DatasetReader
 from aiperf.dataset_manager.service import DatasetManager
-from aiperf.messages import DatasetConfigured, Event, ProfileConfigure, ProfileStart
-from aiperf.runtime import UserError
+from aiperf.endpoints import PayloadBuilder
+from aiperf.messages import BuildDataset, DatasetBuilt, DatasetConfigured, Event, ProfileStart
+from aiperf.runtime import UnknownCommand, UserError
 
 pytestmark = pytest.mark.anyio
 
@@ -25,21 +26,24 @@ class Events:
         self.seen.append(event)
 
 
-def manager(tmp_path: Path, profile: ProfileOptions, compress: bool = False) -> tuple[DatasetManager, Events]:
+def manager(tmp_path: Path, benchmark: Benchmark, compress: bool = False) -> tuple[DatasetManager, Events]:
     events = Events()
-    return DatasetManager(profile=profile, dataset_dir=tmp_path / "dataset",
-                          inputs_path=tmp_path / "inputs.json", compress=compress, events=events), events
+    return DatasetManager(dataset=benchmark.dataset, seed=benchmark.dataset_seed,
+                          tokenizer=benchmark.tokenizer.name,
+                          payload=PayloadBuilder.of(benchmark.endpoint, benchmark.model),
+                          dataset_dir=tmp_path / "dataset", inputs_path=tmp_path / "inputs.json",
+                          compress=compress, events=events), events
 
 
 async def test_builds_dataset_and_inputs(tmp_path: Path) -> None:
-    profile = ProfileOptions(model="m", streaming=True, random_seed=5,
-                             dataset={"isl": 16, "osl": 8, "num_dataset_entries": 7})
-    dm, events = manager(tmp_path, profile, compress=True)
+    benchmark = Benchmark(models=["m"], endpoint=Endpoint(streaming=True), random_seed=5, datasets=[
+        SyntheticDataset(entries=7, prompts=Prompts(isl=Length(mean=16), osl=Length(mean=8)))])
+    dm, events = manager(tmp_path, benchmark, compress=True)
     async with anyio.create_task_group() as tg:
         await tg.start(dm.run)
-        result = await dm.handle(ProfileConfigure(request_id="c"))
+        result = await dm.handle(BuildDataset(request_id="c"))
         tg.cancel_scope.cancel()
-    assert result == {"dataset_dir": str(tmp_path / "dataset"), "conversations": 7}
+    assert result == DatasetBuilt(dataset_dir=str(tmp_path / "dataset"), conversations=7)
     with DatasetReader(tmp_path / "dataset") as reader:
         assert len(reader) == 7
     assert (tmp_path / "dataset" / "dataset.dat.zst").exists()
@@ -52,13 +56,13 @@ async def test_builds_dataset_and_inputs(tmp_path: Path) -> None:
 async def test_malformed_line_is_a_user_error_naming_it(tmp_path: Path) -> None:
     data = tmp_path / "d.jsonl"
     data.write_text('{"text": "a"}\nnot json\n')
-    profile = ProfileOptions(model="m", dataset={"input_file": str(data), "custom_dataset_type": "single_turn"})
-    dm, _ = manager(tmp_path, profile)
+    benchmark = Benchmark(models=["m"], datasets=[FileDataset(path=str(data), format=DatasetFormat.SINGLE_TURN)])
+    dm, _ = manager(tmp_path, benchmark)
     with pytest.raises(UserError, match="d.jsonl:2"):
-        await dm.handle(ProfileConfigure(request_id="c"))
+        await dm.handle(BuildDataset(request_id="c"))
 
 
 async def test_other_commands_are_refused(tmp_path: Path) -> None:
-    dm, _ = manager(tmp_path, ProfileOptions(model="m"))
-    with pytest.raises(ValueError, match="does not handle"):
+    dm, _ = manager(tmp_path, Benchmark(models=["m"]))
+    with pytest.raises(UnknownCommand, match="does not handle"):
         await dm.handle(ProfileStart(request_id="s"))

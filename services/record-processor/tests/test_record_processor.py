@@ -12,7 +12,7 @@ import pytest
 import zmq.asyncio
 
 from aiperf.comms import Addressing, BadMessage, Channel, PullSocket, PushSocket
-from aiperf.config import CommsOptions, ProfileOptions, RunConfig
+from aiperf.config import Benchmark, CommsOptions, Endpoint, RunConfig, TokenizerSpec
 from aiperf.messages import (
     MetricRecord,
     Phase,
@@ -24,7 +24,7 @@ from aiperf.messages import (
 )
 from aiperf.record_processor.main import build, instance_index, raw_records_endpoint
 from aiperf.record_processor.service import RecordProcessor
-from aiperf.runtime import ServiceContext, UserError
+from aiperf.runtime import ServiceContext, UnknownCommand, UserError
 from aiperf.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.anyio
@@ -88,8 +88,7 @@ class MemoryOut:
             return await self.rx.receive()
 
 
-def profile(**kw: Any) -> ProfileOptions:
-    return ProfileOptions(**{"model": "m", "streaming": True, **kw})
+STREAMING_CHAT = Endpoint(streaming=True)
 
 
 def loader_of(tokenizer: Tokenizer) -> Any:
@@ -109,7 +108,7 @@ async def run_processor(processor: RecordProcessor, raw: MemoryRaw, out: MemoryO
 
 async def test_records_in_metric_records_out_with_exact_ttft() -> None:
     raw, out = MemoryRaw(), MemoryOut()
-    rp = RecordProcessor(service_id="record-processor-g0-0", profile=profile(), raw=raw, out=out,
+    rp = RecordProcessor(service_id="record-processor-g0-0", endpoint=STREAMING_CHAT, tokenizer=None, raw=raw, out=out,
                          tokenizer_loader=loader_of(WordTokenizer()))
 
     async def body() -> None:
@@ -117,7 +116,7 @@ async def test_records_in_metric_records_out_with_exact_ttft() -> None:
         await anyio.wait_all_tasks_blocked()
         with pytest.raises(anyio.WouldBlock):  # no tokenizer yet: the record waits
             out.rx.receive_nowait()
-        assert await rp.handle(ProfileConfigure(request_id="c", options={"dataset_dir": "/d"})) == {}
+        assert await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d")) is None
         m = await out.next()
         assert m.credit_num == 1 and m.error is None and m.processor_id == "record-processor-g0-0"
         assert m.metrics["time_to_first_token"] == 40 * MS
@@ -135,11 +134,11 @@ async def test_records_in_metric_records_out_with_exact_ttft() -> None:
 
 async def test_errors_and_cancellations_become_error_metric_records() -> None:
     raw, out = MemoryRaw(), MemoryOut()
-    rp = RecordProcessor(service_id="rp", profile=profile(), raw=raw, out=out,
+    rp = RecordProcessor(service_id="rp", endpoint=STREAMING_CHAT, tokenizer=None, raw=raw, out=out,
                          tokenizer_loader=loader_of(WordTokenizer()))
 
     async def body() -> None:
-        await rp.handle(ProfileConfigure(request_id="c"))
+        await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
         await raw.tx.send(streamed(1, status=500, chunks=[b'{"error":{"message":"boom"}}'], chunk_ns=[T0]))
         await raw.tx.send(streamed(2, cancelled=True))
         first, second = await out.next(), await out.next()
@@ -157,11 +156,11 @@ async def test_a_failure_to_process_still_yields_a_record() -> None:
             raise RuntimeError("tokenizer exploded")
 
     raw, out = MemoryRaw(), MemoryOut()
-    rp = RecordProcessor(service_id="rp", profile=profile(), raw=raw, out=out,
+    rp = RecordProcessor(service_id="rp", endpoint=STREAMING_CHAT, tokenizer=None, raw=raw, out=out,
                          tokenizer_loader=loader_of(Broken()))
 
     async def body() -> None:
-        await rp.handle(ProfileConfigure(request_id="c"))
+        await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
         await raw.tx.send(streamed(7))
         m = await out.next()
         assert m.credit_num == 7 and m.error is not None and m.error.type == "RecordProcessingError"
@@ -172,13 +171,13 @@ async def test_a_failure_to_process_still_yields_a_record() -> None:
 
 async def test_bad_tokenizer_is_a_user_error_with_the_same_line() -> None:
     raw, out = MemoryRaw(), MemoryOut()
-    rp = RecordProcessor(service_id="rp", profile=profile(tokenizer="/no/such/tokenizer"), raw=raw, out=out)
+    rp = RecordProcessor(service_id="rp", endpoint=STREAMING_CHAT, tokenizer="/no/such/tokenizer", raw=raw, out=out)
     try:
         with pytest.raises(UserError) as info:
-            await rp.handle(ProfileConfigure(request_id="c"))
+            await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
         assert str(info.value).startswith("--tokenizer /no/such/tokenizer: not a tokenizer.json")
         assert "\n" not in str(info.value)
-        with pytest.raises(ValueError, match="does not handle ProfileStart"):
+        with pytest.raises(UnknownCommand, match="does not handle ProfileStart"):
             await rp.handle(ProfileStart(request_id="s"))
     finally:
         for stream in (raw.tx, raw.rx, out.tx, out.rx):
@@ -194,7 +193,7 @@ def test_instance_index_and_endpoint() -> None:
 async def test_real_sockets_and_builtin_tokenizer(zctx: zmq.asyncio.Context, ipc_dir: str) -> None:
     addressing = Addressing(ipc_dir=ipc_dir)
     config = RunConfig(run_id="t", mode="profile", comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host=None),
-                       profile=profile(tokenizer="builtin"))
+                       benchmark=Benchmark(models=["m"], endpoint=STREAMING_CHAT, tokenizer=TokenizerSpec(name="builtin")))
     ctx = ServiceContext(config=config, service_type=ServiceType.RECORD_PROCESSOR,
                          service_id="record-processor-g0-1", group_id="g0", zmq=zctx, addressing=addressing)
     async with (PullSocket[MetricRecord](zctx, decode=RecordChannel, channel="records",
@@ -206,7 +205,7 @@ async def test_real_sockets_and_builtin_tokenizer(zctx: zmq.asyncio.Context, ipc
         assert isinstance(rp, RecordProcessor)
         async with anyio.create_task_group() as tg:
             await tg.start(rp.run)
-            await rp.handle(ProfileConfigure(request_id="c", options={"dataset_dir": "/d"}))
+            await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
             for num in range(5):
                 await worker.send(streamed(num))
             with anyio.fail_after(10):

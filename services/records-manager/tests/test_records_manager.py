@@ -7,10 +7,20 @@ import json
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
-from aiperf.config import CommsOptions, ProfileOptions, RunConfig
-from aiperf.messages import ErrorDetails, MetricRecord, Phase, ProfileConfigure, ServiceCommand
+from aiperf.config import Benchmark
+from aiperf.messages import (
+    ErrorDetails,
+    Finalize,
+    Finalized,
+    MetricRecord,
+    Phase,
+    PhaseAccounting,
+    ProfileConfigure,
+    RunAccounting,
+)
 from aiperf.records_manager.accounting import accounting_line, balance_problems, missing_records
 from aiperf.records_manager.service import RecordsManager
 
@@ -34,29 +44,28 @@ def record(n: int, *, phase: Phase = Phase.PROFILING, error: bool = False) -> Me
         error=ErrorDetails(type="Internal Server Error", message="boom", code=500) if error else None)
 
 
-def accounting(issued: int, ok: int, failed: int) -> dict:
-    return {"phases": {"profiling": {"issued": issued, "returned": issued, "ok": ok, "failed": failed,
-                                     "cancelled": 0, "lost": 0, "start_ns": 0, "end_ns": 10**9}}}
+def accounting(issued: int, ok: int, failed: int) -> RunAccounting:
+    return RunAccounting(phases={Phase.PROFILING: PhaseAccounting(
+        issued=issued, returned=issued, ok=ok, failed=failed, start_ns=0, end_ns=10**9)})
 
 
-async def run_finalize(tmp_path: Path, records: list[MetricRecord], acct: dict,
-                       records_timeout_s: float = 10.0) -> dict:
-    config = RunConfig(run_id="r", comms=CommsOptions(ipc_dir="/tmp"), profile=ProfileOptions(model="m"))
+async def run_finalize(tmp_path: Path, records: list[MetricRecord], acct: RunAccounting,
+                       records_timeout_s: float = 10.0) -> Finalized:
     source = Records()
-    rm = RecordsManager(config=config, records=source, events=None, artifact_dir=tmp_path)
+    rm = RecordsManager(benchmark=Benchmark(models=["m"]), run_id="r", t0_wall_ns=0, records=source,
+                        events=None, artifact_dir=tmp_path)
     async with anyio.create_task_group() as tg:
         await tg.start(rm.run)
-        await rm.handle(ProfileConfigure(request_id="c"))
+        await rm.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
 
         async def feed() -> None:  # records arrive after finalize started waiting
             for r in records:
                 await source.tx.send(r)
 
         tg.start_soon(feed)
-        result = await rm.handle(ServiceCommand(request_id="f", name="finalize",
-                                                args={"accounting": acct,
-                                                      "records_timeout_s": records_timeout_s}))
+        result = await rm.handle(Finalize(request_id="f", accounting=acct, records_timeout_s=records_timeout_s))
         tg.cancel_scope.cancel()
+    assert isinstance(result, Finalized)
     source.tx.close()
     source.rx.close()
     return result
@@ -65,35 +74,52 @@ async def run_finalize(tmp_path: Path, records: list[MetricRecord], acct: dict,
 async def test_finalize_waits_for_every_record_and_writes_exports(tmp_path: Path) -> None:
     records = [record(i) for i in range(9)] + [record(9, error=True)]
     result = await run_finalize(tmp_path, records, accounting(10, 9, 1))
-    assert result["balanced"] and result["request_count"] == 9 and result["error_request_count"] == 1
+    assert result.balanced and result.request_count == 9 and result.error_request_count == 1
     summary = json.loads((tmp_path / "profile_export_aiperf.json").read_text())
     assert summary["request_count"]["avg"] == 9
     assert summary["aiperf_extensions"]["accounting_balanced"] is True
     assert len((tmp_path / "profile_export.jsonl").read_text().splitlines()) == 10
     assert (tmp_path / "profile_export_aiperf.csv").read_text().startswith("Metric")
-    assert "Time to First Token" in result["table"]
+    assert "Time to First Token" in result.table
+    exported = summary["aiperf_extensions"]["accounting"]["profiling"]
+    assert exported == msgspec.to_builtins(accounting(10, 9, 1).phases[Phase.PROFILING])
 
 
 async def test_missing_records_fail_the_balance(tmp_path: Path) -> None:
     result = await run_finalize(tmp_path, [record(i) for i in range(3)], accounting(4, 4, 0),
                                 records_timeout_s=0.5)
-    assert not result["balanced"]
-    assert "profiling: 3 records for 4 returned credits" in result["problems"]
+    assert not result.balanced
+    assert "profiling: 3 records for 4 returned credits" in result.problems
+
+
+BALANCED = {Phase.PROFILING: PhaseAccounting(issued=10, returned=8, ok=6, failed=1, cancelled=1, lost=2)}
 
 
 def test_balance_rules_and_line() -> None:
-    phases = {"profiling": {"issued": 10, "returned": 8, "ok": 6, "failed": 1, "cancelled": 1, "lost": 2}}
-    assert balance_problems(phases, {"profiling": 8}) == []
-    assert balance_problems(phases, {"profiling": 7}) == ["profiling: 7 records for 8 returned credits"]
-    bad = {"profiling": {"issued": 10, "returned": 10, "ok": 6, "failed": 1, "cancelled": 1, "lost": 0}}
-    assert "issued 10 != ok+failed+cancelled+lost 8" in balance_problems(bad, {"profiling": 10})[0]
-    assert accounting_line(phases) == ("profiling: issued 10 = ok 6 + failed 3 + cancelled 1 "
-                                       "(of the failed, 2 lost with their worker)")
+    assert balance_problems(BALANCED, {Phase.PROFILING: 8}) == []
+    assert balance_problems(BALANCED, {Phase.PROFILING: 7}) == ["profiling: 7 records for 8 returned credits"]
+    bad = {Phase.PROFILING: PhaseAccounting(issued=10, returned=10, ok=6, failed=1, cancelled=1)}
+    assert "issued 10 != ok+failed+cancelled+lost 8" in balance_problems(bad, {Phase.PROFILING: 10})[0]
+    assert accounting_line(BALANCED) == ("profiling: issued 10 = ok 6 + failed 3 + cancelled 1 "
+                                         "(of the failed, 2 lost with their worker)")
+
+
+@pytest.mark.parametrize("field", ["issued", "returned", "ok", "failed", "cancelled", "lost"])
+def test_every_counter_of_the_accounting_takes_part_in_the_balance(field: str) -> None:
+    counts = BALANCED[Phase.PROFILING]
+    off_by_one = msgspec.structs.replace(counts, **{field: getattr(counts, field) + 1})
+    assert balance_problems({Phase.PROFILING: off_by_one}, {Phase.PROFILING: off_by_one.returned}) != []
+
+
+def test_the_accounting_struct_has_exactly_the_documented_fields() -> None:
+    assert PhaseAccounting.__struct_fields__ == (
+        "issued", "returned", "sent", "ok", "failed", "cancelled", "lost", "start_ns", "end_ns",
+        "start_wall_ns", "end_wall_ns", "schedule_lag_p50_ns", "schedule_lag_p99_ns", "stopped_reason")
+    assert RunAccounting.__struct_fields__ == ("phases", "cancelled", "stopped_reason")
 
 
 def test_records_lost_with_a_pod_are_reported_not_unbalanced() -> None:
-    phases = {"profiling": {"issued": 10, "returned": 8, "ok": 6, "failed": 1, "cancelled": 1, "lost": 2}}
-    assert balance_problems(phases, {"profiling": 5}, records_may_be_lost=True) == []
-    assert missing_records(phases, {"profiling": 5}) == {"profiling": 3}
-    assert balance_problems(phases, {"profiling": 9}, records_may_be_lost=True) == [
+    assert balance_problems(BALANCED, {Phase.PROFILING: 5}, records_may_be_lost=True) == []
+    assert missing_records(BALANCED, {Phase.PROFILING: 5}) == {Phase.PROFILING: 3}
+    assert balance_problems(BALANCED, {Phase.PROFILING: 9}, records_may_be_lost=True) == [
         "profiling: 9 records for 8 returned credits"]

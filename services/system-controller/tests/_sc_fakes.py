@@ -8,14 +8,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import msgspec
 
 from aiperf.config import ServiceCounts
-from aiperf.messages import Command, CommandReply, Heartbeat, Register, ServiceState, ToController
+from aiperf.messages import (
+    Ack,
+    Command,
+    CommandFailed,
+    Heartbeat,
+    Register,
+    Reply,
+    ServiceState,
+    ToController,
+)
 from aiperf.system_controller.plan import plan_services
 
-Answer = dict[str, Any] | Exception | None
-"""What a scripted service does with a command: reply this result, fail with this error, or
-(None) not answer yet."""
+Answer = Reply | Exception | None
+"""What a scripted service does with a command: reply this (its ids are filled in), fail with
+this error, or (None) not answer yet."""
+
+
+def _ack(sid: str, command: Command[Any]) -> Answer:
+    return Ack()
 
 
 @dataclass
@@ -31,8 +45,8 @@ class FakeRouter:
     """`RouterSocket` stand-in: `recv` returns what the fake services sent, `send` records the
     command and lets `answer` script the reply."""
 
-    answer: Callable[[str, Command], Answer] = field(default=lambda sid, command: {})
-    sent: list[tuple[str, Command]] = field(default_factory=list)
+    answer: Callable[[str, Command[Any]], Answer] = _ack
+    sent: list[tuple[str, Command[Any]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._tx, self._rx = anyio.create_memory_object_stream[tuple[bytes, ToController]](10_000)
@@ -44,21 +58,17 @@ class FakeRouter:
     async def recv(self) -> tuple[bytes, ToController]:
         return await self._rx.receive()
 
-    async def send(self, peer: bytes, command: Command) -> None:
+    async def send(self, peer: bytes, command: Command[Any]) -> None:
         sid = peer.decode()
         self.sent.append((sid, command))
         outcome = self.answer(sid, command)
         if outcome is not None:
             self.reply(sid, command, outcome)
 
-    def reply(self, sid: str, command: Command, outcome: dict[str, Any] | Exception) -> None:
-        request_id = command.request_id
+    def reply(self, sid: str, command: Command[Any], outcome: Reply | Exception) -> None:
         if isinstance(outcome, Exception):
-            message = CommandReply(request_id=request_id, service_id=sid, ok=False, error=str(outcome),
-                                   error_type=type(outcome).__name__)
-        else:
-            message = CommandReply(request_id=request_id, service_id=sid, ok=True, result=outcome)
-        self.deliver(sid, message)
+            outcome = CommandFailed(error=str(outcome), error_type=type(outcome).__name__)
+        self.deliver(sid, msgspec.structs.replace(outcome, request_id=command.request_id, service_id=sid))
 
     def deliver(self, sid: str, message: ToController) -> None:
         self._tx.send_nowait((sid.encode(), message))

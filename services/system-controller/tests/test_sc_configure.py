@@ -10,10 +10,19 @@ import pytest
 
 from aiperf.config import CommsOptions, RunConfig, RuntimeOptions, ServiceCounts
 from aiperf.messages import (
+    Ack,
+    BuildDataset,
     Command,
+    DatasetBuilt,
+    Finalize,
+    Finalized,
+    GroupReady,
+    PrepareGroup,
     ProfileConfigure,
+    ProfileFinished,
     ProfileStart,
-    ServiceCommand,
+    Reply,
+    RunAccounting,
     ServiceType,
     SystemState,
 )
@@ -42,25 +51,37 @@ class Script:
         self.router, self.wgm_fails = router, wgm_fails
         self.held: list[tuple[str, Command]] = []
 
-    def answer(self, sid: str, command: Command) -> Answer:
+    def answer(self, sid: str, command: Command[Any]) -> Answer:
         match command:
-            case ProfileConfigure() if sid == "dataset-manager":
-                return {"dataset_dir": SHARED, "conversations": 3}
-            case ProfileConfigure() if sid.startswith("worker-group-manager"):
+            case PrepareGroup():
                 self.held.append((sid, command))
                 return None
-            case ProfileStart():
-                return {"cancelled": False, "phases": {}}
-            case ServiceCommand(name="finalize"):
-                return {"table": "", "balanced": True}
-        return {}
+        return answer_plainly(sid, command)
 
     def release(self) -> None:
         for sid, command in self.held:
-            outcome: dict[str, Any] | Exception = (
+            outcome: Reply | Exception = (
                 RuntimeError("dataset not available") if sid == self.wgm_fails
-                else {"dataset_dir": f"/aiperf/artifacts/dataset-{group_of(sid)}"})
+                else ready(sid, f"/aiperf/artifacts/dataset-{group_of(sid)}"))
             self.router.reply(sid, command, outcome)
+
+
+def ready(sid: str, dataset_dir: str) -> GroupReady:
+    return GroupReady(dataset_dir=dataset_dir, group_id=group_of(sid), members=[], conversations=3)
+
+
+def answer_plainly(sid: str, command: Command[Any]) -> Answer:
+    """What well-behaved services answer: the shared dataset folder everywhere."""
+    match command:
+        case BuildDataset():
+            return DatasetBuilt(dataset_dir=SHARED, conversations=3)
+        case PrepareGroup():
+            return ready(sid, SHARED)
+        case ProfileStart():
+            return ProfileFinished(accounting=RunAccounting())
+        case Finalize():
+            return Finalized(table="", accounting_line="", balanced=True)
+    return Ack()
 
 
 async def test_workers_get_their_pods_copy_only_after_their_group_manager_made_it(router: FakeRouter) -> None:
@@ -88,34 +109,29 @@ async def test_workers_get_their_pods_copy_only_after_their_group_manager_made_i
         assert asked[0] == "dataset-manager"
         assert sorted(asked[1:]) == ["worker-group-manager-g0", "worker-group-manager-g1"]
         for _, command in router.sent[1:]:
-            assert isinstance(command, ProfileConfigure) and command.options == {"dataset_dir": SHARED}
+            assert isinstance(command, PrepareGroup) and command.dataset_dir == SHARED
         script.release()
         await anyio.wait_all_tasks_blocked()
         tg.cancel_scope.cancel()  # control.run
-    configures = {sid: c.options for sid, c in router.sent if isinstance(c, ProfileConfigure)}
-    assert set(configures) == set(ids)
-    g0_copy = {"dataset_dir": "/aiperf/artifacts/dataset-g0"}
+    configures = {sid: c.dataset_dir for sid, c in router.sent if isinstance(c, ProfileConfigure)}
+    managers = {"dataset-manager", "worker-group-manager-g0", "worker-group-manager-g1"}
+    assert set(configures) == set(ids) - managers
+    g0_copy = "/aiperf/artifacts/dataset-g0"
     assert configures["worker-g0-0"] == configures["worker-g0-1"] == g0_copy
-    assert configures["worker-g1-0"] == {"dataset_dir": "/aiperf/artifacts/dataset-g1"}
+    assert configures["worker-g1-0"] == "/aiperf/artifacts/dataset-g1"
     assert "worker-g1-1" not in configures  # the short last pod has one worker
-    assert configures["record-processor-g1-0"] == {"dataset_dir": "/aiperf/artifacts/dataset-g1"}
+    assert configures["record-processor-g1-0"] == "/aiperf/artifacts/dataset-g1"
     for sid in ("timing-manager", "records-manager", "api", "event-bus-proxy"):
-        assert configures[sid] == {"dataset_dir": SHARED}
+        assert configures[sid] == SHARED
     start = next(i for i, (_, c) in enumerate(router.sent) if isinstance(c, ProfileStart))
-    assert start == len(configures)  # credits only after every configure answered
+    assert start == len(configures) + len(managers)  # credits only after every configure answered
     assert states == [SystemState.READY, SystemState.PROFILING, SystemState.PROCESSING, SystemState.EXPORTING]
 
 
 async def test_locally_the_group_managers_reply_the_shared_folder_and_workers_use_it(
         router: FakeRouter) -> None:
 
-    def answer(sid: str, command: Command) -> Answer:
-        managers = ("dataset-manager", "worker-group-manager-g0", "worker-group-manager-g1")
-        if isinstance(command, ProfileConfigure) and sid in managers:
-            return {"dataset_dir": SHARED}
-        return {"cancelled": False} if isinstance(command, ProfileStart) else {}
-
-    router.answer = answer
+    router.answer = answer_plainly
     control = ControlServer(router)
 
     async def set_state(state: SystemState) -> None:
@@ -128,8 +144,8 @@ async def test_locally_the_group_managers_reply_the_shared_folder_and_workers_us
         final = await ProfileDriver(config=config(kubernetes=False)).drive(control, set_state, anyio.Event())
         tg.cancel_scope.cancel()
     assert final is SystemState.DONE
-    options = {sid: c.options for sid, c in router.sent if isinstance(c, ProfileConfigure)}
-    assert options["worker-g1-0"] == options["timing-manager"] == {"dataset_dir": SHARED}
+    dirs = {sid: c.dataset_dir for sid, c in router.sent if isinstance(c, ProfileConfigure)}
+    assert dirs["worker-g1-0"] == dirs["timing-manager"] == SHARED
 
 
 async def test_a_group_manager_that_cannot_fetch_fails_configure_before_any_worker_is_asked(
@@ -158,5 +174,5 @@ async def test_a_group_manager_that_cannot_fetch_fails_configure_before_any_work
         script.release()
         await anyio.wait_all_tasks_blocked()
         tg.cancel_scope.cancel()
-    assert failure and "worker-group-manager-g1 failed ProfileConfigure" in str(failure[0])
+    assert failure and "worker-group-manager-g1 failed PrepareGroup" in str(failure[0])
     assert not any(control.services[sid].service_type is ServiceType.WORKER for sid, _ in router.sent)

@@ -9,12 +9,16 @@ import itertools
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
+import msgspec
 from anyio.abc import TaskStatus
 
+from aiperf.cli.benchmark_flags import build_benchmark
+from aiperf.cli.profile_options import ProfileFlags
 from aiperf.comms import PeerUnreachable
-from aiperf.config import ProfileOptions
+from aiperf.config import Benchmark
 from aiperf.messages import (
     CancelCredits,
     Credit,
@@ -22,6 +26,7 @@ from aiperf.messages import (
     CreditReturnChannel,
     Event,
     ProfileConfigure,
+    ProfileFinished,
     ProfileStart,
     TimePing,
     WorkerConnected,
@@ -242,11 +247,15 @@ class Rig:
     workers: FakeWorkers
     conversations: FakeConversations
 
-    async def configure(self) -> dict[str, object]:
-        return await self.tm.handle(ProfileConfigure(request_id="c", options={"dataset_dir": "/fake"}))
+    async def configure(self) -> None:
+        assert await self.tm.handle(ProfileConfigure(request_id="c", dataset_dir="/fake")) is None
 
-    async def start(self) -> dict[str, object]:
-        return await self.tm.handle(ProfileStart(request_id="s"))
+    async def start(self) -> dict[str, Any]:
+        """The `ProfileFinished` accounting as plain data."""
+        reply = await self.tm.handle(ProfileStart(request_id="s"))
+        assert isinstance(reply, ProfileFinished)
+        accounting: dict[str, Any] = msgspec.to_builtins(reply.accounting)
+        return accounting
 
     def close(self) -> None:
         self.router.close()
@@ -257,12 +266,13 @@ OPEN_RIGS: list[Rig] = []
 """Rigs made by the running test; the conftest closes their streams afterwards."""
 
 
-def make_rig(profile: ProfileOptions, *, conversations: FakeConversations | None = None,
+def make_rig(benchmark: Benchmark, *, conversations: FakeConversations | None = None,
              workers: int = 1, behaviour: Behaviour | None = None, cancel_drain_s: float = 5.0,
              registration_timeout_s: float = 5.0) -> Rig:
     clock, router, returns, events = VirtualClock(), FakeRouter(), FakeReturns(), FakeEvents()
     convs = conversations if conversations is not None else FakeConversations.single_turn(5)
-    tm = TimingManager(service_id="timing-manager", profile=profile, expected_workers=workers,
+    tm = TimingManager(service_id="timing-manager", phases=benchmark.phases, seed=benchmark.random_seed,
+                       expected_workers=workers,
                        registration_timeout_s=registration_timeout_s, credits=router, returns=returns,
                        events=events, open_conversations=lambda _: convs, clock=clock,
                        wall_clock=lambda: 42, sleep=clock.sleep, cancel_drain_s=cancel_drain_s)
@@ -274,8 +284,11 @@ def make_rig(profile: ProfileOptions, *, conversations: FakeConversations | None
     return rig
 
 
-def profile(**kw: object) -> ProfileOptions:
-    return ProfileOptions(model="m", **kw)
+def profile(**flags: Any) -> Benchmark:
+    """The benchmark `aiperf profile -m m` with these flags runs (a fixed schedule reads a trace)."""
+    if flags.get("fixed_schedule"):
+        flags.setdefault("input_file", "trace.jsonl")
+    return build_benchmark(ProfileFlags(model="m", **flags)).benchmark
 
 
 @asynccontextmanager

@@ -11,17 +11,17 @@ import pytest
 from aiperf.messages import (
     CancelCredits,
     Credit,
+    CreditsLost,
     PhaseComplete,
     PhaseSendingComplete,
     PhaseStarted,
     ProfileCancel,
-    ServiceCommand,
     TimePing,
     TimePong,
     WorkerLeaving,
+    WorkerLost,
 )
 from aiperf.runtime import GiveUp, UserError
-from aiperf.timing_manager.plan import build_plans
 from aiperf.timing_manager.ports import TurnTiming
 from aiperf.timing_manager.schedule import arrival_offsets_ns, fixed_offsets_ns, percentile
 from tests._tm_fakes import FakeConversations, make_rig, profile, running
@@ -54,7 +54,7 @@ async def test_closed_loop_issues_exactly_n_and_never_more_than_c_in_flight() ->
     phase = result["phases"]["profiling"]
     assert result["cancelled"] is False
     assert (phase["issued"], phase["returned"], phase["ok"], phase["failed"]) == (50, 50, 48, 2)
-    assert balanced(phase) and "stopped_reason" not in phase
+    assert balanced(phase) and phase["stopped_reason"] == ""
     assert {s.worker for s in seen} == {"w0", "w1", "w2"}
 
 
@@ -247,12 +247,11 @@ async def test_worker_lost_declares_its_credits_lost_and_accounting_balances() -
             while rig.tm.pool.in_flight("w1") < 2:
                 await anyio.sleep(0.001)
         held = rig.tm.pool.in_flight("w1")
-        reply = await rig.tm.handle(ServiceCommand(request_id="x", name="worker_lost",
-                                                   args={"worker_id": "w1"}))
-        assert reply == {"lost": held}
+        reply = await rig.tm.handle(WorkerLost(request_id="x", worker_id="w1"))
+        assert reply == CreditsLost(lost=held)
     phase = done["phases"]["profiling"]  # type: ignore[index]
     assert phase["issued"] == 20 and phase["lost"] == held and balanced(phase)
-    assert "stopped_reason" not in phase
+    assert phase["stopped_reason"] == ""
     assert all(s.worker == "w0" for s in rig.workers.credits()[-5:])
 
 
@@ -269,8 +268,7 @@ async def test_last_worker_lost_ends_the_phase_with_a_reason() -> None:
         with anyio.fail_after(5):
             while len(rig.workers.credits()) < 2:
                 await anyio.sleep(0.001)
-        assert (await rig.tm.handle(ServiceCommand(request_id="x", name="worker_lost",
-                                                   args={"worker_id": "w0"}))) == {"lost": 2}
+        assert (await rig.tm.handle(WorkerLost(request_id="x", worker_id="w0"))) == CreditsLost(lost=2)
     phase = done["phases"]["profiling"]  # type: ignore[index]
     assert (phase["issued"], phase["lost"], phase["stopped_reason"]) == (2, 2, "no workers left")
     assert balanced(phase) and done["cancelled"] is False
@@ -311,7 +309,7 @@ async def test_cancel_stops_issuing_and_counts_cancelled() -> None:
         with anyio.fail_after(5):
             while len(rig.workers.seen) < 3:
                 await anyio.sleep(0.001)
-        assert await rig.tm.handle(ProfileCancel(request_id="k")) == {}
+        assert await rig.tm.handle(ProfileCancel(request_id="k")) is None
     assert done["cancelled"] is True
     phase = done["phases"]["profiling"]  # type: ignore[index]
     assert (phase["issued"], phase["cancelled"], phase["lost"]) == (3, 3, 0) and balanced(phase)
@@ -385,19 +383,19 @@ async def test_configure_waits_for_the_expected_workers() -> None:
         await tg.start(rig.tm.run)
         await tg.start(rig.workers.run)
         await rig.workers.connect("w0")
-        reply: dict[str, object] = {}
+        configured = anyio.Event()
 
         async def configure() -> None:
-            reply.update(await rig.configure())
+            await rig.configure()
+            configured.set()
 
         tg.start_soon(configure)
         await anyio.wait_all_tasks_blocked()
-        assert reply == {}
+        assert not configured.is_set()
         await rig.workers.connect("w1")
         with anyio.fail_after(5):
-            while not reply:
-                await anyio.sleep(0.001)
-        assert reply == {"workers": 2}
+            await configured.wait()
+        assert len(rig.tm.pool) == 2
         tg.cancel_scope.cancel()
 
 
@@ -421,15 +419,15 @@ async def test_ping_gets_a_pong_with_the_managers_clock() -> None:
         tg.cancel_scope.cancel()
 
 
-def test_plans_follow_the_flags() -> None:
-    warm, prof = build_plans(profile(concurrency=8, warmup_request_count=5))
-    assert (warm.phase, warm.mode, warm.count, warm.concurrency) == ("warmup", "closed", 5, 8)
-    assert (prof.mode, prof.count, prof.concurrency) == ("closed", 16, 8)
-    (rate,) = build_plans(profile(request_rate=5.0, benchmark_duration=10))
-    assert (rate.mode, rate.count, rate.concurrency, rate.duration_s) == ("rate", None, None, 10)
-    (fixed,) = build_plans(profile(fixed_schedule=True))
-    assert (fixed.mode, fixed.count) == ("fixed", None)
-    warm, _ = build_plans(profile(request_rate=5.0, warmup_request_count=2))
+def test_the_flags_become_phases() -> None:
+    warm, prof = profile(concurrency=8, warmup_request_count=5).phases
+    assert (warm.role, type(warm).__name__, warm.requests, warm.concurrency) == ("warmup", "ConcurrencyPhase", 5, 8)
+    assert (type(prof).__name__, prof.requests, prof.concurrency) == ("ConcurrencyPhase", 16, 8)
+    (rate,) = profile(request_rate=5.0, benchmark_duration=10).phases
+    assert (type(rate).__name__, rate.requests, rate.concurrency, rate.duration) == ("PoissonPhase", None, None, 10)
+    (fixed,) = profile(fixed_schedule=True).phases
+    assert (type(fixed).__name__, fixed.requests) == ("FixedSchedulePhase", None)
+    warm, _ = profile(request_rate=5.0, warmup_request_count=2).phases
     assert warm.concurrency == 1
 
 

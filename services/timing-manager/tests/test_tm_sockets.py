@@ -10,11 +10,12 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 import zmq.asyncio
 
 from aiperf.comms import Addressing, Channel, DealerSocket, PushSocket
-from aiperf.config import CommsOptions, ProfileOptions, RunConfig, RuntimeOptions, ServiceCounts
+from aiperf.config import CommsOptions, RunConfig, RuntimeOptions, ServiceCounts
 from aiperf.dataset.model import Conversation, Turn
 from aiperf.dataset.store import write_dataset
 from aiperf.messages import (
@@ -22,6 +23,7 @@ from aiperf.messages import (
     CreditChannel,
     CreditReturn,
     ProfileConfigure,
+    ProfileFinished,
     ProfileStart,
     ServiceType,
     TimePing,
@@ -30,6 +32,7 @@ from aiperf.messages import (
 )
 from aiperf.runtime.service import ServiceContext
 from aiperf.timing_manager.main import build
+from tests._tm_fakes import profile
 
 pytestmark = pytest.mark.anyio
 
@@ -70,8 +73,7 @@ async def test_real_sockets_two_workers_closed_loop_with_warmup(ipc_dir: str) ->
                        comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host=None),
                        services=ServiceCounts(workers_per_group=2),
                        runtime=RuntimeOptions(registration_timeout_s=10),
-                       profile=ProfileOptions(model="m", concurrency=3, request_count=30,
-                                              warmup_request_count=4))
+                       benchmark=profile(concurrency=3, request_count=30, warmup_request_count=4))
     ctx = zmq.asyncio.Context()
     addressing = Addressing(ipc_dir=ipc_dir)
     seen: dict[str, list[Credit]] = {"worker-0": [], "worker-1": []}
@@ -85,10 +87,11 @@ async def test_real_sockets_two_workers_closed_loop_with_warmup(ipc_dir: str) ->
                 with anyio.fail_after(20):
                     for worker_id, credits in seen.items():
                         await tg.start(fake_worker, ctx, addressing, worker_id, credits)
-                    configured = await tm.handle(ProfileConfigure(request_id="c",
-                                                                  options={"dataset_dir": str(dataset)}))
-                    assert configured == {"workers": 2}
-                    result = await tm.handle(ProfileStart(request_id="s"))
+                    await tm.handle(ProfileConfigure(request_id="c", dataset_dir=str(dataset)))
+                    assert len(tm.pool) == 2
+                    finished = await tm.handle(ProfileStart(request_id="s"))
+                    assert isinstance(finished, ProfileFinished)
+                    result = msgspec.to_builtins(finished.accounting)
                 tg.cancel_scope.cancel()
     finally:
         ctx.destroy(linger=0)

@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from aiperf.dataset import DATA_FILE, INDEX_FILE, Conversation, DatasetReader, Turn, write_dataset
-from aiperf.messages import ProfileConfigure, ProfileStart
-from aiperf.runtime import GiveUp
+from aiperf.messages import GroupReady, PrepareGroup, ProfileStart
+from aiperf.runtime import GiveUp, UnknownCommand
 from aiperf.worker_group_manager.download import (
     DatasetDownloader,
     PodDataset,
@@ -78,40 +78,40 @@ async def test_the_wgm_downloads_once_per_pod_and_replies_its_local_folder(
                          default_url=server.url)
         wgm = WorkerGroupManager(service_id="worker-group-manager-g0", group_id="g0",
                                  members=["worker-g0-0"], pod_dataset=pod)
-        options = {"dataset_dir": str(controller_dataset)}
-        replies: list[dict[str, object]] = []
+        replies: list[GroupReady] = []
 
         async def configure(rid: str) -> None:
-            replies.append(await wgm.handle(ProfileConfigure(request_id=rid, options=options)))
+            reply = await wgm.handle(PrepareGroup(request_id=rid, dataset_dir=str(controller_dataset)))
+            assert isinstance(reply, GroupReady)
+            replies.append(reply)
 
         async with anyio.create_task_group() as tg:  # a repeated ask must not download twice
             tg.start_soon(configure, "a")
             tg.start_soon(configure, "b")
         await configure("c")
     assert server.hits == {DATA_FILE: 2, INDEX_FILE: 2}  # one 503 each, then one download
-    assert [r["dataset_dir"] for r in replies] == [str(tmp_path / "pod" / "dataset-g0")] * 3
-    assert replies[0]["conversations"] == 300 and replies[0]["group_id"] == "g0"
+    assert [r.dataset_dir for r in replies] == [str(tmp_path / "pod" / "dataset-g0")] * 3
+    assert replies[0].conversations == 300 and replies[0].group_id == "g0"
 
 
-async def test_options_dataset_url_overrides_the_environment_default(
+async def test_the_commands_dataset_url_overrides_the_environment_default(
         controller_dataset: Path, tmp_path: Path, session: aiohttp.ClientSession) -> None:
     async with serving(DatasetServer(folder=controller_dataset)) as server:
         pod = PodDataset(downloader=downloader(session), directory=tmp_path / "d",
                          default_url="http://127.0.0.1:9/api/dataset")  # nothing listens there
         wgm = WorkerGroupManager(service_id="wgm", group_id="g0", members=[], pod_dataset=pod)
-        reply = await wgm.handle(ProfileConfigure(request_id="a", options={
-            "dataset_dir": "/elsewhere", "dataset_url": server.url}))
-    assert reply["dataset_dir"] == str(tmp_path / "d")
+        reply = await wgm.handle(PrepareGroup(request_id="a", dataset_dir="/elsewhere", dataset_url=server.url))
+    assert isinstance(reply, GroupReady) and reply.dataset_dir == str(tmp_path / "d")
 
 
 async def test_locally_the_shared_folder_is_replied_unchanged(controller_dataset: Path) -> None:
     wgm = WorkerGroupManager(service_id="wgm", group_id="g0", members=["worker-g0-0"])
-    options = {"dataset_dir": str(controller_dataset)}
-    reply = await wgm.handle(ProfileConfigure(request_id="a", options=options))
-    assert reply["dataset_dir"] == str(controller_dataset) and reply["conversations"] == 300
+    reply = await wgm.handle(PrepareGroup(request_id="a", dataset_dir=str(controller_dataset)))
+    assert reply == GroupReady(dataset_dir=str(controller_dataset), group_id="g0", members=["worker-g0-0"],
+                               conversations=300)
     with pytest.raises(GiveUp, match="cannot be opened"):
-        await wgm.handle(ProfileConfigure(request_id="b", options={"dataset_dir": "/no/such/dir"}))
-    with pytest.raises(ValueError, match="does not handle ProfileStart"):
+        await wgm.handle(PrepareGroup(request_id="b", dataset_dir="/no/such/dir"))
+    with pytest.raises(UnknownCommand, match="does not handle ProfileStart"):
         await wgm.handle(ProfileStart(request_id="c"))
 
 

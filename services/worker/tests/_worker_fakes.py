@@ -12,7 +12,7 @@ import anyio
 import orjson
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiperf.config import ProfileOptions
+from aiperf.config import Endpoint
 from aiperf.messages import (
     CreditChannel,
     CreditReturn,
@@ -168,15 +168,14 @@ class Harness:
         return msg
 
 
-def profile(**overrides: Any) -> ProfileOptions:
-    options: dict[str, Any] = {"model": "m", "url": "http://fake:1", "streaming": True}
-    options.update(overrides)
-    return ProfileOptions(**options)
+def endpoint(**overrides: Any) -> Endpoint:
+    """A streaming chat endpoint at a fake URL, with `overrides`."""
+    return Endpoint(**{"urls": ["http://fake:1"], "streaming": True, **overrides})
 
 
 @asynccontextmanager
 async def running_worker(*, settings: WorkerSettings | None = None,
-                         options: ProfileOptions | None = None, configure: bool = True,
+                         target: Endpoint | None = None, configure: bool = True,
                          link: FakeCreditLink | None = None,
                          conversations: dict[str, list[str]] | None = None) -> AsyncIterator[Harness]:
     """A `Worker` on fakes, running (handshake done unless pings go unanswered, configured
@@ -193,15 +192,14 @@ async def running_worker(*, settings: WorkerSettings | None = None,
         return True
 
     worker = Worker(settings=settings or WorkerSettings(worker_id="w0", group_id="g0"),
-                    profile=options or profile(), credits=link, returns=returns, records=records,
+                    endpoint=target or endpoint(), model="m", credits=link, returns=returns, records=records,
                     transport=transport, probe=probe, open_dataset=lambda _dir: dataset)
     harness = Harness(worker, link, returns, records, transport, dataset, log, hellos)
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(worker.run)
             if configure:
-                assert await worker.handle(ProfileConfigure(request_id="c",
-                                                            options={"dataset_dir": "/x"})) == {}
+                assert await worker.handle(ProfileConfigure(request_id="c", dataset_dir="/x")) is None
             if link.answer_pings:
                 with anyio.fail_after(10):
                     await worker.connected.wait()

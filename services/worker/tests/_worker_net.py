@@ -17,7 +17,7 @@ import zmq.asyncio
 from aiohttp import web
 
 from aiperf.comms import Addressing, Channel, PullSocket, RouterSocket
-from aiperf.config import CommsOptions, ProfileOptions, RunConfig, ServiceCounts
+from aiperf.config import Benchmark, CommsOptions, Endpoint, RunConfig, ServiceCounts
 from aiperf.messages import (
     Credit,
     CreditChannel,
@@ -166,12 +166,14 @@ class FakeTimingManager:
 
 @asynccontextmanager
 async def real_worker(zctx: zmq.asyncio.Context, ipc_dir: str, dataset_dir: str, *,
-                      url: str, **profile: Any) -> AsyncIterator[FakeTimingManager]:
-    """A worker built by `main.build` on real sockets, connected and configured."""
+                      url: str, **endpoint: Any) -> AsyncIterator[FakeTimingManager]:
+    """A worker built by `main.build` on real sockets (a streaming chat endpoint at `url`, with the
+    `endpoint` fields given), connected and configured."""
     addressing = Addressing(ipc_dir=ipc_dir)
-    options = ProfileOptions(**{"model": "m", "url": url, "streaming": True, **profile})
+    target = Endpoint(**{"urls": [url], "streaming": True, **endpoint})
     config = RunConfig(run_id="t", mode="profile", comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host=None),
-                       services=ServiceCounts(record_processors_per_group=1), profile=options)
+                       services=ServiceCounts(record_processors_per_group=1),
+                       benchmark=Benchmark(models=["m"], endpoint=target))
     ctx = ServiceContext(config=config, service_type=ServiceType.WORKER, service_id="worker-g0-0",
                          group_id="g0", zmq=zctx, addressing=addressing)
     async with (RouterSocket[TimePing](zctx, decode=CreditUpstream, channel="credits",
@@ -199,6 +201,6 @@ async def real_worker(zctx: zmq.asyncio.Context, ipc_dir: str, dataset_dir: str,
                                                     received_at_ns=time.perf_counter_ns()))
                 hello = await returns.recv()
                 assert hello == WorkerConnected(worker_id="worker-g0-0", group_id="g0")
-                await worker.handle(ProfileConfigure(request_id="c", options={"dataset_dir": dataset_dir}))
+                await worker.handle(ProfileConfigure(request_id="c", dataset_dir=dataset_dir))
             yield tm
             tm.worker_scope.cancel()

@@ -85,7 +85,7 @@ async def test_multi_turn_conversation_over_http(zctx: zmq.asyncio.Context, ipc_
 
 async def test_timeout_is_recorded(zctx: zmq.asyncio.Context, ipc_dir: str, dataset_dir: str) -> None:
     async with LlmServer() as server, real_worker(zctx, ipc_dir, dataset_dir, url=server.url,
-                                                  request_timeout_seconds=0.2) as tm:
+                                                  timeout=0.2) as tm:
         (rec, ret), = (await tm.exchange([(0, "hang", {})])).values()
         assert not ret.ok and not ret.cancelled and ret.sent and ret.error == "RequestTimeout"
         assert rec.error is not None and rec.error.type == "RequestTimeout"

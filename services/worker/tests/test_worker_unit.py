@@ -20,12 +20,12 @@ from aiperf.messages import (
     RequestRecord,
     WorkerLeaving,
 )
-from aiperf.runtime import GiveUp, UserError
+from aiperf.runtime import GiveUp, UnknownCommand, UserError
 from aiperf.runtime.errors import root_cause
 from aiperf.worker.clock import ClockSample, estimate_offset, wait_until
 from aiperf.worker.main import raw_records_endpoint, request_headers
 from aiperf.worker.service import Worker, WorkerSettings
-from tests._worker_fakes import FakeCreditLink, profile, running_worker
+from tests._worker_fakes import FakeCreditLink, endpoint, running_worker
 
 pytestmark = pytest.mark.anyio
 
@@ -90,7 +90,7 @@ async def test_cancel_after_cancels_the_request_once_sent() -> None:
 
 
 async def test_cancel_after_longer_than_the_timeout_is_a_timeout() -> None:
-    async with running_worker(options=profile(request_timeout_seconds=0.05)) as h:
+    async with running_worker(target=endpoint(timeout=0.05)) as h:
         await h.link.tx.send(credit(1, "hang", should_cancel=True, cancel_after_ns=10**12))
         ret = await h.next_return()
         rec = await h.next_record()
@@ -156,7 +156,7 @@ async def test_credits_before_configure_wait_for_it() -> None:
         await h.link.tx.send(credit(1, "ok"))
         await anyio.wait_all_tasks_blocked()
         assert h.worker.in_flight == 1 and not h.transport.posted
-        await h.worker.handle(ProfileConfigure(request_id="c", options={"dataset_dir": "/x"}))
+        await h.worker.handle(ProfileConfigure(request_id="c", dataset_dir="/x"))
         assert (await h.next_return()).ok
 
 
@@ -178,10 +178,10 @@ async def test_multi_turn_chat_sends_the_history_and_forgets_it_after_the_last_t
 
 async def test_configure_and_commands() -> None:
     async with running_worker() as h:
-        with pytest.raises(ValueError, match="does not handle ProfileStart"):
+        with pytest.raises(UnknownCommand, match="does not handle ProfileStart"):
             await h.worker.handle(ProfileStart(request_id="s"))
         with pytest.raises(GiveUp, match="dataset_dir"):
-            await h.worker.handle(ProfileConfigure(request_id="c", options={}))
+            await h.worker.handle(ProfileConfigure(request_id="c", dataset_dir=""))
 
 
 async def test_unreadable_dataset_is_a_user_error(tmp_path: Path) -> None:
@@ -190,10 +190,10 @@ async def test_unreadable_dataset_is_a_user_error(tmp_path: Path) -> None:
 
     link = FakeCreditLink()
     try:
-        worker = Worker(settings=WorkerSettings(worker_id="w"), profile=profile(), credits=link,
+        worker = Worker(settings=WorkerSettings(worker_id="w"), endpoint=endpoint(), model="m", credits=link,
                         returns=None, records=None, transport=None, probe=probe)
         with pytest.raises(UserError, match="cannot open dataset file"):
-            await worker.handle(ProfileConfigure(request_id="c", options={"dataset_dir": str(tmp_path)}))
+            await worker.handle(ProfileConfigure(request_id="c", dataset_dir=str(tmp_path)))
     finally:
         link.close()
 

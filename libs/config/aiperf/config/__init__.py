@@ -24,7 +24,7 @@ from aiperf.config.benchmark import (
     RatePhase,
     Runtime,
     SyntheticDataset,
-    Tokenizer,
+    TokenizerSpec,
     benchmark_schema,
 )
 from aiperf.config.loader import ConfigError, Secrets, decode_benchmark, normalize
@@ -46,6 +46,6 @@ __all__ = [
     "ConfigError", "ConstantPhase", "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind",
     "FileDataset", "FixedSchedulePhase", "GammaPhase", "Length", "Phase", "PhaseKind", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "RunConfig", "RunMode", "Runtime", "RuntimeOptions",
-    "Secrets", "ServiceCounts", "SyntheticDataset", "Tokenizer", "benchmark_schema", "decode_benchmark",
+    "Secrets", "ServiceCounts", "SyntheticDataset", "TokenizerSpec", "benchmark_schema", "decode_benchmark",
     "dump_run_config", "group_id", "group_index", "load_run_config", "normalize",
 ]

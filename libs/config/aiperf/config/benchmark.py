@@ -25,7 +25,7 @@ __all__ = [
     "GOODPUT_METRICS", "Artifacts", "Benchmark", "Cancellation", "ConcurrencyPhase", "ConstantPhase",
     "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind", "FileDataset", "FixedSchedulePhase",
     "GammaPhase", "Length", "Phase", "PhaseKind", "PoissonPhase", "PrefixPrompts", "Prompts",
-    "RatePhase", "Runtime", "SyntheticDataset", "Tokenizer", "benchmark_schema",
+    "RatePhase", "Runtime", "SyntheticDataset", "TokenizerSpec", "benchmark_schema",
 ]
 
 
@@ -63,7 +63,7 @@ class EndpointKind(enum.StrEnum):
     EMBEDDINGS = "embeddings"
 
 
-class Endpoint(_Spec, kw_only=True):
+class Endpoint(_Spec, frozen=True, kw_only=True):
     """The server under test. `urls` holds exactly one base URL today (AIPerf's list shape);
     the request path follows from `type`. `header_names` are sent on every request; their
     values are secrets and come from the environment, never from this model."""
@@ -84,21 +84,21 @@ class Endpoint(_Spec, kw_only=True):
         return self.urls[0].rstrip("/")
 
 
-class Length(_Spec, kw_only=True):
+class Length(_Spec, frozen=True, kw_only=True):
     """A token or turn count drawn from Normal(mean, stddev), rounded, at least 1."""
 
     mean: Annotated[float, Meta(ge=1)]
     stddev: NonNegativeFloat = 0.0
 
 
-class Delay(_Spec, kw_only=True):
+class Delay(_Spec, frozen=True, kw_only=True):
     """A delay in milliseconds drawn from Normal(mean, stddev), clipped at 0."""
 
     mean: NonNegativeFloat = 0.0
     stddev: NonNegativeFloat = 0.0
 
 
-class Prompts(_Spec, kw_only=True):
+class Prompts(_Spec, frozen=True, kw_only=True):
     """Request shapes: input length (synthetic prompts), output length (`max_tokens`; None lets
     the server decide), and the tokens per trace hash block (mooncake traces; None: 512)."""
 
@@ -107,7 +107,7 @@ class Prompts(_Spec, kw_only=True):
     block_size: PositiveInt | None = None
 
 
-class PrefixPrompts(_Spec, kw_only=True):
+class PrefixPrompts(_Spec, frozen=True, kw_only=True):
     """A pool of `pool_size` shared prefixes of `length` tokens; each first turn starts with one
     (both 0: none)."""
 
@@ -124,14 +124,14 @@ class DatasetFormat(enum.StrEnum):
     RANDOM_POOL = "random_pool"
 
 
-class _DatasetBase(_Spec, tag_field="type", kw_only=True):
+class _DatasetBase(_Spec, tag_field="type", frozen=True, kw_only=True):
     name: PhaseName = "default"
     entries: PositiveInt = 100
     prompts: Prompts = Prompts()
     random_seed: int | None = None
 
 
-class SyntheticDataset(_DatasetBase, tag="synthetic", kw_only=True):
+class SyntheticDataset(_DatasetBase, tag="synthetic", frozen=True, kw_only=True):
     """`entries` conversations of synthetic prompts (turns and think time per conversation)."""
 
     prefix_prompts: PrefixPrompts = PrefixPrompts()
@@ -139,7 +139,7 @@ class SyntheticDataset(_DatasetBase, tag="synthetic", kw_only=True):
     turn_delay: Delay = Delay()
 
 
-class FileDataset(_DatasetBase, tag="file", kw_only=True):
+class FileDataset(_DatasetBase, tag="file", frozen=True, kw_only=True):
     """Conversations read from `path` (a JSONL file, or a folder for random_pool). `format` None
     is detected from the file. `entries` is how many conversations a random_pool draws."""
 
@@ -157,7 +157,7 @@ class PhaseKind(enum.StrEnum):
     PROFILING = "profiling"
 
 
-class Cancellation(_Spec, kw_only=True):
+class Cancellation(_Spec, frozen=True, kw_only=True):
     """Cancel `rate` percent of the requests (seeded draw), `delay` seconds after sending."""
 
     rate: Annotated[float, Meta(ge=0, le=100)] = 0.0
@@ -167,7 +167,7 @@ class Cancellation(_Spec, kw_only=True):
 DEFAULT_GRACE_PERIOD_S = 30.0
 
 
-class _PhaseBase(_Spec, tag_field="type", kw_only=True):
+class _PhaseBase(_Spec, tag_field="type", frozen=True, kw_only=True):
     """Fields every phase has. A phase stops after `requests` credits or after `duration`
     seconds (then waits `grace_period` seconds, default 30, for requests in flight), never both.
     `kind` may be left out for the canonical names `warmup` and `profiling`."""
@@ -207,34 +207,34 @@ class _PhaseBase(_Spec, tag_field="type", kw_only=True):
         return DEFAULT_GRACE_PERIOD_S if self.grace_period is None else self.grace_period
 
 
-class ConcurrencyPhase(_PhaseBase, tag="concurrency", kw_only=True):
+class ConcurrencyPhase(_PhaseBase, tag="concurrency", frozen=True, kw_only=True):
     """Closed loop: `concurrency` requests in flight, the next sent when one finishes."""
 
     concurrency: PositiveInt = 1
 
 
-class RatePhase(_PhaseBase, kw_only=True):
+class RatePhase(_PhaseBase, frozen=True, kw_only=True):
     """Open loop: new conversations arrive at `rate` per second; `concurrency`, when set, caps the
     requests in flight."""
 
     rate: PositiveFloat
 
 
-class PoissonPhase(RatePhase, tag="poisson", kw_only=True):
+class PoissonPhase(RatePhase, tag="poisson", frozen=True, kw_only=True):
     """Exponential gaps between arrivals."""
 
 
-class GammaPhase(RatePhase, tag="gamma", kw_only=True):
+class GammaPhase(RatePhase, tag="gamma", frozen=True, kw_only=True):
     """Gamma gaps of shape `smoothness` (1 is poisson, larger is more regular)."""
 
     smoothness: PositiveFloat = 1.0
 
 
-class ConstantPhase(RatePhase, tag="constant", kw_only=True):
+class ConstantPhase(RatePhase, tag="constant", frozen=True, kw_only=True):
     """Arrivals exactly 1/rate apart."""
 
 
-class FixedSchedulePhase(_PhaseBase, tag="fixed_schedule", kw_only=True):
+class FixedSchedulePhase(_PhaseBase, tag="fixed_schedule", frozen=True, kw_only=True):
     """Each conversation starts at its trace timestamp (relative to the earliest); the trace
     decides when the phase ends. Needs a file dataset with a timestamp on every entry."""
 
@@ -257,20 +257,20 @@ GOODPUT_METRICS = (
 GoodputMetric = Literal[GOODPUT_METRICS]  # type: ignore[valid-type]
 
 
-class Tokenizer(_Spec, kw_only=True):
+class TokenizerSpec(_Spec, frozen=True, kw_only=True):
     """Tokenizer that counts tokens: a Hugging Face tokenizer.json (file or folder); None is the
     bundled Qwen tokenizer. Nothing is downloaded."""
 
     name: Annotated[str, Meta(min_length=1)] | None = None
 
 
-class Artifacts(_Spec, kw_only=True):
+class Artifacts(_Spec, frozen=True, kw_only=True):
     """Where the results go (`--artifact-dir`)."""
 
     dir: Annotated[str, Meta(min_length=1)] = "artifacts"
 
 
-class Runtime(_Spec, kw_only=True):
+class Runtime(_Spec, frozen=True, kw_only=True):
     """Processes of a local run: `workers` (None: max(1, min(0.75 x CPUs - 1, 32)), at most the
     concurrency) and `record_processors` (None: workers / 4, at least 1); `ui` None picks simple
     on a terminal."""
@@ -280,7 +280,7 @@ class Runtime(_Spec, kw_only=True):
     ui: Literal["none", "simple"] | None = None
 
 
-class Benchmark(_Spec, kw_only=True):
+class Benchmark(_Spec, frozen=True, kw_only=True):
     """One benchmark (AIPerf config v2's `benchmark:` body, the fields we support).
 
     Rules beyond single fields: one model, one dataset; phases are an optional warmup followed
@@ -293,7 +293,7 @@ class Benchmark(_Spec, kw_only=True):
         default_factory=one_item_list(SyntheticDataset()))
     phases: Annotated[list[Phase], Meta(min_length=1, max_length=2)] = msgspec.field(
         default_factory=one_item_list(ConcurrencyPhase(requests=10)))
-    tokenizer: Tokenizer = Tokenizer()
+    tokenizer: TokenizerSpec = TokenizerSpec()
     artifacts: Artifacts = Artifacts()
     slos: dict[GoodputMetric, PositiveFloat] = {}
     runtime: Runtime = Runtime()

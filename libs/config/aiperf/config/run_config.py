@@ -7,6 +7,7 @@ variables (see `SECRET_ENV_VARS`).
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Literal
 
@@ -17,6 +18,9 @@ from aiperf.config.loader import ConfigError
 from aiperf.messages import ServiceType
 
 RunMode = Literal["bringup", "profile"]
+
+BRINGUP_MODEL = "bringup"
+"""Model name of the placeholder benchmark of runs that never configure their services."""
 
 SECRET_ENV_VARS = ("AIPERF_API_KEY", "AIPERF_HEADERS_JSON")
 """Environment variables that carry secrets (API key, sensitive headers) into services."""
@@ -120,7 +124,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The whole configuration of one run.
 
     `benchmark` is what to measure; `mode="bringup"` starts and stops the services only (they
-    are never configured, so its benchmark is never used). `artifact_dir` is where this run's
+    are never configured: the default benchmark, model `BRINGUP_MODEL`, is never used). `artifact_dir` is where this run's
     processes write (absolute locally, the artifacts volume in a pod), which may differ from the
     user's `benchmark.artifacts.dir`. `t0_wall_ns` is when the command started, for the
     start-up figure (command start to first request).
@@ -132,7 +136,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     comms: CommsOptions
     services: ServiceCounts = ServiceCounts()
     runtime: RuntimeOptions = RuntimeOptions()
-    benchmark: Benchmark
+    benchmark: Benchmark = msgspec.field(default_factory=functools.partial(Benchmark, models=[BRINGUP_MODEL]))
     t0_wall_ns: int = 0
     kubernetes: bool = False
 

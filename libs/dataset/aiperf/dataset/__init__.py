@@ -19,7 +19,6 @@ if TYPE_CHECKING:  # also what tells Pants and mypy about the submodules
     from aiperf.dataset.inputs import INPUTS_FILE, PayloadOf, write_inputs_json
     from aiperf.dataset.model import Conversation, Turn
     from aiperf.dataset.prompts import PromptSynthesizer
-    from aiperf.dataset.trace import MOONCAKE_BLOCK_SIZE
     from aiperf.dataset.store import (
         DATA_FILE,
         INDEX_FILE,
@@ -30,6 +29,7 @@ if TYPE_CHECKING:  # also what tells Pants and mypy about the submodules
         decompress_file,
         write_dataset,
     )
+    from aiperf.dataset.trace import MOONCAKE_BLOCK_SIZE
 
 _LAZY = {
     "Conversation": "aiperf.dataset.model",

@@ -21,8 +21,18 @@ import structlog
 import zmq.asyncio
 
 from aiperf.comms import Addressing, Channel, EventBusProxy
-from aiperf.config import CommsOptions, ProfileOptions, RunConfig, RuntimeOptions, dump_run_config
-from aiperf.dataset import DatasetOptions, build_conversations, write_dataset
+from aiperf.config import (
+    Benchmark,
+    CommsOptions,
+    Endpoint,
+    Length,
+    Prompts,
+    RunConfig,
+    RuntimeOptions,
+    SyntheticDataset,
+    dump_run_config,
+)
+from aiperf.dataset import build_conversations, write_dataset
 from aiperf.messages import ProfileConfigure, ServiceType, Shutdown
 from aiperf.runtime import configure_logging
 from aiperf.runtime.control_server import ControlServer
@@ -57,14 +67,15 @@ def write_fixture(directory: Path, args: argparse.Namespace) -> tuple[RunConfig,
     from aiperf.tokenizer import load_tokenizer
 
     dataset_dir = directory / "dataset"
-    conversations = build_conversations(
-        DatasetOptions(num_dataset_entries=5, isl=32, osl=16, random_seed=1), load_tokenizer(None))
+    dataset = SyntheticDataset(entries=5, prompts=Prompts(isl=Length(mean=32), osl=Length(mean=16)))
+    conversations = build_conversations(dataset, load_tokenizer(None), seed=1)
     write_dataset(dataset_dir, conversations)
     config = RunConfig(
         run_id="dev", mode="profile", artifact_dir=str(directory / "artifacts"),
         comms=CommsOptions(ipc_dir=str(directory / "ipc"), tcp_bind_host=None),
         runtime=RuntimeOptions(heartbeat_interval_s=1.0, log_level="info"),
-        profile=ProfileOptions(model=args.model, url=args.url, streaming=True))
+        benchmark=Benchmark(models=[args.model], endpoint=Endpoint(urls=[args.url], streaming=True),
+                            datasets=[dataset]))
     Path(config.comms.ipc_dir).mkdir(parents=True, exist_ok=True)
     path = directory / "run_config.json"
     dump_run_config(config, path)
@@ -123,9 +134,9 @@ async def _configure_when_registered(control: ControlServer, service_id: str, da
     log.info("dev.registered", service=service_id)
     try:
         reply = await control.ask(service_id, ProfileConfigure(
-            request_id="dev-configure", options={"dataset_dir": str(dataset_dir)}), timeout=60)
+            request_id="dev-configure", dataset_dir=str(dataset_dir)), timeout=60)
     except Exception as exc:  # shown to the developer; the fakes keep running
         log.warning("dev.configure_failed", service=service_id, error=str(exc))
         return
-    log.info("dev.configured", service=service_id, result=reply.result)
+    log.info("dev.configured", service=service_id, reply=type(reply).__name__)
     tm.armed.set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
 from aiperf.config import RunConfig
 from aiperf.messages import Finalized
 from aiperf.system_controller.profile_driver import ProfileOutcome

@@ -23,7 +23,7 @@ from aiperf.config import ConcurrencyPhase, FixedSchedulePhase, GammaPhase, Phas
 from aiperf.timing_manager.issuer import CreditIssuer
 from aiperf.timing_manager.ledger import InFlight
 from aiperf.timing_manager.ports import TurnTiming
-from aiperf.timing_manager.schedule import arrival_offsets_ns, fixed_offsets_ns
+from aiperf.timing_manager.schedule import RateMode, arrival_offsets_ns, fixed_offsets_ns
 
 
 class Strategy(Protocol):
@@ -99,7 +99,7 @@ class RateArrivals:
 
     def __call__(self, count: int, stamps: list[float | None], /) -> Iterator[tuple[int, int]]:
         phase = self._phase
-        mode = "poisson" if isinstance(phase, PoissonPhase) else "gamma" if isinstance(phase, GammaPhase) \
+        mode: RateMode = "poisson" if isinstance(phase, PoissonPhase) else "gamma" if isinstance(phase, GammaPhase) \
             else "constant"
         rng = random.Random(f"{self._seed}:arrivals" if self._seed is not None else None)
         smoothness = phase.smoothness if isinstance(phase, GammaPhase) else 1.0
