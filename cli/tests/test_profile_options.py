@@ -261,3 +261,35 @@ def test_bad_values_are_one_line_naming_the_flag(capsys: pytest.CaptureFixture[s
     assert main(["profile", "-m", "m", *url, *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith(error) and err.count("\n") == 1, err
+
+
+def test_bad_values_stop_before_any_service_process_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import aiperf.system_controller.launcher as launcher
+
+    async def no_processes(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a service process was started")
+
+    monkeypatch.setattr(launcher.anyio, "open_process", no_processes)
+    for argv in (["--isl", "0"], ["--goodput", "nope:1"], ["--url", "http://h:abc"], ["--url", "http://[::1"],
+                 ["--url", "http://h:99999"]):
+        artifacts = tmp_path / "a"
+        assert main(["profile", "-m", "m", *argv, "--artifact-dir", str(artifacts)]) == 2
+        assert capsys.readouterr().err.count("\n") == 1
+        assert not artifacts.exists()  # not even run_config.json: validation came first
+
+
+def test_config_schema_and_validate_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from aiperf.config import benchmark_schema
+
+    assert main(["config", "schema"]) == 0
+    assert json.loads(capsys.readouterr().out) == benchmark_schema()
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text("schemaVersion: '2.0'\nbenchmark:\n  model: m\n  phases: {type: concurrency, requests: 5}\n")
+    bad.write_text("benchmark:\n  model: m\n  phases: {type: concurrency, requests: 0}\n")
+    assert main(["config", "validate", str(good), str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert out == f"{good}: ok\n"
+    assert err == f"error: {bad}: phases[0].requests: expected an integer >= 1\n"

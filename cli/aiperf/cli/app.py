@@ -106,6 +106,8 @@ def build_app() -> cyclopts.App:
         return run_demo(concurrency=concurrency, request_count=request_count,
                         artifact_dir=artifact_dir, t0_wall_ns=T0_WALL_NS)
 
+    app.command("aiperf.cli.config_app:config_app", name="config",
+                help="The benchmark model: print its JSON Schema, validate AIPerf config v2 files.")
     app.command("aiperf.cli.kube_app:kube_app", name="kube",
                 help="Run and manage benchmarks on Kubernetes (generate, profile, list, logs, results, "
                      "cancel, delete, preflight, init).")

@@ -126,3 +126,10 @@ def test_cancelled_record(make_record: Callable[..., RequestRecord]) -> None:
     out = _metrics(make_record(2, cancelled=True, input_tokens=None))
     assert out.cancelled and out.metrics == {} and out.metadata["was_cancelled"] is True
     assert out.error is not None and out.error.type == "RequestCancellationError"
+
+
+def test_the_model_accepts_exactly_the_per_request_metrics_as_slos() -> None:
+    from aiperf.config.benchmark import GOODPUT_METRICS
+    from aiperf.metrics import RECORD_METRICS
+
+    assert sorted(GOODPUT_METRICS) == sorted(spec.tag for spec in RECORD_METRICS)

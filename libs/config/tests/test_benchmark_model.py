@@ -1,0 +1,151 @@
+"""The benchmark model: valid documents round-trip, invalid ones fail with a path, AIPerf's
+config v2 shorthands are understood, and the JSON Schema is stable."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aiperf.config import (
+    Benchmark,
+    CommsOptions,
+    ConfigError,
+    PoissonPhase,
+    RunConfig,
+    benchmark_schema,
+    decode_benchmark,
+    dump_run_config,
+    load_run_config,
+    normalize,
+)
+from aiperf.config.benchmark import GOODPUT_METRICS
+
+GOLDEN = Path(__file__).parent / "golden" / "benchmark.schema.json"
+
+positive = st.integers(min_value=1, max_value=10_000)
+positive_float = st.floats(min_value=0.001, max_value=1e6, allow_nan=False)
+non_negative = st.floats(min_value=0, max_value=1e6, allow_nan=False)
+length = st.fixed_dictionaries({"mean": st.floats(min_value=1, max_value=1e5)}, optional={"stddev": non_negative})
+stop = st.one_of(st.fixed_dictionaries({"requests": positive}),
+                 st.fixed_dictionaries({"duration": positive_float}, optional={"grace_period": non_negative}))
+common = st.fixed_dictionaries({}, optional={
+    "concurrency": positive,
+    "cancellation": st.fixed_dictionaries({}, optional={"rate": st.floats(0, 100), "delay": non_negative})})
+
+
+@st.composite
+def phase(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["concurrency", "poisson", "gamma", "constant"]))
+    out: dict[str, Any] = {"type": kind, "name": name, **draw(stop), **draw(common)}
+    if kind != "concurrency":
+        out["rate"] = draw(positive_float)
+    if kind == "gamma" and draw(st.booleans()):
+        out["smoothness"] = draw(positive_float)
+    return out
+
+
+@st.composite
+def benchmark_documents(draw: st.DrawFn) -> dict[str, Any]:
+    phases = [draw(phase("warmup"))] if draw(st.booleans()) else []
+    phases.append(draw(phase("profiling")))
+    dataset = draw(st.one_of(
+        st.fixed_dictionaries({"type": st.just("synthetic")}, optional={
+            "entries": positive, "turns": length, "random_seed": st.integers(0, 2**32),
+            "prompts": st.fixed_dictionaries({"isl": length}, optional={"osl": length, "block_size": positive})}),
+        st.fixed_dictionaries({"type": st.just("file"), "path": st.text(min_size=1, max_size=20)}, optional={
+            "format": st.sampled_from(["single_turn", "multi_turn", "mooncake_trace", "random_pool"])})))
+    if dataset["type"] == "file" and draw(st.booleans()):
+        phases[-1] = {"type": "fixed_schedule", "name": "profiling"}
+    return {
+        "models": [draw(st.from_regex(r"[A-Za-z0-9/._-]{1,30}", fullmatch=True))],
+        "endpoint": draw(st.fixed_dictionaries({}, optional={
+            "urls": st.just(["http://localhost:8000"]) | st.just(["https://[::1]:443/v1"]),
+            "type": st.sampled_from(["chat", "completions", "embeddings"]), "streaming": st.booleans(),
+            "timeout": positive_float, "header_names": st.lists(st.from_regex(r"X-[A-Za-z]{1,8}", fullmatch=True),
+                                                                max_size=3),
+            "extra": st.dictionaries(st.text(max_size=8), st.integers() | st.text(max_size=8), max_size=3)})),
+        "datasets": [dataset],
+        "phases": phases,
+        "slos": draw(st.dictionaries(st.sampled_from(GOODPUT_METRICS), positive_float, max_size=3)),
+        "random_seed": draw(st.none() | st.integers(0, 2**32)),
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(document=benchmark_documents())
+def test_any_valid_model_round_trips_through_json_and_run_config(document: dict[str, Any], tmp_path_factory:
+                                                                 pytest.TempPathFactory) -> None:
+    benchmark = decode_benchmark(document)
+    assert msgspec.json.decode(msgspec.json.encode(benchmark), type=Benchmark) == benchmark
+    assert decode_benchmark(msgspec.to_builtins(benchmark)) == benchmark
+    path = tmp_path_factory.mktemp("rc") / "run_config.json"
+    config = RunConfig(run_id="r", comms=CommsOptions(ipc_dir="/tmp"), benchmark=benchmark)
+    dump_run_config(config, path)
+    assert load_run_config(path) == config
+
+
+@pytest.mark.parametrize(("document", "where"), [
+    ({"models": []}, "models: expected a list of length >= 1"),
+    ({"models": ["m"], "endpoint": {"urls": ["ftp://x"]}}, "endpoint.urls[0]:"),
+    ({"models": ["m"], "phases": [{"type": "concurrency", "requests": 1, "duration": 2}]},
+     "phases[0].requests: choose one stop condition"),
+    ({"models": ["m"], "phases": [{"type": "concurrency", "name": "custom", "requests": 1}]},
+     "phases[0].kind: required for the custom phase name"),
+    ({"models": ["m"], "phases": [{"type": "fixed_schedule"}]}, "phases: fixed_schedule needs a file dataset"),
+    ({"models": ["m"], "phases": [{"type": "concurrency", "name": "warmup", "requests": 1}]},
+     "phases: an optional warmup phase, then one profiling phase"),
+    ({"models": ["m"], "slos": {"ttft": 1}}, "slos (a key): unknown value 'ttft'"),
+    ({"models": ["m"], "tokenizer": {"name": ""}}, "tokenizer.name:"),
+    ({"models": ["m"], "runtime": {"workers": 0}}, "runtime.workers: expected an integer >= 1"),
+])
+def test_invalid_documents_name_the_field(document: dict[str, Any], where: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        decode_benchmark(document, source="f.yaml")
+    assert str(info.value).startswith("f.yaml: ") and where in str(info.value), str(info.value)
+
+
+def test_aiperf_shorthands_and_camel_case_are_understood() -> None:
+    document, secrets = normalize({
+        "schemaVersion": "2.0", "randomSeed": 3,
+        "benchmark": {
+            "model": "m",
+            "endpoint": {"url": "http://h:1", "apiKey": "k", "headers": {"X-A": "v"},
+                         "useServerTokenCount": True, "extra": {"maxTokens": 5}},
+            "dataset": {"entries": 9, "isl": 64, "osl": {"mean": 8, "stddev": 1}},
+            "warmup": {"type": "concurrency", "requests": 2},
+            "profiling": {"type": "poisson", "rate": 5, "duration": "1m", "gracePeriod": "5s"},
+            "tokenizer": "/tok.json",
+        }})
+    b = decode_benchmark(document)
+    assert (b.model, b.endpoint.url, b.endpoint.use_server_token_count, b.random_seed) == ("m", "http://h:1", True, 3)
+    assert b.endpoint.extra == {"maxTokens": 5}  # request body keys are data: never renamed
+    assert (b.dataset.entries, b.dataset.prompts.isl.mean, b.dataset.prompts.osl) == (
+        9, 64, msgspec.convert({"mean": 8, "stddev": 1}, type(b.dataset.prompts.osl)))
+    assert [p.name for p in b.phases] == ["warmup", "profiling"]
+    assert b.profiling == PoissonPhase(rate=5, duration=60.0, grace_period=5.0)
+    assert b.tokenizer.name == "/tok.json" and b.endpoint.header_names == ["X-A"]
+    assert (secrets.api_key, secrets.headers) == ("k", {"X-A": "v"})
+    assert "k" not in json.dumps(document) or "apiKey" not in json.dumps(document)
+
+
+def test_the_json_schema_is_stable() -> None:
+    text = json.dumps(benchmark_schema(), indent=2, sort_keys=True) + "\n"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        GOLDEN.write_text(text)
+    assert GOLDEN.exists(), f"missing {GOLDEN}: run with UPDATE_GOLDEN=1"
+    assert text == GOLDEN.read_text(), "the model changed: review, then regenerate with UPDATE_GOLDEN=1"
+
+
+def test_the_schema_carries_the_constraints() -> None:
+    defs = benchmark_schema()["$defs"]
+    assert defs["Benchmark"]["additionalProperties"] is False
+    assert defs["Length"]["properties"]["mean"]["minimum"] == 1
+    assert "6553[0-5]" in defs["Endpoint"]["properties"]["urls"]["items"]["pattern"]  # ports up to 65535
+    assert sorted(defs["Benchmark"]["properties"]["slos"]["propertyNames"]["enum"]) == sorted(GOODPUT_METRICS)
