@@ -70,3 +70,20 @@ def test_libs_never_import_services() -> None:
 def test_checker_catches_a_violation(tmp_path: Path) -> None:
     (tmp_path / "x.py").write_text("from aiperf.worker.service import Worker\n")
     assert any(first_party(m) in SERVICES for _, m in imports_of(tmp_path))
+
+
+def test_the_service_catalog_names_every_service_once_and_the_repo_agrees() -> None:
+    from aiperf.config.catalog import CATALOG
+    from aiperf.messages import ServiceType
+
+    types = [spec.type for spec in CATALOG]
+    assert sorted(types) == sorted(ServiceType) and len(set(types)) == len(types)
+    assert types[0] is ServiceType.SYSTEM_CONTROLLER  # binds control before anything starts
+    folders = {p.name for p in (REPO / "services").iterdir() if p.is_dir()}
+    assert folders == {str(t) for t in types}
+    cli_build = (REPO / "cli" / "BUILD").read_text()
+    for spec in CATALOG:
+        folder = REPO / "services" / str(spec.type)
+        assert (folder / "Containerfile").is_file() and (folder / "BUILD").is_file()
+        assert (REPO / "services" / str(spec.type) / Path(*spec.module.split(".")[:-1]) / "main.py").is_file()
+        assert f'"services/{spec.type}:lib"' in cli_build, f"cli/BUILD must depend on services/{spec.type}:lib"

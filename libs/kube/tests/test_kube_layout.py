@@ -76,8 +76,8 @@ def test_group_id_follows_the_job_index_and_the_last_pod_is_literal(uneven) -> N
     assert {"name": "AIPERF_JOB_INDEX", "valueFrom": {"fieldRef": {
         "fieldPath": "metadata.annotations['jobset.sigs.k8s.io/job-index']"}}} in full[1]["env"]
     assert last[1]["args"][-2:] == ["--group-id", "g2"]
-    assert [c["name"] for c in last] == ["worker-group-manager", *(f"worker-{i}" for i in range(5)),
-                                         "record-processor-0", "record-processor-1", "record-processor-2"]
+    assert [c["name"] for c in last] == ["worker-group-manager", "record-processor-0", "record-processor-1",
+                                         "record-processor-2", *(f"worker-{i}" for i in range(5))]
 
 
 def test_config_map_is_the_cluster_run_config(uneven) -> None:
@@ -110,8 +110,8 @@ def test_worker_pods_reach_the_controller_by_its_jobset_hostname(typical) -> Non
 def test_controller_pod_runs_the_six_control_services(typical) -> None:
     jobs = {r["name"]: r for r in build_jobset(*typical)["spec"]["replicatedJobs"]}
     containers = jobs["controller"]["template"]["spec"]["template"]["spec"]["containers"]
-    assert [c["name"] for c in containers] == ["system-controller", "event-bus-proxy", "dataset-manager",
-                                               "timing-manager", "records-manager", "api"]
+    assert [c["name"] for c in containers] == ["system-controller", "event-bus-proxy", "records-manager",
+                                               "timing-manager", "dataset-manager", "api"]
     assert containers[0]["image"] == "registry.example.com/aiperf/system-controller:0.1.0"
     assert containers[0]["args"] == ["--config", "/config/run_config.json",
                                      "--service-id", "system-controller"]

@@ -14,6 +14,7 @@ from typing import Literal
 import msgspec
 
 from aiperf.config.benchmark import Benchmark
+from aiperf.config.catalog import CATALOG, Scale
 from aiperf.config.loader import ConfigError
 from aiperf.messages import ServiceType
 
@@ -74,14 +75,18 @@ class ServiceCounts(msgspec.Struct, frozen=True, kw_only=True):
         """Workers across all groups."""
         return sum(self.workers_in(g) for g in range(self.worker_groups))
 
+    def instances_in(self, group: int, scale: Scale) -> int:
+        """Instances of a service of `scale` in group `g<group>` (a `Scale.ONE` service is in no
+        group: 0)."""
+        return {Scale.ONE: 0, Scale.PER_GROUP: 1, Scale.WORKERS: self.workers_in(group),
+                Scale.RECORD_PROCESSORS: self.record_processors_per_group}[scale]
+
     def expected(self) -> dict[ServiceType, int]:
-        """Instances per service type that must register before the run starts."""
-        counts: dict[ServiceType, int] = {
-            t: 1 for t in ServiceType if t is not ServiceType.SYSTEM_CONTROLLER}
-        counts[ServiceType.WORKER_GROUP_MANAGER] = self.worker_groups
-        counts[ServiceType.WORKER] = self.total_workers
-        counts[ServiceType.RECORD_PROCESSOR] = self.worker_groups * self.record_processors_per_group
-        return counts
+        """Instances per service type that must register before the run starts (every type of
+        the catalog but the system-controller itself)."""
+        return {spec.type: 1 if spec.scale is Scale.ONE else
+                sum(self.instances_in(g, spec.scale) for g in range(self.worker_groups))
+                for spec in CATALOG if spec.type is not ServiceType.SYSTEM_CONTROLLER}
 
 
 def group_id(index: int) -> str:

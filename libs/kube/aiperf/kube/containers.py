@@ -6,8 +6,9 @@ job derive their group from the JobSet job index: `AIPERF_JOB_INDEX` is read fro
 annotation `jobset.sigs.k8s.io/job-index` (downward API) and Kubernetes expands
 `$(AIPERF_JOB_INDEX)` inside `args`, so no shell is needed.
 
-Ports: health ports 8080-8088, one per service type; the i-th instance of a scaled type in a pod
-adds 100 x i (worker-3: 8387), so ports stay unique within a pod. Each container learns its
+Ports: health ports 8080-8088, one per service type (the service catalog,
+`aiperf.config.catalog`); the i-th instance of a scaled type in a pod adds 100 x i
+(worker-3: 8387), so ports stay unique within a pod. Each container learns its
 health port from `AIPERF_HEALTH_PORT`. Channel ports (control 5667, event bus 5663/5664, credits
 5564/5565, records 5557) and the API's 9090 are declared on the container that binds them.
 Port names are at most 15 characters (a Kubernetes rule), hence `health-ctrl`, `health-w3`.
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiperf.comms import Channel
+from aiperf.config.catalog import API_PORT_NAME, spec_of
 from aiperf.kube.config_map import ARTIFACT_DIR, CONFIG_DIR, CONFIG_PATH, IPC_DIR
 from aiperf.kube.names import image
 from aiperf.kube.settings import KubeSettings
@@ -36,29 +38,16 @@ JOB_INDEX_ARG = f"$({JOB_INDEX_ENV})"
 IPC_VOLUME, ARTIFACTS_VOLUME, CONFIG_VOLUME = "ipc", "artifacts", "config"
 INSTANCE_PORT_STRIDE = 100
 
-HEALTH_PORTS: dict[ServiceType, tuple[str, int]] = {
-    ServiceType.SYSTEM_CONTROLLER: ("health-ctrl", 8080),
-    ServiceType.EVENT_BUS_PROXY: ("health-bus", 8081),
-    ServiceType.DATASET_MANAGER: ("health-dataset", 8082),
-    ServiceType.TIMING_MANAGER: ("health-timing", 8083),
-    ServiceType.RECORDS_MANAGER: ("health-records", 8084),
-    ServiceType.API: ("health-api", 8085),
-    ServiceType.WORKER_GROUP_MANAGER: ("health-wgm", 8086),
-    ServiceType.WORKER: ("health-w", 8087),
-    ServiceType.RECORD_PROCESSOR: ("health-rp", 8088),
+BOUND_PORTS: dict[str, tuple[str, int]] = {
+    Channel.CONTROL.label: ("control", Channel.CONTROL.default_port),
+    Channel.EVENT_BUS_FRONTEND.label: ("bus-front", Channel.EVENT_BUS_FRONTEND.default_port),
+    Channel.EVENT_BUS_BACKEND.label: ("bus-back", Channel.EVENT_BUS_BACKEND.default_port),
+    Channel.CREDITS.label: ("credits", Channel.CREDITS.default_port),
+    Channel.CREDIT_RETURNS.label: ("credit-returns", Channel.CREDIT_RETURNS.default_port),
+    Channel.RECORDS.label: ("records", Channel.RECORDS.default_port),
+    API_PORT_NAME: (API_PORT_NAME, API_PORT),
 }
-"""Health port name and number per service type (scaled types append the instance index)."""
-
-SERVICE_PORTS: dict[ServiceType, tuple[tuple[str, int], ...]] = {
-    ServiceType.SYSTEM_CONTROLLER: (("control", Channel.CONTROL.default_port),),
-    ServiceType.EVENT_BUS_PROXY: (("bus-front", Channel.EVENT_BUS_FRONTEND.default_port),
-                                  ("bus-back", Channel.EVENT_BUS_BACKEND.default_port)),
-    ServiceType.TIMING_MANAGER: (("credits", Channel.CREDITS.default_port),
-                                 ("credit-returns", Channel.CREDIT_RETURNS.default_port)),
-    ServiceType.RECORDS_MANAGER: (("records", Channel.RECORDS.default_port),),
-    ServiceType.API: (("http-api", API_PORT),),
-}
-"""TCP ports a controller-pod service binds for the worker pods (and the API's HTTP port)."""
+"""Port name (at most 15 characters) and number of everything a service `binds` (catalog)."""
 
 _MOUNTS = (
     {"name": IPC_VOLUME, "mountPath": IPC_DIR},
@@ -69,7 +58,7 @@ _MOUNTS = (
 
 def health_port(service_type: ServiceType, instance: int | None = None) -> tuple[str, int]:
     """Name and number of the health port of `service_type` (instance `instance` if scaled)."""
-    name, port = HEALTH_PORTS[service_type]
+    name, port = spec_of(service_type).health_port
     if instance is None:
         return name, port
     return f"{name}{instance}", port + INSTANCE_PORT_STRIDE * instance
@@ -92,7 +81,7 @@ def container(settings: KubeSettings, *, name: str, service_type: ServiceType, s
     if group_id is not None:
         args += ["--group-id", group_id]
     health_name, health_number = health_port(service_type, instance)
-    ports = [(health_name, health_number), *SERVICE_PORTS.get(service_type, ())]
+    ports = [(health_name, health_number), *(BOUND_PORTS[bound] for bound in spec_of(service_type).binds)]
     env: list[dict[str, Any]] = [{"name": HEALTH_PORT_ENV, "value": str(health_number)},
                                  *copy.deepcopy(list(pod_env))]
     if service_type is ServiceType.WORKER:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from aiperf.config import RunConfig
+from aiperf.config.catalog import Placement, Scale, in_pod
 from aiperf.kube.config_map import require_secrets
 from aiperf.kube.containers import (
     ARTIFACTS_VOLUME,
@@ -44,19 +45,12 @@ from aiperf.kube.names import (
     jobset_name,
 )
 from aiperf.kube.settings import KubeSettings
-from aiperf.messages import ServiceType
 
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 
-CONTROLLER_SERVICES = (
-    ServiceType.SYSTEM_CONTROLLER,
-    ServiceType.EVENT_BUS_PROXY,
-    ServiceType.DATASET_MANAGER,
-    ServiceType.TIMING_MANAGER,
-    ServiceType.RECORDS_MANAGER,
-    ServiceType.API,
-)
-"""Containers of the controller pod, in order; each singleton's id is its type name."""
+CONTROLLER_SERVICES = tuple(spec.type for spec in in_pod(Placement.CONTROLLER_POD))
+"""Containers of the controller pod (the catalog's, in start order); each singleton's id is its
+type name."""
 
 
 def _pod_spec(settings: KubeSettings, containers: list[dict[str, Any]]) -> dict[str, Any]:
@@ -110,20 +104,20 @@ def controller_containers(settings: KubeSettings) -> list[dict[str, Any]]:
 def worker_containers(settings: KubeSettings, *, group: str, workers: int,
                       pod_env: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A worker pod's containers for group id `group` (`g3`, or `g$(AIPERF_JOB_INDEX)`):
-    worker-group-manager, `worker-0..workers-1`, `record-processor-0..m-1`.
+    worker-group-manager, `record-processor-0..m-1`, `worker-0..workers-1` (catalog order).
 
     Ids match the system-controller's plan: `worker-group-manager-<g>`, `worker-<g>-<i>`,
     `record-processor-<g>-<j>`."""
-    wgm = ServiceType.WORKER_GROUP_MANAGER
-    out = [container(settings, name=str(wgm), service_type=wgm, service_id=f"{wgm}-{group}",
-                     group_id=group, pod_env=pod_env)]
-    out += [container(settings, name=f"worker-{i}", service_type=ServiceType.WORKER,
-                      service_id=f"worker-{group}-{i}", group_id=group, instance=i, pod_env=pod_env)
-            for i in range(workers)]
-    out += [container(settings, name=f"record-processor-{j}", service_type=ServiceType.RECORD_PROCESSOR,
-                      service_id=f"record-processor-{group}-{j}", group_id=group, instance=j,
-                      pod_env=pod_env)
-            for j in range(settings.record_processors_per_group)]
+    out = []
+    for spec in in_pod(Placement.WORKER_POD):
+        if spec.scale is Scale.PER_GROUP:
+            out.append(container(settings, name=str(spec.type), service_type=spec.type,
+                                 service_id=f"{spec.type}-{group}", group_id=group, pod_env=pod_env))
+            continue
+        count = workers if spec.scale is Scale.WORKERS else settings.record_processors_per_group
+        out += [container(settings, name=f"{spec.type}-{i}", service_type=spec.type,
+                          service_id=f"{spec.type}-{group}-{i}", group_id=group, instance=i, pod_env=pod_env)
+                for i in range(count)]
     return out
 
 

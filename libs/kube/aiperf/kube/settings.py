@@ -11,6 +11,7 @@ from typing import Any, Literal
 import msgspec
 
 from aiperf.config import SECRET_ENV_VARS
+from aiperf.config.catalog import CATALOG
 from aiperf.kube.layout import WorkerLayout
 from aiperf.kube.names import (
     CONTROLLER_JOB,
@@ -64,17 +65,9 @@ def _equal(cpu: str, memory: str) -> ContainerResources:
 
 
 DEFAULT_RESOURCES: dict[ServiceType, ContainerResources] = {
-    ServiceType.SYSTEM_CONTROLLER: _equal("100m", "256Mi"),
-    ServiceType.EVENT_BUS_PROXY: _equal("250m", "256Mi"),
-    ServiceType.DATASET_MANAGER: _equal("250m", "1Gi"),
-    ServiceType.TIMING_MANAGER: _equal("500m", "256Mi"),
-    ServiceType.RECORDS_MANAGER: _equal("500m", "1Gi"),
-    ServiceType.API: _equal("100m", "256Mi"),
-    ServiceType.WORKER_GROUP_MANAGER: _equal("100m", "128Mi"),
-    ServiceType.WORKER: _equal("500m", "512Mi"),
-    ServiceType.RECORD_PROCESSOR: _equal("250m", "512Mi"),
-}
-"""Per-container defaults; `KubeSettings.resources` replaces them per service type."""
+    spec.type: _equal(spec.cpu, spec.memory) for spec in CATALOG}
+"""Per-container defaults (the service catalog's); `KubeSettings.resources` replaces them per
+service type."""
 
 
 class SecretRef(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,6 +14,7 @@ from typing import Protocol
 import anyio
 from anyio.abc import Process
 
+from aiperf.config.catalog import spec_of
 from aiperf.messages import ServiceType
 
 
@@ -45,15 +46,10 @@ class Launcher(Protocol):
     async def start(self, planned: Planned) -> Handle | None: ...
 
 
-def module_of(service_type: ServiceType) -> str:
-    """The `main` module of a service type, e.g. `aiperf.timing_manager.main`."""
-    return f"aiperf.{service_type.value.replace('-', '_')}.main"
-
-
 def default_argv(planned: Planned, config_path: str) -> list[str]:
     """`python -m aiperf.boot aiperf.<svc>.main --config ... --service-id ...` for this
     interpreter (`aiperf.boot` trims start-up imports, then runs the service's main)."""
-    argv = [sys.executable, "-m", "aiperf.boot", module_of(planned.service_type), "--config",
+    argv = [sys.executable, "-m", "aiperf.boot", spec_of(planned.service_type).module, "--config",
             config_path, "--service-id", planned.service_id]
     if planned.group_id:
         argv += ["--group-id", planned.group_id]

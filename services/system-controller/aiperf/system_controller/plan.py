@@ -3,40 +3,29 @@
 from __future__ import annotations
 
 from aiperf.config import ServiceCounts, group_id
+from aiperf.config.catalog import CATALOG, Scale
 from aiperf.messages import ServiceType
 from aiperf.system_controller.launcher import Planned
 
-START_ORDER = (
-    ServiceType.EVENT_BUS_PROXY,
-    ServiceType.RECORDS_MANAGER,
-    ServiceType.TIMING_MANAGER,
-    ServiceType.DATASET_MANAGER,
-    ServiceType.API,
-    ServiceType.WORKER_GROUP_MANAGER,
-    ServiceType.RECORD_PROCESSOR,
-    ServiceType.WORKER,
-)
-"""Start order: the event bus first so early events are not lost, consumers before producers."""
-
 
 def plan_services(counts: ServiceCounts) -> list[Planned]:
-    """Every instance of the run except the controller itself, in start order.
+    """Every instance of the run except the controller itself, in the catalog's start order.
 
-    Ids: singletons are named by their type; scaled ones `<type>-<group>-<i>` with groups
-    `g<k>`; group `g<k>` has `counts.workers_in(k)` workers (the last one may be smaller)."""
+    Ids: singletons are named by their type; a group's worker-group-manager
+    `worker-group-manager-<group>`, its other members `<type>-<group>-<i>` with groups `g<k>`;
+    group `g<k>` has `counts.workers_in(k)` workers (the last one may be smaller)."""
     planned: list[Planned] = []
-    groups = [(g, group_id(g)) for g in range(counts.worker_groups)]
-    for service_type in START_ORDER:
-        if service_type is ServiceType.WORKER_GROUP_MANAGER:
-            planned += [Planned(service_type=service_type, service_id=f"{service_type}-{gid}", group_id=gid)
-                        for _, gid in groups]
-        elif service_type is ServiceType.WORKER:
-            planned += [Planned(service_type=service_type, service_id=f"worker-{gid}-{i}", group_id=gid)
-                        for g, gid in groups for i in range(counts.workers_in(g))]
-        elif service_type is ServiceType.RECORD_PROCESSOR:
-            planned += [Planned(service_type=service_type, service_id=f"record-processor-{gid}-{i}",
-                                group_id=gid)
-                        for _, gid in groups for i in range(counts.record_processors_per_group)]
-        else:
-            planned.append(Planned(service_type=service_type, service_id=str(service_type)))
+    for spec in CATALOG:
+        if spec.type is ServiceType.SYSTEM_CONTROLLER:
+            continue
+        if spec.scale is Scale.ONE:
+            planned.append(Planned(service_type=spec.type, service_id=str(spec.type)))
+            continue
+        for g in range(counts.worker_groups):
+            gid = group_id(g)
+            if spec.scale is Scale.PER_GROUP:
+                planned.append(Planned(service_type=spec.type, service_id=f"{spec.type}-{gid}", group_id=gid))
+                continue
+            planned += [Planned(service_type=spec.type, service_id=f"{spec.type}-{gid}-{i}", group_id=gid)
+                        for i in range(counts.instances_in(g, spec.scale))]
     return planned
