@@ -293,3 +293,19 @@ def test_config_schema_and_validate_commands(tmp_path: Path, capsys: pytest.Capt
     out, err = capsys.readouterr()
     assert out == f"{good}: ok\n"
     assert err == f"error: {bad}: phases[0].requests: expected an integer >= 1\n"
+
+
+def test_the_choices_of_the_flags_are_the_models() -> None:
+    from aiperf.config import DatasetFormat, EndpointKind, RatePhase
+
+    hints = typing.get_type_hints(ProfileFlags, include_extras=True)
+
+    def choices(field: str) -> set[str]:
+        hint = hints[field]
+        while typing.get_origin(hint) is typing.Annotated or type(None) in typing.get_args(hint):
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        return set(typing.get_args(hint))
+
+    assert choices("endpoint_type") == set(EndpointKind)
+    assert choices("custom_dataset_type") == set(DatasetFormat)
+    assert choices("request_rate_mode") == {cls.__struct_config__.tag for cls in RatePhase.__subclasses__()}
