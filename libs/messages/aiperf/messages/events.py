@@ -7,8 +7,6 @@ over `control`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiperf.messages.base import Message, Phase, ServiceType, SystemState
 
 
@@ -85,7 +83,7 @@ class ServiceFailed(Message, frozen=True, kw_only=True):
     service_id: str
     service_type: ServiceType
     error: str
-    details: dict[str, Any] = {}
+    details: dict[str, str] = {}
 
 
 Event = (
