@@ -180,3 +180,22 @@ def test_unreadable_file(tmp_path: Path, tokenizer: Tokenizer) -> None:
 def test_an_unknown_format_is_refused_by_the_model() -> None:
     with pytest.raises(msgspec.ValidationError, match="Invalid enum value 'bailian_trace'"):
         msgspec.convert({"type": "file", "path": "x", "format": "bailian_trace"}, FileDataset)
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    ([{"input_length": 600, "hash_ids": [1, 2, 3]}],
+     r"t.jsonl:1: 3 hash_ids but input_length 600 holds at most 2 blocks of 512 tokens \(--isl-block-size 512\)"),
+    ([{"input_length": 600, "hash_ids": [1, 2]}, {"input_length": 1024, "hash_ids": [1, 2]}],
+     r"t.jsonl:2: hash id 2 is a block of 512 tokens here but of 88 at .*t.jsonl:1"),
+])
+def test_mooncake_hash_ids_that_contradict_the_length_are_refused(
+        write_jsonl: WriteJsonl, tokenizer: Tokenizer, lines: list[dict[str, object]], message: str) -> None:
+    path = write_jsonl("t.jsonl", lines)
+    with pytest.raises(DatasetError, match=message):
+        _build(path, tokenizer, "mooncake_trace")
+
+
+def test_mooncake_fewer_blocks_than_the_length_is_fine(write_jsonl: WriteJsonl, tokenizer: Tokenizer) -> None:
+    path = write_jsonl("t.jsonl", [{"input_length": 1100, "hash_ids": [1]}, {"input_length": 512, "hash_ids": [1]}])
+    first, second = _build(path, tokenizer, "mooncake_trace")
+    assert first.turns[0].input_tokens == 1100 and second.turns[0].input_tokens == 512

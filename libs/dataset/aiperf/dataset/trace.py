@@ -27,12 +27,34 @@ _U64 = 2**64
 
 
 class HashBlocks:
-    """Token ids of hash-id blocks, generated on first use from ``(base_seed, hash_id)`` and kept."""
+    """Token ids of hash-id blocks, generated on first use from ``(base_seed, hash_id)`` and kept.
+
+    `check` enforces what makes a trace consistent (AIPerf rejects the same): a request of
+    ``length`` tokens has at most ceil(length / block_size) hash ids, and a hash id always stands
+    for a block of the same size (``block_size``, or what is left of the request at the last
+    block)."""
 
     def __init__(self, synth: PromptSynthesizer, block_size: int, base_seed: int) -> None:
         """Blocks of ``block_size`` tokens; ``base_seed`` makes the text differ between seeds."""
         self._synth, self._block_size, self._base_seed = synth, block_size, base_seed
         self._blocks: dict[int, list[int]] = {}
+        self._sizes: dict[int, tuple[int, str]] = {}
+
+    def check(self, hash_ids: list[int], length: int, where: str) -> None:
+        """Raise `DatasetError` (naming `where`, the rule and the block size) when `hash_ids`
+        contradict `length` or an earlier use of one of them."""
+        size = self._block_size
+        allowed = -(-length // size)
+        if len(hash_ids) > allowed:
+            raise DatasetError(f"{where}: {len(hash_ids)} hash_ids but input_length {length} holds at most "
+                               f"{allowed} blocks of {size} tokens (--isl-block-size {size})")
+        for position, hash_id in enumerate(hash_ids):
+            tokens = min(size, length - position * size)
+            first = self._sizes.setdefault(hash_id, (tokens, where))
+            if first[0] != tokens:
+                raise DatasetError(f"{where}: hash id {hash_id} is a block of {tokens} tokens here but of "
+                                   f"{first[0]} at {first[1]}; one hash id is one block "
+                                   f"(--isl-block-size {size})")
 
     def token_ids(self, hash_ids: list[int], length: int, rng: np.random.Generator) -> list[int]:
         """``length`` ids: the blocks of ``hash_ids`` in order, cut at ``length``; if they are too
@@ -57,7 +79,8 @@ def mooncake_trace(path: Path, spec: FileDataset, tokenizer: Tokenizer, seed: in
     Turn text is ``text_input`` when given, else ``input_length`` tokens built from ``hash_ids``
     blocks; for built text ``input_tokens`` is ``input_length`` (not re-counted: traces are big,
     and block joins re-tokenize to within a token or two). ``timestamp``/``delay`` are ms.
-    Raises `DatasetError` naming the line when neither ``input_length`` nor ``text_input`` is set.
+    Raises `DatasetError` naming the line when neither ``input_length`` nor ``text_input`` is set,
+    or when ``hash_ids`` contradict ``input_length`` (see `HashBlocks.check`).
     """
     rng = np.random.default_rng(seed)
     blocks = HashBlocks(PromptSynthesizer.of(tokenizer), spec.prompts.block_size or MOONCAKE_BLOCK_SIZE,
@@ -68,6 +91,7 @@ def mooncake_trace(path: Path, spec: FileDataset, tokenizer: Tokenizer, seed: in
         if record.text_input is not None:
             text, count = record.text_input, tokenizer.count(record.text_input)
         elif record.input_length is not None and record.input_length >= 1:
+            blocks.check(record.hash_ids, record.input_length, where)
             text = tokenizer.decode(blocks.token_ids(record.hash_ids, record.input_length, rng))
             count = record.input_length
         elif record.input_length is not None:
