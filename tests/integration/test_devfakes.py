@@ -234,7 +234,8 @@ def test_api(tmp_path: Path) -> None:
         assert reply(out, "ProfileConfigure")["reply"] == "Ack"
         checked = out.event("dev.api_checked")
         assert checked["health"] == {"status": "ok", "state": "profiling"}, checked
-        assert checked["completed"] == REQUESTS and checked["dataset_index_bytes"] > 0
+        assert checked["completed"] == REQUESTS
+        assert checked["dataset_index_status"] == 200 and checked["dataset_index_bytes"] > 0
         stop_both(fakes, service, out, service_out)
 
 

@@ -20,6 +20,7 @@ from aiperf.comms import Addressing
 from aiperf.messages import (
     BuildDataset,
     Command,
+    DatasetConfigured,
     Event,
     Finalize,
     Phase,
@@ -256,9 +257,9 @@ class EventBusProxyScenario:
 
 @dataclass
 class ApiScenario:
-    """`ProfileConfigure` (answered once the api listens), then a state change, a phase start and
-    progress published on the bus until `GET /api/progress` shows them; `/health` and
-    `/api/dataset/index.dat` are read too (`dev.api_checked`)."""
+    """`ProfileConfigure` (answered once the api listens), then the dataset, a state change, a
+    phase start and progress published on the bus until `GET /api/progress` shows them;
+    `/health` and `/api/dataset/index.dat` are read too (`dev.api_checked`)."""
 
     env: Env
 
@@ -273,38 +274,44 @@ class ApiScenario:
         if not await target.configure(self.env.dataset_dir):
             return
         n = self.env.fixture.requests
-        events: list[Event] = [SystemStateChanged(state=SystemState.PROFILING),
-                  PhaseStarted(phase=Phase.PROFILING, started_at_ns=1, expected_credits=n),
-                  Progress(phase=Phase.PROFILING, completed=n, errors=0, expected=n)]
+        events: list[Event] = [DatasetConfigured(conversations=len(self.env.fixture.conversation_ids),
+                                                 path=self.env.dataset_dir),
+                               SystemStateChanged(state=SystemState.PROFILING),
+                               PhaseStarted(phase=Phase.PROFILING, started_at_ns=1, expected_credits=n),
+                               Progress(phase=Phase.PROFILING, completed=n, errors=0, expected=n)]
         try:
             with anyio.fail_after(CONFIGURE_TIMEOUT_S):
                 while True:  # broadcasts are best effort: the api's subscription may still be on its way
                     for event in events:
                         await self.tap.publish(event)
                     progress = await self._get_json("/api/progress")
-                    if progress.get("progress", {}).get("profiling", {}).get("completed") == n:
+                    if (progress.get("state") == str(SystemState.PROFILING) and progress.get("dataset")
+                            and progress.get("progress", {}).get("profiling", {}).get("completed") == n):
                         break
                     await anyio.sleep(0.2)
             health = await self._get_json("/health")
-            index = await anyio.to_thread.run_sync(self._get, "/api/dataset/index.dat")
+            status, index = await anyio.to_thread.run_sync(self._get, "/api/dataset/index.dat")
         except (TimeoutError, OSError, ValueError) as exc:
             log.warning("dev.api_check_failed", url=self.url, error=f"{type(exc).__name__}: {exc}")
             return
         log.info("dev.api_checked", url=self.url, health=health, state=progress.get("state"),
-                 completed=n, dataset_index_bytes=len(index))
+                 completed=n, dataset_index_status=status, dataset_index_bytes=len(index))
 
     async def _get_json(self, path: str) -> dict[str, Any]:
-        body = await anyio.to_thread.run_sync(self._get, path)
+        """The JSON body of `GET path`; raises `ValueError` unless it answered 200 with JSON."""
+        status, body = await anyio.to_thread.run_sync(self._get, path)
+        if status != 200:
+            raise ValueError(f"GET {path}: HTTP {status}: {body[:200]!r}")
         parsed: dict[str, Any] = json.loads(body)
         return parsed
 
-    def _get(self, path: str) -> bytes:
+    def _get(self, path: str) -> tuple[int, bytes]:
+        """(status, body) of `GET path` (blocks: run it in a thread)."""
         try:
             with urllib.request.urlopen(self.url + path, timeout=5) as response:  # noqa: S310 (our own http URL)
-                body: bytes = response.read()
-                return body
+                return response.status, response.read()
         except urllib.error.HTTPError as exc:
-            return exc.read()
+            return exc.code, exc.read()
 
 
 SCENARIOS: dict[ServiceType, Callable[[Env], Scenario]] = {
