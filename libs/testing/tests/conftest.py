@@ -1,4 +1,5 @@
-"""Fixtures: the anyio backend, a serving FakeKube with namespace `bench`, and an ApiClient on it."""
+"""Fixtures: the anyio backend, a serving FakeKube with namespace `bench`, an ApiClient on it, and
+the shared `ipc_dir`/`zctx`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.testing.fake_kube import FakeKube
+from aiperf.testing.fixtures import ipc_dir, zctx  # noqa: F401
 
 
 @pytest.fixture

@@ -5,6 +5,10 @@ Kubernetes (where the other services are containers that only need to register) 
 developers running it by hand: `python -m aiperf.system_controller.main --config run_config.json`.
 With `mode: profile` it drives the benchmark and prints the same report as `aiperf profile`;
 otherwise it brings the services up and down.
+
+To debug the controller alone, start fakes of the eight other services first
+(`aiperf dev-fakes --for system-controller`) and run it with `--external-services`: it then
+starts no process and drives the fakes that registered, as in Kubernetes.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import anyio
 
 from aiperf.config import ConfigError, load_run_config
 from aiperf.runtime import EXIT_USER_ERROR, configure_logging
+from aiperf.system_controller.launcher import NoLauncher
 from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report
 from aiperf.system_controller.runner import run_cancellable
@@ -23,10 +28,14 @@ from aiperf.system_controller.runner import run_cancellable
 
 def main(argv: list[str] | None = None) -> int:
     """Run the controller for `--config`; the exit code is the run's verdict."""
-    parser = argparse.ArgumentParser(prog="system-controller", description=__doc__)
+    parser = argparse.ArgumentParser(prog="system-controller", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="path of run_config.json")
     parser.add_argument("--service-id", default="system-controller")
     parser.add_argument("--group-id", default="")
+    parser.add_argument("--external-services", action="store_true",
+                        help="start no service process: wait for services started elsewhere (by hand, "
+                             "or `aiperf dev-fakes --for system-controller`) to register")
     args = parser.parse_args(argv)
     try:
         config = load_run_config(args.config)
@@ -37,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
 
     async def go() -> int:
         driver = ProfileDriver(config=config) if config.mode == "profile" else None
-        verdict = await run_cancellable(config, config_path=args.config, driver=driver)
+        launcher = NoLauncher() if args.external_services else None
+        verdict = await run_cancellable(config, config_path=args.config, driver=driver, launcher=launcher)
         if driver is not None:
             return report(config, verdict, driver.outcome)
         print(f"run {verdict.state}: {verdict.reason}" if verdict.reason else f"run {verdict.state}",

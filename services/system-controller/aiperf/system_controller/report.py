@@ -27,7 +27,7 @@ def report(config: RunConfig, verdict: Verdict, outcome: ProfileOutcome) -> int:
             print(f"start-up: {results.startup_s:.2f} s from command start to first request sent")
         for problem in results.problems:
             print(f"ACCOUNTING MISMATCH: {problem}", file=sys.stderr)
-        print(f"results: {config.artifact_dir}/ ({', '.join(results.files)}, inputs.json)")
+        print(f"results: {config.artifact_dir}/ ({', '.join([*results.files, 'inputs.json'])})")
     for lost in verdict.degraded:
         print(f"warning: lost {lost}", file=sys.stderr)
     if verdict.lost_pods:
