@@ -154,3 +154,21 @@ def test_resources() -> None:
         with pytest.raises(FlagError) as exc:
             parse_resources(bad)
         assert one_line(exc).startswith(message)
+
+
+def test_deploy_flag_defaults_are_the_settings_defaults() -> None:
+    import dataclasses
+
+    import msgspec
+
+    from aiperf.cli.kube_options import KubeDeployFlags
+    from aiperf.kube import KubeSettings
+
+    settings = {f.name: f.default for f in msgspec.structs.fields(KubeSettings)}
+    shared = [f for f in dataclasses.fields(KubeDeployFlags) if f.name in settings and f.name != "name"]
+    assert len(shared) >= 8
+    for field in shared:
+        default = settings[field.name]
+        if field.default is None or default in ({}, []):  # mapping flags: unset means empty
+            continue
+        assert field.default == default, field.name

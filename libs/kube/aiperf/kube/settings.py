@@ -110,7 +110,7 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
     image_registry: str = "localhost"
     image_tag: str = "latest"
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
-    total_workers: int = 1
+    total_workers: int = 10
     workers_per_pod: int = 10
     record_processors_per_pod: int | None = None
     resources: dict[str, ContainerResources] = {}
