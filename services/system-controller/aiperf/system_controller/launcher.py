@@ -80,8 +80,9 @@ class _ProcessHandle:
 class LocalLauncher:
     """Starts each service as a child process of this interpreter.
 
-    Children inherit this process's `sys.path` (so a pex or a test sandbox works alike) and
-    log to `<log_dir>/<service_id>.log`. `argv_of` may be replaced (tests start a crashing
+    Children inherit this process's `sys.path` (so a pex or a test sandbox works alike), log to
+    `<log_dir>/<service_id>.log`, and stop (SIGTERM, see `aiperf.boot`) when this process dies,
+    however it dies. `argv_of` may be replaced (tests start a crashing
     command for one service this way).
     """
 
@@ -92,6 +93,7 @@ class LocalLauncher:
         self._env = dict(os.environ if env is None else env)
         self._env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self._env.setdefault("PYTHONUNBUFFERED", "1")
+        self._env["AIPERF_PARENT_PID"] = str(os.getpid())  # services die with this process
 
     def log_path(self, service_id: str) -> Path:
         """Where the service's stderr goes."""
