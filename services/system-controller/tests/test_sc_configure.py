@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
-from aiperf.config import CommsOptions, RunConfig, RuntimeOptions, ServiceCounts
+from aiperf.config import Benchmark, CommsOptions, ConcurrencyPhase, RunConfig, RuntimeOptions, ServiceCounts
 from aiperf.messages import (
     Ack,
     BuildDataset,
@@ -24,6 +25,7 @@ from aiperf.messages import (
     Reply,
     RunAccounting,
     ServiceType,
+    Shutdown,
     SystemState,
 )
 from aiperf.runtime import CommandError
@@ -176,3 +178,38 @@ async def test_a_group_manager_that_cannot_fetch_fails_configure_before_any_work
         tg.cancel_scope.cancel()
     assert failure and "worker-group-manager-g1 failed PrepareGroup" in str(failure[0])
     assert not any(control.services[sid].service_type is ServiceType.WORKER for sid, _ in router.sent)
+
+
+@pytest.mark.parametrize("silent", ["records-manager", "timing-manager"])
+async def test_an_unanswered_command_fails_the_run_naming_the_service(router: FakeRouter, silent: str) -> None:
+    from aiperf.system_controller.launcher import NoLauncher
+    from aiperf.system_controller.service import SystemController
+
+    def answer(sid: str, command: Command[Any]) -> Answer:
+        return None if sid == silent and not isinstance(command, Shutdown) else answer_plainly(sid, command)
+
+    router.answer = answer
+    cfg = RunConfig(run_id="r", mode="profile", comms=CommsOptions(ipc_dir="/tmp"), services=COUNTS,
+                    runtime=RuntimeOptions(command_timeout_s=0.2, registration_timeout_s=5,
+                                           shutdown_timeout_s=0.2),
+                    benchmark=Benchmark(models=["m"], phases=[ConcurrencyPhase(duration=0.1, grace_period=0)]))
+    cfg = msgspec.structs.replace(cfg, runtime=msgspec.structs.replace(cfg.runtime, cancel_drain_s=0.1))
+    router.register_plan(COUNTS)
+    controller = SystemController(config=cfg, control=ControlServer(router), launcher=NoLauncher(),
+                                  driver=ProfileDriver(config=cfg))
+    with anyio.fail_after(20):
+        verdict = await controller.run()
+    assert verdict.state is SystemState.FAILED
+    assert verdict.reason.startswith(f"service {silent} did not answer ")
+
+
+def test_the_profiling_deadline_follows_the_phases() -> None:
+    from aiperf.system_controller.profile_driver import profiling_deadline_s
+
+    timed = RunConfig(run_id="r", comms=CommsOptions(ipc_dir="/tmp"), benchmark=Benchmark(
+        models=["m"], phases=[ConcurrencyPhase(name="warmup", requests=5),
+                              ConcurrencyPhase(duration=60, grace_period=5)]))
+    assert profiling_deadline_s(timed) == float("inf")  # the warmup stops by count
+    only_duration = msgspec.structs.replace(timed, benchmark=Benchmark(
+        models=["m"], phases=[ConcurrencyPhase(duration=60, grace_period=5)]))
+    assert profiling_deadline_s(only_duration) == 60 + 5 + 10 + 30

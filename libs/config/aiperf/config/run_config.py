@@ -103,7 +103,8 @@ def group_index(group: str) -> int:
 
 
 class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """Supervision timing of the system-controller.
+    """Supervision timing of the system-controller (and, `cancel_drain_s`, how long the
+    timing-manager waits for cancelled requests before declaring them lost).
 
     `max_lost_worker_fraction` (Kubernetes mode only): the share of the run's workers that may
     be lost (a worker pod whose services all stopped heartbeating loses all its workers) while
@@ -116,6 +117,7 @@ class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
     registration_timeout_s: float = 30.0
     command_timeout_s: float = 30.0
     shutdown_timeout_s: float = 10.0
+    cancel_drain_s: float = 10.0
     log_level: str = "info"
     max_lost_worker_fraction: float = 0.5
 

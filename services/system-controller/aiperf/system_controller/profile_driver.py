@@ -46,6 +46,18 @@ class ProfileOutcome:
     lost_workers: list[str] = field(default_factory=list)
 
 
+def profiling_deadline_s(config: RunConfig) -> float:
+    """How long `ProfileStart` may take: every phase's duration and grace period, the
+    cancellation drain of each, and a command timeout of slack, when every phase has a duration.
+    A phase stopped by a request count has no natural bound (infinity): its requests end by the
+    endpoint's timeout, and lost workers and credits are written off by the liveness checks."""
+    phases = config.benchmark.phases
+    if any(p.duration is None for p in phases):
+        return float("inf")
+    runtime = config.runtime
+    return sum((p.duration or 0) + p.grace_s + runtime.cancel_drain_s for p in phases) + runtime.command_timeout_s
+
+
 def all_or_raise(replies: dict[str, R | Exception]) -> dict[str, R]:
     """The replies of an `ask_all`, or the first failure among them raised."""
     for reply in replies.values():
@@ -94,7 +106,7 @@ class ProfileDriver:
 
             tg.start_soon(cancel_on_request)
             finished = await control.ask(timing_manager, ProfileStart(
-                request_id=control.new_request_id("start")), timeout=float("inf"))
+                request_id=control.new_request_id("start")), timeout=profiling_deadline_s(self._config))
             tg.cancel_scope.cancel()
         self._profiling = False
         accounting = self.outcome.accounting = finished.accounting

@@ -10,6 +10,7 @@ from typing import Protocol, runtime_checkable
 import anyio
 import structlog
 
+from aiperf.comms import AskTimeout, PeerUnreachable
 from aiperf.config import RunConfig
 from aiperf.messages import ServiceState, ServiceType, Shutdown, SystemState
 from aiperf.runtime import CommandError
@@ -126,7 +127,9 @@ class SystemController:
         self._failed.set()
 
     async def run(self) -> Verdict:
-        """Run to the end; never raises for service failures (they become the verdict)."""
+        """Run to the end; never raises for service failures (they become the verdict): a
+        refused command, an unanswered one or a service gone from the control channel fail the
+        run naming the service."""
         final = SystemState.FAILED
         async with anyio.create_task_group() as tg:
             await tg.start(self._control.run)
@@ -161,6 +164,10 @@ class SystemController:
                 except CommandError as exc:
                     self._user_error = exc.is_user_error
                     self._fail(exc.error if exc.is_user_error else str(exc))
+                except AskTimeout as exc:
+                    self._fail(f"service {exc.target} did not answer {exc.request_id} within {exc.timeout:g}s")
+                except PeerUnreachable as exc:
+                    self._fail(f"service {exc.peer.decode(errors='replace')} is gone (unreachable on control)")
                 tg.cancel_scope.cancel()
 
             async def guard() -> None:

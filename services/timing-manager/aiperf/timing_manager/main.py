@@ -35,7 +35,8 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> TimingManager:
         registration_timeout_s=ctx.config.runtime.registration_timeout_s,
         credits=credits, returns=returns, events=events,
         open_conversations=ReaderConversations.open,
-        clock=time.perf_counter_ns, wall_clock=time.time_ns, sleep=anyio.sleep)
+        clock=time.perf_counter_ns, wall_clock=time.time_ns, sleep=anyio.sleep,
+        cancel_drain_s=ctx.config.runtime.cancel_drain_s)
 
 
 def main(argv: list[str] | None = None) -> int:
