@@ -122,3 +122,48 @@ async def test_service_that_finishes_stops_cleanly(harness: Harness) -> None:
     with anyio.fail_after(20):
         assert await proc.wait() == 0
     await harness.wait_state("demo-1", ServiceState.STOPPED)
+
+
+async def test_forged_replies_and_foreign_registrations_are_dropped() -> None:
+    import shutil
+    import tempfile
+
+    from aiperf.comms import Addressing, Channel, DealerSocket, RouterSocket
+    from aiperf.messages import CreditsLost, Register, ServiceType, ToService
+    from aiperf.runtime.control_server import ControlServer
+
+    ctx = zmq.asyncio.Context()
+    ipc_dir = tempfile.mkdtemp(prefix="aip-", dir="/tmp")
+    addressing = Addressing(ipc_dir=ipc_dir)
+    try:
+        async with (RouterSocket[ToController](ctx, decode=ToController, channel="control",
+                                               bind=addressing.bind_endpoints(Channel.CONTROL)) as router,
+                    DealerSocket[ToService](ctx, identity="worker-g0-0", decode=ToService, channel="control",
+                                            connect=[addressing.connect_endpoint(Channel.CONTROL)]) as worker,
+                    DealerSocket[ToService](ctx, identity="intruder", decode=ToService, channel="control",
+                                            connect=[addressing.connect_endpoint(Channel.CONTROL)]) as intruder,
+                    anyio.create_task_group() as tg):
+            control = ControlServer(router, planned={"worker-g0-0": ServiceType.WORKER})
+            await tg.start(control.run)
+            with anyio.fail_after(10):
+                await intruder.send(Register(service_id="worker-g0-0", service_type=ServiceType.WORKER, pid=1))
+                await intruder.send(Register(service_id="intruder", service_type=ServiceType.WORKER, pid=1))
+                await worker.send(Register(service_id="worker-g0-0", service_type=ServiceType.WORKER, pid=2))
+                while "worker-g0-0" not in control.services:
+                    await control.wait_changed()
+                assert set(control.services) == {"worker-g0-0"} and control.services["worker-g0-0"].pid == 2
+                request_id = control.new_request_id("lost")
+                assert request_id.count("-") == 2 and len(request_id.rsplit("-", 1)[1]) == 12  # not guessable
+
+                async def answer() -> None:
+                    command = await worker.recv()
+                    await intruder.send(CreditsLost(request_id=command.request_id, service_id="worker-g0-0", lost=99))
+                    await worker.send(CreditsLost(request_id=command.request_id, service_id="worker-g0-0", lost=1))
+
+                tg.start_soon(answer)
+                reply = await control.ask("worker-g0-0", WorkerLost(request_id=request_id, worker_id="w"), timeout=5)
+            assert reply.lost == 1  # the intruder's forged reply did not settle the ask
+            tg.cancel_scope.cancel()
+    finally:
+        ctx.destroy(linger=0)
+        shutil.rmtree(ipc_dir, ignore_errors=True)

@@ -19,10 +19,11 @@ class AskTimeout(TimeoutError):
 
 
 class _Slot(Generic[R]):
-    __slots__ = ("done", "value")
+    __slots__ = ("done", "target", "value")
 
-    def __init__(self) -> None:
+    def __init__(self, target: str) -> None:
         self.done = anyio.Event()
+        self.target = target
         self.value: R | None = None
 
 
@@ -41,7 +42,7 @@ class PendingReplies(Generic[R]):
         """Register `request_id`, run `send`, wait for `resolve`. Raises `AskTimeout`."""
         if request_id in self._slots:
             raise ValueError(f"request id {request_id} already pending")
-        slot: _Slot[R] = _Slot()
+        slot: _Slot[R] = _Slot(target)
         self._slots[request_id] = slot
         try:
             with anyio.move_on_after(timeout) as scope:
@@ -54,10 +55,11 @@ class PendingReplies(Generic[R]):
         finally:
             self._slots.pop(request_id, None)
 
-    def resolve(self, request_id: str, value: R) -> bool:
-        """Deliver a reply; False when nobody waits for it (late or unknown)."""
+    def resolve(self, request_id: str, value: R, *, sender: str | None = None) -> bool:
+        """Deliver a reply; False when nobody waits for it (late or unknown) or, when `sender` is
+        given, when it is not the peer the request went to (a forged or confused reply)."""
         slot = self._slots.get(request_id)
-        if slot is None or slot.done.is_set():
+        if slot is None or slot.done.is_set() or (sender is not None and sender != slot.target):
             return False
         slot.value = value
         slot.done.set()

@@ -8,9 +8,10 @@ of them have stopped (it carries the shutdown command). Fakes of the controller 
 from __future__ import annotations
 
 import itertools
+import secrets
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -61,11 +62,15 @@ class RegistrationTimeout(Exception):
 
 
 class ControlServer:
-    """Receives `ToController` messages and tracks every service that registered."""
+    """Receives `ToController` messages and tracks every service that registered.
 
-    def __init__(self, router: RouterSocket[ToController], *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._router, self._clock = router, clock
+    Only a peer's own registration counts (identity = service id) and, with `planned` (service id
+    -> type), only the run's planned instances; a reply settles an ask only when it comes from
+    the service asked. Anything else is logged and dropped."""
+
+    def __init__(self, router: RouterSocket[ToController], *, clock: Callable[[], float] = time.monotonic,
+                 planned: Mapping[str, ServiceType] | None = None) -> None:
+        self._router, self._clock, self._planned = router, clock, planned
         self.services: dict[str, ServiceInfo] = {}
         self._pending: PendingReplies[Reply] = PendingReplies()
         self._changed = anyio.Event()
@@ -86,6 +91,8 @@ class ControlServer:
         now = self._clock()
         match message:
             case Register():
+                if not self._admits(peer, message):
+                    return
                 self.services[peer] = ServiceInfo(
                     service_id=message.service_id, service_type=message.service_type,
                     pid=message.pid, host=message.host, group_id=message.group_id, last_seen=now)
@@ -97,8 +104,22 @@ class ControlServer:
                 if (info := self.services.get(peer)) is not None:
                     info.last_seen, info.state, info.error = now, message.state, message.error
             case Reply():
-                self._pending.resolve(message.request_id, message)
+                if not self._pending.resolve(message.request_id, message, sender=peer):
+                    log.warning("control.unexpected_reply", peer=peer, request_id=message.request_id,
+                                kind=type(message).__name__)
         self._notify()
+
+    def _admits(self, peer: str, message: Register) -> bool:
+        """A registration is taken only under the sender's own identity and, when the run's
+        instances are known, only for one of them with its planned type."""
+        planned = self._planned
+        why = ("its identity is another service's" if peer != message.service_id else
+               "not a service of this run" if planned is not None and planned.get(peer) != message.service_type
+               else "")
+        if why:
+            log.warning("control.registration_refused", peer=peer, service_id=message.service_id,
+                        type=str(message.service_type), why=why)
+        return not why
 
     def _notify(self) -> None:
         self._changed.set()
@@ -137,8 +158,8 @@ class ControlServer:
                 and now - s.last_seen > timeout]
 
     def new_request_id(self, prefix: str) -> str:
-        """A request id unique within this controller."""
-        return f"{prefix}-{next(self._ids)}"
+        """A request id unique within this controller and not guessable by other peers."""
+        return f"{prefix}-{next(self._ids)}-{secrets.token_hex(6)}"
 
     async def ask(self, service_id: str, command: Command[R], *, timeout: float) -> R:
         """Send `command` to one service and wait for its reply, an instance of `command.reply`.

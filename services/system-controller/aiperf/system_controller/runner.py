@@ -17,6 +17,7 @@ from aiperf.messages import SystemState, ToController
 from aiperf.runtime import addressing_of
 from aiperf.runtime.control_server import ControlServer
 from aiperf.system_controller.launcher import Launcher, LocalLauncher, NoLauncher
+from aiperf.system_controller.plan import plan_services
 from aiperf.system_controller.service import BringUpDriver, Driver, SystemController, Verdict
 
 
@@ -50,7 +51,9 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
         async with RouterSocket[ToController](ctx, decode=ToController, channel="control",
                                               bind=addressing.bind_endpoints(Channel.CONTROL)) as router:
             controller = SystemController(
-                config=config, control=ControlServer(router), launcher=launcher,
+                config=config, launcher=launcher,
+                control=ControlServer(router, planned={p.service_id: p.service_type
+                                                       for p in plan_services(config.services)}),
                 driver=driver or BringUpDriver(), on_state=on_state,
                 describe_failure=lambda sid: log_tail(log_dir / f"{sid}.log"))
             if on_controller is not None:
