@@ -8,7 +8,7 @@ import anyio
 import zmq.asyncio
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aiperf.comms import Addressing, Channel, Subscriber
+from aiperf.comms import Addressing, BadMessage, Channel, Subscriber
 from aiperf.messages import Progress as ProgressEvent
 
 
@@ -26,7 +26,10 @@ async def show_progress(ctx: zmq.asyncio.Context, addressing: Addressing, *, tot
                                 errors=0)
             while True:
                 with anyio.move_on_after(0.5):
-                    event = await sub.recv()
+                    try:
+                        event = await sub.recv()
+                    except BadMessage:  # a broadcast we cannot read: the next one will do
+                        continue
                     if isinstance(event, ProgressEvent):
                         if duration_s is None:
                             bar.update(task, completed=event.completed, errors=event.errors,

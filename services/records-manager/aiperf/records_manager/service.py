@@ -19,6 +19,7 @@ import structlog
 from anyio.abc import TaskStatus
 from rich.console import Console
 
+from aiperf.comms import BadMessage
 from aiperf.config import Benchmark
 from aiperf.messages import (
     Command,
@@ -84,13 +85,19 @@ class RecordsManager:
         self._arrived = anyio.Event()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Receive records and publish progress until cancelled; closes the jsonl file."""
+        """Receive records and publish progress until cancelled; closes the jsonl file. An
+        undecodable frame is logged and skipped."""
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._progress_loop)
                 task_status.started()
                 while True:
-                    self._take(await self._records.recv())
+                    try:
+                        record = await self._records.recv()
+                    except BadMessage as exc:  # the socket listens on the network in Kubernetes
+                        log.warning("records.bad_message", channel=exc.channel, reason=exc.reason)
+                        continue
+                    self._take(record)
         finally:
             if self._writer is not None:
                 self._writer.close()
