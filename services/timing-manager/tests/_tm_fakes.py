@@ -22,9 +22,12 @@ from aiperf.config import Benchmark
 from aiperf.messages import (
     CancelCredits,
     Credit,
+    CreditAudit,
     CreditReturn,
     CreditReturnChannel,
     Event,
+    HeldCredits,
+    Phase,
     ProfileConfigure,
     ProfileFinished,
     ProfileStart,
@@ -193,10 +196,13 @@ class FakeWorkers:
     behaviour: Behaviour = field(default=lambda worker, credit: 0.0)
     deaf: set[str] = field(default_factory=set)
     fail_nums: set[int] = field(default_factory=set)
+    lost_nums: set[int] = field(default_factory=set)
+    """Credits that never arrive (a frame lost on the way)."""
     seen: list[Seen] = field(default_factory=list)
     cancels: list[tuple[str, CancelCredits]] = field(default_factory=list)
     in_flight: dict[tuple[str, int], tuple[str, Credit]] = field(default_factory=dict)
     max_in_flight: int = 0
+    audits: int = 0
 
     async def connect(self, *worker_ids: str) -> None:
         for worker in worker_ids:
@@ -207,6 +213,15 @@ class FakeWorkers:
             task_status.started()
             async for worker, message in self.router.outbox:
                 match message:
+                    case Credit() as credit if credit.num in self.lost_nums:
+                        pass
+                    case CreditAudit(seq=seq):
+                        self.audits += 1
+                        held: dict[Phase, list[int]] = {}
+                        for holder, credit in self.in_flight.values():
+                            if holder == worker:
+                                held.setdefault(credit.phase, []).append(credit.num)
+                        await self.returns.tx.send(HeldCredits(worker_id=worker, seq=seq, held=held))
                     case Credit() as credit:
                         self.seen.append(Seen(worker, credit, self.clock()))
                         self.in_flight[(credit.phase, credit.num)] = (worker, credit)
@@ -268,14 +283,15 @@ OPEN_RIGS: list[Rig] = []
 
 def make_rig(benchmark: Benchmark, *, conversations: FakeConversations | None = None,
              workers: int = 1, behaviour: Behaviour | None = None, cancel_drain_s: float = 5.0,
-             registration_timeout_s: float = 5.0) -> Rig:
+             registration_timeout_s: float = 5.0, audit_interval_s: float | None = None) -> Rig:
     clock, router, returns, events = VirtualClock(), FakeRouter(), FakeReturns(), FakeEvents()
     convs = conversations if conversations is not None else FakeConversations.single_turn(5)
     tm = TimingManager(service_id="timing-manager", phases=benchmark.phases, seed=benchmark.random_seed,
                        expected_workers=workers,
                        registration_timeout_s=registration_timeout_s, credits=router, returns=returns,
                        events=events, open_conversations=lambda _: convs, clock=clock,
-                       wall_clock=lambda: 42, sleep=clock.sleep, cancel_drain_s=cancel_drain_s)
+                       wall_clock=lambda: 42, sleep=clock.sleep, cancel_drain_s=cancel_drain_s,
+                       audit_interval_s=audit_interval_s)
     fake_workers = FakeWorkers(router, returns, clock)
     if behaviour is not None:
         fake_workers.behaviour = behaviour

@@ -441,3 +441,30 @@ def test_percentile_nearest_rank() -> None:
 def test_credit_fields_are_on_the_wire_message() -> None:
     assert {"phase", "num", "conversation_id", "turn_index", "issued_at_ns", "scheduled_at_ns"} <= set(
         Credit.__struct_fields__)
+
+
+# -- credits lost on the wire ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lost", [{3}, {9}])  # one in the middle, the very last
+async def test_a_credit_lost_on_the_wire_is_found_by_the_audit_and_the_run_ends(lost: set[int]) -> None:
+    rig = make_rig(profile(concurrency=2, request_count=10), workers=2, behaviour=lambda w, c: 0.05,
+                   audit_interval_s=1.0)
+    rig.workers.lost_nums = lost
+    async with running(rig):
+        with anyio.fail_after(10):
+            result = await rig.start()
+    phase = result["phases"]["profiling"]
+    assert (phase["issued"], phase["ok"], phase["lost"]) == (10, 9, 1)
+    assert balanced(phase)
+
+
+async def test_the_audit_leaves_credits_the_worker_holds_alone() -> None:
+    rig = make_rig(profile(concurrency=2, request_count=4), workers=1, behaviour=lambda w, c: 30.0,
+                   audit_interval_s=1.0)
+    async with running(rig):
+        with anyio.fail_after(10):
+            result = await rig.start()  # every credit is held for 30 virtual seconds: many audits
+    phase = result["phases"]["profiling"]
+    assert (phase["issued"], phase["ok"], phase["lost"]) == (4, 4, 0)
+    assert rig.workers.audits >= 20  # audited all along, never judged lost

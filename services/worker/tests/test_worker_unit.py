@@ -245,3 +245,16 @@ def test_request_headers_from_env() -> None:
 
 def test_raw_records_endpoint_names_group_and_index() -> None:
     assert raw_records_endpoint(Addressing(ipc_dir="/tmp/x"), "g0", 1) == "ipc:///tmp/x/raw_records-g0-1.ipc"
+
+
+async def test_an_audit_is_answered_with_the_credits_held_in_order_after_the_returns() -> None:
+    from aiperf.messages import CreditAudit, HeldCredits
+
+    async with running_worker() as h:
+        await h.link.tx.send(credit(1, "hang"))
+        await h.link.tx.send(credit(2, "ok"))
+        assert (await h.next_return()).num == 2
+        await h.link.tx.send(CreditAudit(seq=7))
+        with anyio.fail_after(10):
+            answer = await h.returns.rx.receive()
+        assert answer == HeldCredits(worker_id="w0", seq=7, held={Phase.PROFILING: [1]})

@@ -34,11 +34,13 @@ from aiperf.messages.control import (
 from aiperf.messages.credits import (
     CancelCredits,
     Credit,
+    CreditAudit,
     CreditChannel,
     CreditReturn,
     CreditReturnChannel,
     CreditUpstream,
     FirstToken,
+    HeldCredits,
     TimePing,
     TimePong,
     WorkerConnected,
@@ -66,10 +68,10 @@ from aiperf.messages.records import (
 )
 
 __all__ = [
-    "Ack", "BuildDataset", "CancelCredits", "Command", "CommandFailed", "Credit", "CreditChannel",
+    "Ack", "BuildDataset", "CancelCredits", "Command", "CommandFailed", "Credit", "CreditAudit", "CreditChannel",
     "CreditReturn", "CreditReturnChannel", "CreditUpstream", "CreditsLost", "DatasetBuilt",
     "DatasetConfigured", "ErrorDetails", "Event", "Finalize", "Finalized", "FirstToken", "GroupReady",
-    "Heartbeat", "Message", "MetricRecord", "Phase", "PhaseAccounting", "PhaseComplete",
+    "Heartbeat", "HeldCredits", "Message", "MetricRecord", "Phase", "PhaseAccounting", "PhaseComplete",
     "PhaseSendingComplete", "PhaseStarted", "PrepareGroup", "ProfileCancel", "ProfileConfigure",
     "ProfileFinished", "ProfileStart", "Progress", "RawRecordChannel", "RealtimeMetrics",
     "RecordChannel", "Register", "Replies", "Reply", "RequestRecord", "RunAccounting",

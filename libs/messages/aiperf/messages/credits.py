@@ -87,12 +87,30 @@ class FirstToken(Message, frozen=True, kw_only=True):
     at_ns: int
 
 
+class CreditAudit(Message, frozen=True, kw_only=True):
+    """Timing-manager -> worker, after the credits it sent: "which of my credits do you hold?".
+    The worker answers with `HeldCredits` at once. A DEALER receives in order, so every credit
+    sent before the audit has reached the worker (or was lost) when it answers."""
+
+    seq: int
+
+
+class HeldCredits(Message, frozen=True, kw_only=True):
+    """Worker -> timing-manager, the answer to `CreditAudit(seq)`: the credits it holds (received,
+    not yet returned), by phase. Returns travel on the same socket, before this answer, so a credit
+    the worker neither holds nor returned never reached it or its return was lost."""
+
+    worker_id: str
+    seq: int
+    held: dict[Phase, list[int]] = {}
+
+
 class WorkerLeaving(Message, frozen=True, kw_only=True):
     """A worker stops taking credits (shutdown); in-flight ones still come back."""
 
     worker_id: str
 
 
-CreditChannel = Credit | CancelCredits | TimePong
+CreditChannel = Credit | CancelCredits | TimePong | CreditAudit
 CreditUpstream = TimePing
-CreditReturnChannel = CreditReturn | FirstToken | WorkerConnected | WorkerLeaving
+CreditReturnChannel = CreditReturn | FirstToken | WorkerConnected | WorkerLeaving | HeldCredits

@@ -12,9 +12,10 @@ def balance_problems(phases: Mapping[Phase, PhaseAccounting], records_seen: Mapp
     """Why the accounting does not balance (empty list: it does).
 
     Per phase: issued == ok + failed + cancelled + lost, returned + lost == issued, and one
-    record arrived per returned credit. With `records_may_be_lost` (a pod and its
+    record arrived per returned credit, plus at most one per lost credit (a credit whose return
+    was lost on the wire had its request made). With `records_may_be_lost` (a pod and its
     record-processors were lost) fewer records than returned credits is not a problem: the
-    shortfall is reported by `missing_records` instead; more records never balance."""
+    shortfall is reported by `missing_records` instead."""
     problems = []
     for phase, c in phases.items():
         settled = c.ok + c.failed + c.cancelled + c.lost
@@ -23,8 +24,9 @@ def balance_problems(phases: Mapping[Phase, PhaseAccounting], records_seen: Mapp
         if c.returned + c.lost != c.issued:
             problems.append(f"{phase}: returned {c.returned} + lost {c.lost} != issued {c.issued}")
         seen = records_seen.get(phase, 0)
-        if seen > c.returned or (seen < c.returned and not records_may_be_lost):
-            problems.append(f"{phase}: {seen} records for {c.returned} returned credits")
+        if seen > c.returned + c.lost or (seen < c.returned and not records_may_be_lost):
+            lost = f" (+ {c.lost} lost)" if c.lost else ""
+            problems.append(f"{phase}: {seen} records for {c.returned} returned credits{lost}")
     return problems
 
 

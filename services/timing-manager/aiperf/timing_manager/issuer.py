@@ -70,7 +70,8 @@ class CreditIssuer:
                 ledger.slots.release()
             ledger.stop(NO_WORKERS)
             return None
-        entry = ledger.open(worker=worker, conversation=index, turn=turn, holds_slot=holds_slot)
+        entry = ledger.open(worker=worker, conversation=index, turn=turn, holds_slot=holds_slot,
+                            issued_ns=self.clock())
         pool.charge(worker)
         should_cancel = ledger.should_cancel()
         with anyio.CancelScope(shield=True):  # a credit is either sent or given back, never half

@@ -24,6 +24,7 @@ class InFlight:
     conversation: int
     turn: int
     holds_slot: bool
+    issued_ns: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: Outcome = ""
 
@@ -68,10 +69,11 @@ class PhaseLedger:
         """Draw whether the next credit asks for request cancellation (seeded)."""
         return self._cancel_rate > 0 and self._cancel_rng.random() * 100 < self._cancel_rate
 
-    def open(self, *, worker: str, conversation: int, turn: int, holds_slot: bool) -> InFlight:
-        """Record a new credit (numbered in issue order) as in flight at `worker`."""
+    def open(self, *, worker: str, conversation: int, turn: int, holds_slot: bool,
+             issued_ns: int = 0) -> InFlight:
+        """Record a new credit (numbered in issue order) as in flight at `worker` since `issued_ns`."""
         entry = InFlight(num=self.issued, worker=worker, conversation=conversation, turn=turn,
-                         holds_slot=holds_slot)
+                         holds_slot=holds_slot, issued_ns=issued_ns)
         self.issued += 1
         self.in_flight[entry.num] = entry
         return entry

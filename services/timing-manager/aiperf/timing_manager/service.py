@@ -25,6 +25,7 @@ from aiperf.messages import (
     CreditsLost,
     Event,
     FirstToken,
+    HeldCredits,
     PhaseComplete,
     PhaseSendingComplete,
     PhaseStarted,
@@ -41,6 +42,7 @@ from aiperf.messages import (
 )
 from aiperf.messages import Phase as PhaseTag
 from aiperf.runtime import GiveUp, UnknownCommand, UserError
+from aiperf.timing_manager.audit import CreditAuditor
 from aiperf.timing_manager.issuer import NO_WORKERS, CreditIssuer
 from aiperf.timing_manager.ledger import PhaseLedger
 from aiperf.timing_manager.ports import (
@@ -69,7 +71,9 @@ class TimingManager:
     (commands arrive in their own tasks, so `ProfileCancel` and `WorkerLost` act on a
     running `ProfileStart`). Open-loop and fixed-schedule credits are sent `send_ahead_ns`
     before `scheduled_at_ns` so the worker can wait for the exact time locally. After a
-    `CancelCredits`, credits still out after `cancel_drain_s` are counted as lost.
+    `CancelCredits`, credits still out after `cancel_drain_s` are counted as lost. Every
+    `audit_interval_s` (None: never) the workers are audited for credits lost on the wire
+    (`aiperf.timing_manager.audit`).
     """
 
     def __init__(self, *, service_id: str, phases: Sequence[Phase], seed: int | None, expected_workers: int,
@@ -77,7 +81,7 @@ class TimingManager:
                  events: EventSink, open_conversations: OpenConversations,
                  clock: Clock = time.perf_counter_ns, wall_clock: Clock = time.time_ns,
                  sleep: Sleep = anyio.sleep, send_ahead_ns: int = 2_000_000,
-                 tick_ns: int = 0, cancel_drain_s: float = 10.0) -> None:
+                 tick_ns: int = 0, cancel_drain_s: float = 10.0, audit_interval_s: float | None = 2.0) -> None:
         self.service_id = service_id
         self._phases, self._seed, self._expected = list(phases), seed, expected_workers
         self._registration_timeout_s = registration_timeout_s
@@ -91,6 +95,9 @@ class TimingManager:
         self._current: PhaseLedger | None = None
         self._cancel = anyio.Event()
         self._running = False
+        self._auditor = CreditAuditor(ledgers=self._ledgers.values, pool=self.pool, credits=credits,
+                                      clock=clock, sleep=sleep, interval_s=audit_interval_s or 0)
+        self._audits = audit_interval_s is not None
 
     # -- the service ---------------------------------------------------------------------
 
@@ -100,6 +107,8 @@ class TimingManager:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._serve_pings)
                 tg.start_soon(self._serve_returns)
+                if self._audits:
+                    tg.start_soon(self._auditor.run)
                 task_status.started()
         finally:
             if self._conversations is not None:
@@ -137,7 +146,8 @@ class TimingManager:
         if self._conversations is not None:
             self._conversations.close()
         self._conversations = conversations
-        self._cancel, self._ledgers = anyio.Event(), {}
+        self._cancel = anyio.Event()
+        self._ledgers.clear()  # the auditor reads this very dict
         log.info("timing.configured", conversations=len(conversations),
                  phases=[f"{p.name}:{type(p).__name__}" for p in self._phases])
         with anyio.move_on_after(self._registration_timeout_s):
@@ -224,6 +234,8 @@ class TimingManager:
                 case WorkerLeaving(worker_id=worker_id):
                     if self.pool.remove(worker_id):
                         log.info("timing.worker_leaving", worker=worker_id, workers=len(self.pool))
+                case HeldCredits():
+                    self._auditor.on_held(message)
                 case FirstToken():
                     pass  # reserved for prefill-aware pacing
 

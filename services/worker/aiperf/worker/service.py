@@ -27,9 +27,11 @@ from aiperf.messages import (
     CancelCredits,
     Command,
     Credit,
+    CreditAudit,
     CreditChannel,
     CreditReturn,
     ErrorDetails,
+    HeldCredits,
     Phase,
     ProfileConfigure,
     Reply,
@@ -259,6 +261,16 @@ class Worker:
                 self._cancel_phase(msg.phase, msg.reason or "cancelled")
             elif isinstance(msg, TimePong):
                 self._on_pong(msg, now)
+            elif isinstance(msg, CreditAudit):
+                await self._returns.send(self._held(msg.seq))
+
+    def _held(self, seq: int) -> HeldCredits:
+        """The answer to audit `seq`: every credit received and not yet returned."""
+        held: dict[Phase, list[int]] = {}
+        for flight in self._inflight:
+            if flight.stage < 2:
+                held.setdefault(flight.credit.phase, []).append(flight.credit.num)
+        return HeldCredits(worker_id=self.worker_id, seq=seq, held=held)
 
     def _cancel_phase(self, phase: Phase, reason: str) -> None:
         count = 0
