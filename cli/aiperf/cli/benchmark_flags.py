@@ -37,7 +37,7 @@ from aiperf.config import (
     normalize,
 )
 from aiperf.config.benchmark import GOODPUT_METRICS
-from aiperf.config.loader import load_document
+from aiperf.config.loader import load_document, split_credentials
 
 RATE_TYPES = ("poisson", "gamma", "constant")
 _ROLES = ("warmup", "profiling")
@@ -142,7 +142,13 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
 def _endpoint(doc: dict[str, Any], flags: ProfileFlags, headers: dict[str, str]) -> None:
     endpoint = _sub(doc, "endpoint")
     if flags.url is not None:
-        endpoint["urls"] = [normalize_url(flags.url)]
+        url, authorization = split_credentials(normalize_url(flags.url))
+        endpoint["urls"] = [url]
+        if authorization is not None:
+            if "Authorization" in headers or flags.api_key is not None:
+                raise FlagError("--url: carries credentials while --api-key or --header sets Authorization "
+                                "too; give them one way")
+            headers["Authorization"] = authorization
     _set(endpoint, "type", flags.endpoint_type)
     _set(endpoint, "streaming", flags.streaming)
     _set(endpoint, "timeout", flags.request_timeout_seconds)

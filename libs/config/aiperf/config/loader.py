@@ -13,10 +13,12 @@ with one line that names the offending field.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import msgspec
 
@@ -108,6 +110,21 @@ def _phase(value: Any, name: str | None = None) -> Any:
     return data
 
 
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """(`url` without `user:password@`, the `Authorization: Basic` value they stand for, or None).
+    Credentials are secrets: they must not reach run_config.json, manifests, exports or logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL at all: the model says so
+        return url, None
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+    return urlunsplit(parts._replace(netloc=host)), f"Basic {token}"
+
+
 def _endpoint(value: Any, secrets: dict[str, Any]) -> Any:
     if not isinstance(value, dict):
         return value
@@ -121,7 +138,16 @@ def _endpoint(value: Any, secrets: dict[str, Any]) -> Any:
     headers = data.pop("headers", None)
     if isinstance(headers, dict):
         secrets["headers"] = {str(k): str(v) for k, v in headers.items()}
-        data["header_names"] = sorted({*data.get("header_names", []), *map(str, headers)})
+    if isinstance(data.get("urls"), list):
+        clean = []
+        for url in data["urls"]:
+            url, authorization = split_credentials(url) if isinstance(url, str) else (url, None)
+            clean.append(url)
+            if authorization is not None:
+                secrets.setdefault("headers", {})["Authorization"] = authorization
+        data["urls"] = clean
+    if secrets.get("headers"):
+        data["header_names"] = sorted({*data.get("header_names", []), *secrets["headers"]})
     if "timeout" in data:
         data["timeout"] = parse_duration(data["timeout"])
     return data
