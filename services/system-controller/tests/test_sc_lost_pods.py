@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from aiperf.config import CommsOptions, RunConfig, RuntimeOptions, ServiceCounts
-from aiperf.messages import SystemState
+from aiperf.messages import ServiceType, SystemState
 from aiperf.runtime.control_server import ControlServer
 from aiperf.system_controller.launcher import NoLauncher
 from aiperf.system_controller.service import SystemController
@@ -184,3 +184,17 @@ async def test_kubernetes_registration_names_the_missing_pods(router: FakeRouter
                               "worker pod g2: none of its services (is the pod scheduled?)")
     # everyone registered got the shutdown
     assert {sid for sid, _ in router.sent} == set(control.services)
+
+
+async def test_locally_a_service_with_a_live_process_is_not_judged_by_heartbeats(router: FakeRouter) -> None:
+    from aiperf.system_controller.launcher import Planned
+
+    class LiveProcess:
+        planned = Planned(service_type=ServiceType.RECORD_PROCESSOR, service_id="record-processor-g0-0")
+        pid, returncode = 1, None
+
+    async with pods(router, config(kubernetes=False)) as p:
+        p.controller._handles["record-processor-g0-0"] = LiveProcess()  # type: ignore[assignment]
+        await p.later(TIMEOUT + 0.5, alive=lambda sid: sid != "record-processor-g0-0")
+        await p.sweep()
+        assert not p.controller._failed.is_set()

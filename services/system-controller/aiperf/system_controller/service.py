@@ -82,8 +82,10 @@ class SystemController:
     The control ROUTER (inside `control`) is bound by the caller before `run` and closed after
     it returns, so it outlives every service.
 
-    Liveness: a service that reports `failed` fails the run; one that stops heartbeating for
-    `heartbeat_timeout_s` is lost. A lost worker is written off by the driver while profiling
+    Liveness: a service that reports `failed` fails the run. Locally a service this controller
+    started is judged by its process (its exit), never by late heartbeats (a busy machine delays
+    them); a service without a process here (Kubernetes, external services) that stops
+    heartbeating for `heartbeat_timeout_s` is lost. A lost worker is written off by the driver while profiling
     (the run goes on, degraded); any other lost service fails the run. Kubernetes mode (no
     processes to watch, heartbeats are the only signal) treats a worker pod as a unit: when
     every registered service of a group is silent, the pod is lost, its workers are written
@@ -231,7 +233,8 @@ class SystemController:
         silent = self._control.silent(timeout=runtime.heartbeat_timeout_s)
         if not self._config.kubernetes:
             for info in silent:
-                await self._service_lost(info.service_id, why)
+                if info.service_id not in self._handles:  # a process of ours is judged by its exit
+                    await self._service_lost(info.service_id, why)
             return
         silent_ids = {info.service_id for info in silent}
         settled = {info.service_id for info in self._control.silent(
