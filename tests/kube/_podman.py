@@ -112,6 +112,10 @@ def pod_from_template(template: dict[str, Any], *, pod: str, subdomain: str, job
         volume["name"] = renamed[volume["name"]]
     for c in spec["containers"]:
         c.pop("ports", None)
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            # They name the ports just removed, and podman would run httpGet probes with a curl
+            # the images do not have; the health endpoints are tested in libs/runtime.
+            c.pop(probe, None)
         for mount in c.get("volumeMounts", []):
             mount["name"] = renamed[mount["name"]]
         # What the kubelet knows when it expands $(VAR): literal values and the job index.

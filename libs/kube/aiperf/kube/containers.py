@@ -26,11 +26,11 @@ from aiperf.kube.config_map import ARTIFACT_DIR, CONFIG_DIR, CONFIG_PATH, IPC_DI
 from aiperf.kube.names import image
 from aiperf.kube.settings import KubeSettings
 from aiperf.messages import ServiceType
+from aiperf.runtime.health import HEALTH_PORT_ENV
 
 API_PORT = 9090
 JOB_INDEX_ENV = "AIPERF_JOB_INDEX"
 CONTROLLER_HOST_ENV = "AIPERF_CONTROLLER_HOST"
-HEALTH_PORT_ENV = "AIPERF_HEALTH_PORT"
 JOB_INDEX_ANNOTATION = "jobset.sigs.k8s.io/job-index"
 JOB_INDEX_ARG = f"$({JOB_INDEX_ENV})"
 """Expanded by Kubernetes in `args` from the container's `AIPERF_JOB_INDEX`."""
@@ -62,6 +62,23 @@ def health_port(service_type: ServiceType, instance: int | None = None) -> tuple
     if instance is None:
         return name, port
     return f"{name}{instance}", port + INSTANCE_PORT_STRIDE * instance
+
+
+STARTUP_BUDGET_S = 180
+"""How long a container may take to serve its health port: pulls, pex unpacking and imports
+(the same budget pods get to register)."""
+
+
+def probes(health_port_name: str) -> dict[str, Any]:
+    """Startup, liveness and readiness probes on the container's health port (`aiperf.runtime.
+    health`): started within `STARTUP_BUDGET_S`, restarted when its loop stops answering for
+    30 s, ready while registered and running."""
+    def get(path: str) -> dict[str, Any]:
+        return {"httpGet": {"path": path, "port": health_port_name}, "timeoutSeconds": 5}
+
+    return {"startupProbe": {**get("/healthz"), "periodSeconds": 2, "failureThreshold": STARTUP_BUDGET_S // 2},
+            "livenessProbe": {**get("/healthz"), "periodSeconds": 10, "failureThreshold": 3},
+            "readinessProbe": {**get("/readyz"), "periodSeconds": 5, "failureThreshold": 2}}
 
 
 def job_index_env() -> dict[str, Any]:
@@ -97,6 +114,7 @@ def container(settings: KubeSettings, *, name: str, service_type: ServiceType, s
         "ports": [{"name": port_name, "containerPort": number, "protocol": "TCP"}
                   for port_name, number in ports],
         "resources": settings.resources_for(service_type).to_manifest(),
+        **probes(health_name),
         "volumeMounts": [dict(mount) for mount in _MOUNTS],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }

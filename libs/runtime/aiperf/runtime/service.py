@@ -1,7 +1,8 @@
 """`run_service`: the one way a service process runs.
 
 It configures logging, creates the ZMQ context, opens the control channel, lets `main.py`
-wire the service object, runs it inside a task group with heartbeats and command handling,
+wire the service object, runs it inside a task group with heartbeats, command handling and (with
+`AIPERF_HEALTH_PORT`, in Kubernetes) the health endpoints,
 treats SIGTERM/SIGINT and the controller's `Shutdown` as a graceful stop, and maps the
 outcome to the exit code: 0 clean stop, 1 failure, 2 user error.
 """
@@ -9,6 +10,7 @@ outcome to the exit code: 0 clean stop, 1 failure, 2 user error.
 from __future__ import annotations
 
 import functools
+import os
 import signal
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -25,6 +27,7 @@ from aiperf.config import RunConfig
 from aiperf.messages import Command, Reply, ServiceState, ServiceType, ToService
 from aiperf.runtime.control_client import ControlClient
 from aiperf.runtime.errors import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, UserError, root_cause
+from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
 from aiperf.runtime.lifecycle import Lifecycle
 from aiperf.runtime.logs import configure_logging
 
@@ -133,6 +136,8 @@ class _Runner:
 
                     tg.start_soon(self._watch_signals, stop)
                     tg.start_soon(control.heartbeat_loop)
+                    if port := os.environ.get(HEALTH_PORT_ENV):
+                        await tg.start(HealthServer(self._health, port=int(port)).run)
                     tg.start_soon(functools.partial(control.serve_commands, handler, on_shutdown=stop))
                     await tg.start(self._run_then_stop, service, stop)
                     if self.lifecycle.state is ServiceState.STARTING:
@@ -153,6 +158,10 @@ class _Runner:
         self.lifecycle.move(ServiceState.STOPPED)
         log.info("service.stopped")
         return EXIT_OK
+
+    def _health(self) -> Health:
+        state = self.lifecycle.state
+        return Health(alive=state is not ServiceState.FAILED, ready=state is ServiceState.RUNNING)
 
     def _fail(self, error: str) -> None:
         if not self.lifecycle.final:

@@ -14,12 +14,14 @@ starts no process and drives the fakes that registered, as in Kubernetes.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import anyio
 
 from aiperf.config import ConfigError, load_run_config
 from aiperf.runtime import EXIT_USER_ERROR, configure_logging
+from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
 from aiperf.system_controller.launcher import NoLauncher
 from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report
@@ -47,7 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     async def go() -> int:
         driver = ProfileDriver(config=config) if config.mode == "profile" else None
         launcher = NoLauncher() if args.external_services else None
-        verdict = await run_cancellable(config, config_path=args.config, driver=driver, launcher=launcher)
+        async with anyio.create_task_group() as tg:
+            if port := os.environ.get(HEALTH_PORT_ENV):  # its container's probes (Kubernetes)
+                await tg.start(HealthServer(lambda: Health(alive=True, ready=True), port=int(port)).run)
+            verdict = await run_cancellable(config, config_path=args.config, driver=driver, launcher=launcher)
+            tg.cancel_scope.cancel()
         if driver is not None:
             return report(config, verdict, driver.outcome)
         print(f"run {verdict.state}: {verdict.reason}" if verdict.reason else f"run {verdict.state}",
