@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import statistics
-import time
 
 import numpy as np
 
@@ -103,11 +102,7 @@ def test_token_ids_has_exact_length(tokenizer: Tokenizer) -> None:
     assert PromptSynthesizer.of(tokenizer) is synth
 
 
-def test_thousand_prompts_of_550_tokens_is_fast(tokenizer: Tokenizer) -> None:
-    spec, seed = (dataset_spec(num_dataset_entries=1000, osl=128), 11)
-    build_conversations(dataset_spec(num_dataset_entries=1), tokenizer, seed=1)  # warm caches
-    start = time.perf_counter()
-    conversations = build_conversations(spec, tokenizer, seed=seed)
-    elapsed = time.perf_counter() - start
+def test_a_thousand_prompts_are_built(tokenizer: Tokenizer) -> None:
+    # How fast is measured by scripts/bench, not here (a timed test fails on a busy machine).
+    conversations = build_conversations(dataset_spec(num_dataset_entries=1000, osl=128), tokenizer, seed=11)
     assert len(conversations) == 1000
-    assert elapsed < 3.0, elapsed  # ~0.25 s on the dev box; loose for slow CI

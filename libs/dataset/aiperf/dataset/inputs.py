@@ -27,6 +27,10 @@ def write_inputs_json(path: str | os.PathLike[str], conversations: Iterable[Conv
     target = Path(path)
     data = [{"session_id": c.id, "payloads": [payload_of(turn) for turn in c.turns]} for c in conversations]
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_bytes(orjson.dumps({"data": data}, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    os.replace(tmp, target)
+    try:
+        tmp.write_bytes(orjson.dumps({"data": data}, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+        os.replace(tmp, target)
+    except OSError:  # a full disk: no half-written inputs.json.tmp left behind
+        tmp.unlink(missing_ok=True)
+        raise
     return target

@@ -228,9 +228,11 @@ class _AtomicFile:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._file.close()
-        if exc_type is None:
-            os.replace(self._tmp, self._path)
-        else:
-            self._tmp.unlink(missing_ok=True)
+        try:
+            self._file.close()  # flushes: on a full disk this is where the write fails
+            if exc_type is None:
+                os.replace(self._tmp, self._path)
+        finally:
+            if self._tmp.exists():  # failed before or in the rename: no half-written file stays
+                self._tmp.unlink()
 

@@ -6,6 +6,7 @@ records-manager: `Aggregator.add` each `MetricRecord`, `JsonlRecordWriter.write`
 """
 
 from aiperf.metrics.aggregate import PERCENTILES, STAT_KEYS, Aggregator, MetricStats, Summary
+from aiperf.metrics.atomic import write_atomic
 from aiperf.metrics.catalog import DERIVED_METRICS, RECORD_METRICS, SPECS, MetricSpec, spec_of
 from aiperf.metrics.console import render_console_table
 from aiperf.metrics.record import compute_metrics
@@ -17,5 +18,5 @@ __all__ = [
     "DERIVED_METRICS", "EXTENSIONS_KEY", "PERCENTILES", "RECORD_METRICS", "SPECS", "STAT_KEYS",
     "Aggregator", "JsonlRecordWriter", "MetricSpec", "MetricStats", "Summary", "compute_metrics",
     "record_json", "render_console_table", "spec_of", "summary_csv", "summary_document",
-    "write_summary_csv", "write_summary_json",
+    "write_atomic", "write_summary_csv", "write_summary_json",
 ]

@@ -7,7 +7,9 @@ and metadata keys whose value is None left out, as AIPerf drops None fields.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
@@ -49,6 +51,7 @@ class JsonlRecordWriter:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, buffer_bytes: int = 1 << 16) -> None:
+        self._path = Path(path)
         self._file: IO[bytes] = open(path, "wb", buffering=buffer_bytes)  # noqa: SIM115
         self._count = 0
 
@@ -71,6 +74,14 @@ class JsonlRecordWriter:
         if not self._file.closed:
             self._file.flush()
             self._file.close()
+
+    def discard(self) -> None:
+        """Close without flushing what is buffered and remove the file: after a failed write
+        (a full disk) its last line may be cut, and a partial export must not pass for one."""
+        with contextlib.suppress(OSError):
+            self._file.close()  # the flush inside can fail again: the file goes anyway
+        with contextlib.suppress(FileNotFoundError):
+            self._path.unlink()
 
     def __enter__(self) -> JsonlRecordWriter:
         return self

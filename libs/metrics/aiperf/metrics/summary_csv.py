@@ -13,6 +13,7 @@ import io
 import os
 
 from aiperf.metrics.aggregate import STAT_KEYS, MetricStats, Summary
+from aiperf.metrics.atomic import write_atomic
 
 
 def _name(stats: MetricStats) -> str:
@@ -51,6 +52,6 @@ def summary_csv(summary: Summary) -> str:
 
 
 def write_summary_csv(path: str | os.PathLike[str], summary: Summary) -> None:
-    """Write profile_export_aiperf.csv. Blocks on file I/O; raises `OSError` on failure."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        f.write(summary_csv(summary))
+    """Write profile_export_aiperf.csv. Blocks on file I/O; atomic (`write_atomic`); raises
+    `OSError` on failure."""
+    write_atomic(path, summary_csv(summary).encode())

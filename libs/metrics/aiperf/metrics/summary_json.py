@@ -11,6 +11,7 @@ import orjson
 
 from aiperf.messages import ErrorDetails
 from aiperf.metrics.aggregate import MetricStats, Summary
+from aiperf.metrics.atomic import write_atomic
 
 SCHEMA_VERSION = "1.4"
 EXTENSIONS_KEY = "aiperf_extensions"
@@ -90,11 +91,10 @@ def write_summary_json(
     """Write profile_export_aiperf.json (2-space indented; NaN/inf become null).
 
     Values JSON cannot hold in `input_config`/`extras` are written as their `str`. Blocks on
-    file I/O; raises `OSError` when the file cannot be written.
+    file I/O; atomic (`write_atomic`); raises `OSError` when the file cannot be written.
     """
     doc = summary_document(summary, input_config=input_config, error_summary=error_summary,
                            start_time=start_time, end_time=end_time, was_cancelled=was_cancelled,
                            extras=extras, aiperf_version=aiperf_version, benchmark_id=benchmark_id)
     data = orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
-    with open(path, "wb") as f:
-        f.write(data + b"\n")
+    write_atomic(path, data + b"\n")

@@ -55,6 +55,11 @@ LOST_POD_RECORDS_WAIT_S = 5.0
 """The same when pods were lost: some records went with their record-processor."""
 
 
+class ExportError(Exception):
+    """The exports cannot be written (a full disk, a read-only or vanished directory): the run
+    fails naming the file and the reason; nothing half-written is left behind."""
+
+
 class RecordSource(Protocol):
     async def recv(self) -> MetricRecord: ...
 
@@ -79,6 +84,7 @@ class RecordsManager:
         self._dir, self._interval, self._wall = artifact_dir, progress_interval_s, wall_clock
         self._aggregator = Aggregator()
         self._writer: JsonlRecordWriter | None = None
+        self._write_error = ""
         self._seen: Counter[str] = Counter()
         self._errors: Counter[str] = Counter()
         self._first_start_wall_ns = math.inf
@@ -105,7 +111,10 @@ class RecordsManager:
     def _take(self, record: MetricRecord) -> None:
         self._aggregator.add(record)
         if self._writer is not None:
-            self._writer.write(record)
+            try:
+                self._writer.write(record)
+            except OSError as exc:
+                self._give_up_records(exc)
         self._seen[record.phase] += 1
         if record.error is not None:
             self._errors[record.phase] += 1
@@ -114,6 +123,15 @@ class RecordsManager:
             self._first_start_wall_ns = min(self._first_start_wall_ns, start)
         self._arrived.set()
         self._arrived = anyio.Event()
+
+    def _give_up_records(self, exc: OSError) -> None:
+        """Stop writing the jsonl after a failed write: its file goes (a cut line must not pass
+        for an export); aggregation goes on and `Finalize` fails naming the reason."""
+        assert self._writer is not None
+        self._write_error = f"{self._dir / RECORDS_JSONL}: {exc.strerror or exc}"
+        log.error("records.jsonl_write_failed", error=self._write_error)
+        self._writer.discard()
+        self._writer = None
 
     async def _progress_loop(self) -> None:
         while True:
@@ -127,8 +145,11 @@ class RecordsManager:
         """`ProfileConfigure` opens the jsonl file; `Finalize` writes the exports."""
         match command:
             case ProfileConfigure():
-                self._dir.mkdir(parents=True, exist_ok=True)
-                self._writer = JsonlRecordWriter(self._dir / RECORDS_JSONL)
+                try:
+                    self._dir.mkdir(parents=True, exist_ok=True)
+                    self._writer = JsonlRecordWriter(self._dir / RECORDS_JSONL)
+                except OSError as exc:
+                    raise ExportError(f"cannot create {self._dir / RECORDS_JSONL}: {exc.strerror or exc}") from exc
                 return None
             case Finalize():
                 return await self._finalize(command)
@@ -149,7 +170,12 @@ class RecordsManager:
             wait = LOST_POD_RECORDS_WAIT_S if lost_groups else RECORDS_WAIT_S
         await self._wait_for_records({p: c.returned for p, c in phases.items()}, wait)
         if self._writer is not None:
-            self._writer.flush()
+            try:
+                self._writer.flush()
+            except OSError as exc:
+                self._give_up_records(exc)
+        if self._write_error:
+            raise ExportError(f"cannot write the exports: {self._write_error}")
         seen = {Phase(p): n for p, n in self._seen.items()}
         problems = balance_problems(phases, seen, records_may_be_lost=bool(lost_groups))
         missing = missing_records(phases, seen) if lost_groups else {}
@@ -168,9 +194,12 @@ class RecordsManager:
         start = dt.datetime.fromtimestamp((prof.start_wall_ns or self._wall()) / 1e9, dt.UTC)
         end = dt.datetime.fromtimestamp((prof.end_wall_ns or self._wall()) / 1e9, dt.UTC)
         input_config = msgspec.to_builtins(self._benchmark)
-        write_summary_json(self._dir / SUMMARY_JSON, summary, input_config, None, start, end,
-                           was_cancelled, extras, benchmark_id=self._run_id)
-        write_summary_csv(self._dir / SUMMARY_CSV, summary)
+        try:
+            write_summary_json(self._dir / SUMMARY_JSON, summary, input_config, None, start, end,
+                               was_cancelled, extras, benchmark_id=self._run_id)
+            write_summary_csv(self._dir / SUMMARY_CSV, summary)
+        except OSError as exc:
+            raise ExportError(f"cannot write the exports in {self._dir}: {exc.strerror or exc}") from exc
         lost_line = (f"; records lost with pods {', '.join(lost_groups)}: "
                      f"{ {str(p): n for p, n in missing.items()} }" if missing else "")
         return Finalized(

@@ -8,14 +8,18 @@ import sys
 from pathlib import Path
 
 from aiperf.config import RunConfig
-from aiperf.messages import Finalized
+from aiperf.messages import Finalized, SystemState
+from aiperf.metrics import write_atomic
 from aiperf.system_controller.profile_driver import ProfileOutcome
 from aiperf.system_controller.service import Verdict
+
+READY_MARKER = ".aiperf_results_ready.json"
 
 
 def report(config: RunConfig, verdict: Verdict, outcome: ProfileOutcome) -> int:
     """Print the results table, the accounting, client overhead, start-up, lost workers and
-    the verdict; write the results-ready marker; return the exit code (2 when every request
+    the verdict; write the results-ready marker when the run produced final results; return the
+    exit code (2 when every request
     failed the way a wrong flag makes them fail, 1 when the accounting does not balance)."""
     results = outcome.results
     if results is not None:
@@ -45,7 +49,13 @@ def report(config: RunConfig, verdict: Verdict, outcome: ProfileOutcome) -> int:
         return 2
     if results is not None and not results.balanced:
         return 1
-    _write_ready_marker(config, verdict)
+    if results is not None and verdict.state in (SystemState.DONE, SystemState.CANCELLED):
+        try:
+            _write_ready_marker(config, verdict)
+        except OSError as exc:
+            print(f"error: cannot write the results-ready marker in {config.artifact_dir}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
+            return 1
     return verdict.exit_code
 
 
@@ -68,5 +78,9 @@ def _all_failed_hint(config: RunConfig, results: Finalized | None) -> str | None
 
 
 def _write_ready_marker(config: RunConfig, verdict: Verdict) -> None:
-    marker = {"ready": True, "was_cancelled": str(verdict.state) == "cancelled", "partial": False}
-    Path(config.artifact_dir, ".aiperf_results_ready.json").write_text(json.dumps(marker) + "\n")
+    """`.aiperf_results_ready.json`, atomically, only once the exports are written and balanced
+    and the run completed or was cancelled (`partial` when workers were lost): readers may take
+    the exports as final once it exists."""
+    marker = {"ready": True, "was_cancelled": verdict.state is SystemState.CANCELLED,
+              "partial": bool(verdict.degraded)}
+    write_atomic(Path(config.artifact_dir, READY_MARKER), (json.dumps(marker) + "\n").encode())
