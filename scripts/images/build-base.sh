@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Builds the base image localhost/aiperf/base:bookworm (Debian 12 minbase + python3 = 3.11)
 # without Docker Hub: debootstrap from the Debian mirror, strip caches/docs, `podman import`.
+# The mirror is the machine's own (scripts/images/apt-mirror.sh: the first enabled bookworm/main
+# `deb` source of its apt configuration), so a local or proxying mirror works here too;
+# DEBIAN_MIRROR overrides it, http://deb.debian.org/debian is the fallback. apt's proxy
+# (Acquire::http(s)::Proxy) is passed on to debootstrap unless http(s)_proxy is already set.
 #
 #   scripts/images/build-base.sh            # skip if the image already exists in podman storage
 #   scripts/images/build-base.sh --force    # re-import (reuses the cached rootfs tarball)
@@ -16,7 +20,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
 IMAGE="${AIPERF_BASE_IMAGE:-localhost/aiperf/base:bookworm}"
 SUITE=bookworm
-MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+DEFAULT_MIRROR=http://deb.debian.org/debian
 PYTHON_MINOR=3.11
 CACHE="$ROOT/.ci-cache/base"
 TARBALL="$CACHE/$SUITE-minbase-python3-rootfs.tar"
@@ -26,7 +30,7 @@ for a in "$@"; do
   case "$a" in
     --force) force=1 ;;
     --refresh) force=1; refresh=1 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "build-base: unknown argument $a" >&2; exit 2 ;;
   esac
 done
@@ -52,6 +56,20 @@ if [ "$refresh" = 1 ] || [ ! -s "$TARBALL" ]; then
   }
   trap cleanup EXIT
 
+  MIRROR="${DEBIAN_MIRROR:-$("$ROOT/scripts/images/apt-mirror.sh" "$SUITE")}"
+  if [ -z "$MIRROR" ]; then
+    MIRROR=$DEFAULT_MIRROR
+    echo "build-base: apt has no enabled $SUITE main source; using $MIRROR (DEBIAN_MIRROR overrides)" >&2
+  fi
+  if command -v apt-config >/dev/null 2>&1; then
+    eval "$(apt-config shell apt_http_proxy Acquire::http::Proxy apt_https_proxy Acquire::https::Proxy)"
+    if [ -z "${http_proxy:-}" ] && [ -n "${apt_http_proxy:-}" ] && [ "$apt_http_proxy" != DIRECT ]; then
+      export http_proxy=$apt_http_proxy
+    fi
+    if [ -z "${https_proxy:-}" ] && [ -n "${apt_https_proxy:-}" ] && [ "$apt_https_proxy" != DIRECT ]; then
+      export https_proxy=$apt_https_proxy
+    fi
+  fi
   echo "build-base: debootstrap --variant=minbase --include=python3 $SUITE from $MIRROR (~1.5 min)" >&2
   debootstrap --variant=minbase --include=python3 "$SUITE" "$ROOTFS" "$MIRROR" \
     > "$WORK/debootstrap.log" 2>&1 || {
@@ -75,11 +93,13 @@ if [ "$refresh" = 1 ] || [ ! -s "$TARBALL" ]; then
   find "$ROOTFS/dev" -mindepth 1 -delete 2>/dev/null || true
 
   tar --numeric-owner --xattrs -C "$ROOTFS" -cf "$TARBALL.tmp" .
+  printf '%s\n' "$MIRROR" > "$TARBALL.mirror"
   mv "$TARBALL.tmp" "$TARBALL"
   echo "build-base: cached $TARBALL ($(du -h "$TARBALL" | cut -f1))" >&2
 fi
 
 echo "build-base: importing $TARBALL as $IMAGE" >&2
+MIRROR="$(cat "$TARBALL.mirror" 2>/dev/null || echo "an unrecorded mirror")"
 podman import --quiet \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'ENV LANG=C.UTF-8' \

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,9 +54,15 @@ def aiperf(*args: str, artifacts: Path, timeout: float = 240) -> Run:
 
 
 def aiperf_process(*args: str, artifacts: Path) -> subprocess.Popen[str]:
-    """The same, started and not waited for (for signal tests)."""
+    """The same, started and not waited for (for signal tests and runs watched while they go)."""
     return subprocess.Popen([sys.executable, "-m", "aiperf.cli", *args, "--artifact-dir", str(artifacts)],
                             env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen[str], artifacts: Path, timeout: float = 240) -> Run:
+    """Wait for an `aiperf_process` and return its `Run`."""
+    stdout, stderr = proc.communicate(timeout=timeout)
+    return Run(proc.returncode, stdout, stderr, artifacts)
 
 
 def wait_for(predicate: Any, timeout: float, what: str) -> None:
@@ -76,8 +83,19 @@ def jsonl_count(artifacts: Path) -> int:
 
 
 def pids_of(pattern: str) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
+    """Pids of the other processes whose command line matches the regular expression `pattern`
+    (what `pgrep -f` does, read from /proc: a bare Debian has no procps)."""
+    found, me = [], str(os.getpid())
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or proc.name == me:
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:  # exited meanwhile
+            continue
+        if re.search(pattern, cmdline.replace(b"\0", b" ").decode(errors="replace")):
+            found.append(int(proc.name))
+    return found
 
 
 def kill(pid: int, sig: int = signal.SIGKILL) -> None:
