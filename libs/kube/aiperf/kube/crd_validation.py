@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -263,6 +264,7 @@ class SchemaValidator:
         self._json = jsonschema.Draft4Validator(to_jsonschema(schema))
         self._env = celpy.Environment()
         self._rules: dict[int, list[_Rule]] = {}
+        self._verdicts: dict[tuple[int, str, str], bool] = {}
         self._compile(schema, "")
 
     def _compile(self, node: dict[str, Any], where: str) -> None:
@@ -330,14 +332,25 @@ class SchemaValidator:
     def _holds(self, rule: _Rule, node: dict[str, Any], value: Any, old: Any) -> bool:
         import celpy
 
-        activation = {"self": celpy.json_to_cel(_cel_value(value, node))}
+        new_value = _cel_value(value, node)
+        old_value = _cel_value(old, node) if rule.transition else None
+        # cel-python interprets its parse tree (~10 ms a rule): remember verdicts of equal inputs.
+        key = (id(rule), json.dumps(new_value, sort_keys=True, default=str),
+               json.dumps(old_value, sort_keys=True, default=str))
+        if key in self._verdicts:
+            return self._verdicts[key]
+        activation = {"self": celpy.json_to_cel(new_value)}
         if rule.transition:
-            activation["oldSelf"] = celpy.json_to_cel(_cel_value(old, node))
+            activation["oldSelf"] = celpy.json_to_cel(old_value)
         try:
             result = rule.program.evaluate(activation)
+            verdict = isinstance(result, celpy.celtypes.BoolType) and bool(result)
         except Exception:  # an evaluation error rejects the object, as in the API server
-            return False
-        return isinstance(result, celpy.celtypes.BoolType) and bool(result)
+            verdict = False
+        if len(self._verdicts) > 50_000:
+            self._verdicts.clear()
+        self._verdicts[key] = verdict
+        return verdict
 
 
 def _json_path(err: Any) -> str:
