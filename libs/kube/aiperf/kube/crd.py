@@ -56,7 +56,7 @@ from aiperf.kube.crd_model import (
 
 __all__ = [
     "BENCHMARK_RULES", "CRD_DIR", "GeneratorError", "build_crd", "build_crds", "immutability_rule",
-    "main", "render_crds", "to_structural",
+    "main", "render_crds", "repo_root", "stale_files", "to_structural",
 ]
 
 CRD_DIR = Path("deploy/helm/aiperf-operator/crds")
@@ -526,26 +526,41 @@ def stale_files(directory: Path) -> list[str]:
     return stale
 
 
+def repo_root(start: Path) -> Path:
+    """The first of `start` and its parents that holds `pants.toml` (`start` itself if none
+    does): `./pants run` may start the generator in the build root or in a sandbox below it."""
+    for candidate in (start, *start.parents):
+        if (candidate / "pants.toml").is_file():
+            return candidate
+    return start
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """`crds [--check] [--dir DIR]`: write the CRD files (default `CRD_DIR` under the current
-    directory), or with `--check` exit 1 with one line when they are stale."""
+    """`crds [--check] [--dir DIR]`: write the CRD files (default `CRD_DIR` under the repository
+    root found from the current directory) and return 0; with `--check` write nothing, and return
+    1 after one line on stderr naming the stale files (0 when they are current)."""
     parser = argparse.ArgumentParser(prog="crds", description="Generate the AIPerfJob and AIPerfSweep CRDs.")
     parser.add_argument("--check", action="store_true", help="exit 1 when the committed CRDs are stale")
-    parser.add_argument("--dir", type=Path, default=CRD_DIR, help=f"where the CRD files live (default {CRD_DIR})")
-    args = parser.parse_args(argv)
-    directory: Path = args.dir
+    parser.add_argument("--dir", type=Path, default=None, help=f"where the CRD files live (default {CRD_DIR})")
+    args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    directory: Path = args.dir if args.dir is not None else repo_root(Path.cwd()) / CRD_DIR
+    shown = args.dir if args.dir is not None else CRD_DIR
     if args.check:
         stale = stale_files(directory)
         if stale:
-            print(f"{directory}: stale CRD file(s) {', '.join(stale)}: run `./pants run operator:crds` "
-                  "and commit the result", file=sys.stderr)
+            print(f"stale CRD file(s): {', '.join(str(shown / name) for name in stale)}; "
+                  "run `./pants run operator:crds` and commit the result", file=sys.stderr)
             return 1
-        print(f"{directory}: CRDs up to date")
+        print(f"{shown}: CRDs up to date")
         return 0
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in render_crds().items():
         (directory / name).write_text(text)
     for extra in stale_files(directory):
         (directory / extra).unlink()
-    print(f"wrote {', '.join(sorted(render_crds()))} to {directory}")
+    print(f"wrote {', '.join(sorted(render_crds()))} to {shown}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
