@@ -366,6 +366,8 @@ def _json_message(err: Any) -> str:
         return f"unknown field(s) {', '.join(map(repr, extra))}"
     if err.validator == "type":
         return f"expected {' or '.join(err.validator_value) if isinstance(err.validator_value, list) else err.validator_value}, got {type(err.instance).__name__}"
+    if err.validator == "enum":  # a nullable enum lists None too: null is not what the user missed
+        return f"{err.instance!r} is not one of {[v for v in err.validator_value if v is not None]!r}"
     if err.validator == "required":
         return err.message.replace(" is a required property", ": required")
     return str(err.message)
