@@ -33,7 +33,7 @@ def objects() -> list[Obj]:
 
 
 def one(objects: list[Obj], kind: str, name: str) -> Obj:
-    (found,) = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    (found,) = (o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
     return found
 
 

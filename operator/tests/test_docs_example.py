@@ -22,5 +22,5 @@ def _doc() -> Path:
 
 def test_the_example_aiperfjob_is_valid() -> None:
     blocks = re.findall(r"```yaml\n(.*?)```", _doc().read_text(), flags=re.S)
-    (job,) = [yaml.safe_load(b) for b in blocks if "kind: AIPerfJob" in b]
+    (job,) = (yaml.safe_load(b) for b in blocks if "kind: AIPerfJob" in b)
     assert validate_resource(job) == []

@@ -16,7 +16,14 @@ from typing import Any, Literal
 import msgspec
 import yaml
 
-from aiperf.cli.kube_commands import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, Deployment, build_deployment, guarded
+from aiperf.cli.kube_commands import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USER_ERROR,
+    Deployment,
+    build_deployment,
+    guarded,
+)
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import ProfileFlags
@@ -59,7 +66,7 @@ def _secret(ref: str | None, flag: str) -> dict[str, str] | None:
 
 def _pod_template(deployment: Deployment) -> dict[str, Any]:
     s = deployment.settings
-    env = [{"name": k, "value": v} for k, v in s.env_vars.items()]
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in s.env_vars.items()]
     env += [{"name": k, "valueFrom": {"secretKeyRef": _secret(ref, f"--env-from-secrets {k}")}}
             for k, ref in s.env_from_secrets.items()]
     template: dict[str, Any] = {

@@ -14,7 +14,7 @@ import copy
 from typing import Any
 
 import msgspec
-from _crd_docs import BENCHMARK, job, schema_of
+from _crd_docs import BENCHMARK, schema_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
