@@ -8,7 +8,7 @@ before this app parses (`aiperf.cli.kube_config.prepare_kube_argv`).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import cyclopts
 from cyclopts import Parameter
@@ -53,7 +53,8 @@ def init(*, target: KubeTarget = _TARGET,
 
 @kube_app.command
 def generate(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
-             output: Annotated[str | None, Parameter(name=["--output", "-o"])] = None) -> int:
+             output: Annotated[str | None, Parameter(name=["--output", "-o"])] = None,
+             operator: bool = False) -> int:
     """Print the manifests of a run (Role, RoleBinding, ConfigMap, JobSet) as YAML; no API calls.
 
     Takes every `aiperf profile` flag but --workers-max (use --total-workers). Secrets (--api-key,
@@ -64,10 +65,38 @@ def generate(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target
     ----------
     output
         Write the YAML to this file instead of stdout.
+    operator
+        Print the run's AIPerfJob custom resource (operator mode) instead, checked against the CRD.
     """
+    if operator:
+        from aiperf.cli.kube_operator import generate_job
+
+        return generate_job(target, deploy, flags, output)
     from aiperf.cli.kube_commands import generate as run
 
     return run(target, deploy, flags, output)
+
+
+@kube_app.command
+def validate(files: list[str], *,
+             output_format: Annotated[Literal["text", "json"], Parameter(name=["--output", "-o"])] = "text",
+             ) -> int:
+    """Check AIPerfJob and AIPerfSweep files offline, as the API server and the operator would.
+
+    Every YAML document of every FILE is checked against the generated CRD (schema and CEL rules)
+    and the typed model. One line per problem; exit 0 when all are valid, 1 when one is not, 2
+    when a file cannot be read or parsed.
+
+    Parameters
+    ----------
+    files
+        YAML files, each with one or more documents.
+    output_format
+        text (FILE: KIND/NAME: PATH: MESSAGE) or json (one JSON object per problem and line).
+    """
+    from aiperf.cli.kube_operator import validate_files
+
+    return validate_files(files, output_format=output_format)
 
 
 @kube_app.command

@@ -27,7 +27,7 @@ from aiperf.cli.kube_flags import parse_list, parse_mapping, parse_resources, pa
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
-from aiperf.config import CommsOptions, ConfigError, FileDataset, RunConfig, RuntimeOptions
+from aiperf.config import Benchmark, CommsOptions, ConfigError, FileDataset, RunConfig, RuntimeOptions
 from aiperf.kube import (
     ContainerResources,
     KubeConfigError,
@@ -91,9 +91,10 @@ def offline_namespace(target: KubeTarget) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Deployment:
-    """One run ready to create: its settings, objects (creation order) and their YAML."""
+    """One run ready to create: its settings, benchmark, objects (creation order) and their YAML."""
 
     settings: KubeSettings
+    benchmark: Benchmark
     objects: list[dict[str, Any]]
     yaml: str
 
@@ -154,7 +155,7 @@ def build_deployment(target: KubeTarget, deploy: KubeDeployFlags, flags: Profile
         objects = build_all(settings, run_config, known_secrets=known)
     except KubeConfigError as exc:
         raise KubeConfigError(_flag_names(str(exc))) from None
-    return Deployment(settings=settings, objects=objects, yaml=to_yaml(objects))
+    return Deployment(settings=settings, benchmark=built.benchmark, objects=objects, yaml=to_yaml(objects))
 
 
 _SETTINGS_FIELDS = ("record_processors_per_pod", "image_pull_secrets", "env_from_secrets", "api_key_secret",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiperf.kube import KubeSettings, build_role, build_role_binding
 
 EXPECTED_RULES = [
-    {"apiGroups": ["aiperf.dev"], "resources": ["aiperfjobs", "aiperfjobs/status"],
+    {"apiGroups": ["aiperf.nvidia.com"], "resources": ["aiperfjobs", "aiperfjobs/status"],
      "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]},

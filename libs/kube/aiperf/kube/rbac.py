@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from aiperf.kube.crd_model import API_GROUP
 from aiperf.kube.metadata import object_meta
 from aiperf.kube.names import jobset_name
 from aiperf.kube.settings import KubeSettings
 
-AIPERF_API_GROUP = "aiperf.dev"
+AIPERF_API_GROUP = API_GROUP
 JOBSET_API_GROUP = "jobset.x-k8s.io"
 RBAC_API_GROUP = "rbac.authorization.k8s.io"
 

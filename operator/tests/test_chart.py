@@ -1,0 +1,213 @@
+"""The Helm chart: every object valid for Kubernetes 1.32 (kubernetes-validate, strict), RBAC
+pinned to least privilege, and the pieces agree with each other and with the code (ports,
+names, the operator's flags, the per-run Role)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from _chart import TemplateError, crds, render, render_text
+from _repo import chart_dir
+
+from aiperf.kube import RULES
+from aiperf.kube.containers import BOUND_PORTS
+from aiperf.operator.main import (
+    DEFAULT_HEALTH_PORT,
+    DEFAULT_METRICS_PORT,
+    DEFAULT_RESULTS_PORT,
+    build_parser,
+)
+
+KUBERNETES_VERSION = "1.32.0"  # as libs/kube/tests/_kube_checks.py
+RESULTS_CONTAINER_PORT = 9091  # the controller pod's results container (ARCHITECTURE.md, section 7)
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def objects() -> list[Obj]:
+    return render(chart_dir())
+
+
+def one(objects: list[Obj], kind: str, name: str) -> Obj:
+    (found,) = (o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name)
+    return found
+
+
+def triples(rules: list[Obj]) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) of every grant in `rules`."""
+    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def test_the_chart_renders_the_expected_objects(objects: list[Obj]) -> None:
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in objects) == sorted([
+        ("Deployment", "aiperf-operator"), ("NetworkPolicy", "aiperf-operator"), ("NetworkPolicy", "aiperf-runs"),
+        ("PersistentVolumeClaim", "aiperf-operator-results"), ("ClusterRole", "aiperf-operator"),
+        ("ClusterRoleBinding", "aiperf-operator"), ("Role", "aiperf-benchmark"), ("Service", "aiperf-operator"),
+        ("ServiceAccount", "aiperf-operator")])
+    namespaced = [o for o in objects if not o["kind"].startswith("Cluster")]
+    assert {o["metadata"]["namespace"] for o in namespaced} == {"aiperf-system"}
+    chart = yaml.safe_load((chart_dir() / "Chart.yaml").read_text())
+    assert (chart["apiVersion"], chart["name"], chart["type"]) == ("v2", "aiperf-operator", "application")
+
+
+def test_every_object_and_crd_is_valid_for_kubernetes(objects: list[Obj]) -> None:
+    for obj in [*objects, *crds(chart_dir())]:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_validation_is_not_vacuous(objects: list[Obj]) -> None:
+    deployment = copy.deepcopy(one(objects, "Deployment", "aiperf-operator"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]["pth"] = "/healthz"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES_VERSION, strict=True)
+
+
+EXPECTED_OPERATOR_RULES = [
+    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["aiperf.nvidia.com"],
+     "resources": ["aiperfjobs", "aiperfsweeps", "aiperfjobs/status", "aiperfsweeps/status"],
+     "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch", "create", "patch"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "create"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create"]},
+    {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["services", "endpoints"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"],
+     "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["get", "create"]},
+]
+
+
+def test_the_operator_cluster_role_is_exactly_the_pinned_set(objects: list[Obj]) -> None:
+    rules = one(objects, "ClusterRole", "aiperf-operator")["rules"]
+    assert rules == EXPECTED_OPERATOR_RULES
+    assert all("*" not in r["apiGroups"] + r["resources"] + r["verbs"] for r in rules)
+    assert not {"escalate", "bind", "impersonate", "deletecollection", "update"} & {v for r in rules for v in r["verbs"]}
+    assert {r for g, r, v in triples(rules) if v == "delete"} == {"jobsets"}
+    assert "secrets" not in {r for _, r, _ in triples(rules)}
+
+
+def test_the_operator_holds_every_grant_of_the_run_role_it_creates(objects: list[Obj]) -> None:
+    """The API server lets a subject create a Role only with rules it holds itself (no escalate)."""
+    python_role = {(g, r, v) for g, resources, verbs in RULES for r in resources for v in verbs}
+    assert python_role <= triples(one(objects, "ClusterRole", "aiperf-operator")["rules"])
+
+
+def test_the_charts_benchmark_role_is_a_subset_of_the_run_role(objects: list[Obj]) -> None:
+    chart_role = one(objects, "Role", "aiperf-benchmark")["rules"]
+    python_role = {(g, r, v) for g, resources, verbs in RULES for r in resources for v in verbs}
+    assert triples(chart_role) <= python_role
+    assert {v for _, _, v in triples(chart_role)} == {"get", "list", "watch", "patch"}
+    assert {r for _, r, v in triples(chart_role) if v == "patch"} == {"aiperfjobs", "aiperfjobs/status", "jobsets"}
+
+
+def test_the_binding_ties_the_cluster_role_to_the_operators_account(objects: list[Obj]) -> None:
+    binding = one(objects, "ClusterRoleBinding", "aiperf-operator")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "aiperf-operator"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "aiperf-operator",
+                                    "namespace": "aiperf-system"}]
+
+
+def _operator_pod(objects: list[Obj]) -> Obj:
+    pod: Obj = one(objects, "Deployment", "aiperf-operator")["spec"]["template"]
+    return pod
+
+
+def test_the_deployment_runs_the_operator_image_with_probes_account_and_volume(objects: list[Obj]) -> None:
+    pod = _operator_pod(objects)
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == "aiperf/operator:latest"
+    assert pod["spec"]["serviceAccountName"] == one(objects, "ServiceAccount", "aiperf-operator")["metadata"]["name"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"http-health": DEFAULT_HEALTH_PORT, "http-results": DEFAULT_RESULTS_PORT,
+                     "http-metrics": DEFAULT_METRICS_PORT}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http-health"}, probe
+    args = build_parser().parse_args(container["args"])  # the flags exist and agree with the ports
+    assert (args.health_port, args.results_port, args.metrics_port) == (8080, 8081, 8082)
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["results"] == args.results_dir
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"]
+              if "persistentVolumeClaim" in v}
+    assert claims == {"results": one(objects, "PersistentVolumeClaim", "aiperf-operator-results")["metadata"]["name"]}
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_the_service_selects_the_operator_pod_by_named_ports(objects: list[Obj]) -> None:
+    service = one(objects, "Service", "aiperf-operator")
+    pod = _operator_pod(objects)
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    names = {p["name"] for p in pod["spec"]["containers"][0]["ports"]}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= names
+    assert "http-health" not in {p["name"] for p in service["spec"]["ports"]}
+
+
+def _ports(rule: Obj) -> set[int]:
+    return {p["port"] for p in rule["ports"]}
+
+
+def test_run_pods_are_reached_only_by_aiperf_pods_the_operator_and_the_api_server(objects: list[Obj]) -> None:
+    policy = one(objects, "NetworkPolicy", "aiperf-runs")
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "aiperf"}}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    peers, operator = policy["spec"]["ingress"]
+    zmq_and_api = {port for _, port in BOUND_PORTS.values()}
+    assert _ports(peers) == zmq_and_api | {RESULTS_CONTAINER_PORT}
+    assert peers["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "aiperf"}}}]
+    assert _ports(operator) == {9090, RESULTS_CONTAINER_PORT}
+    assert operator["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "aiperf-operator"}}},
+                                {"ipBlock": {"cidr": "10.0.0.0/8"}}]
+
+
+def test_the_operator_is_reached_only_through_the_api_server_and_by_monitoring(objects: list[Obj]) -> None:
+    policy = one(objects, "NetworkPolicy", "aiperf-operator")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= _operator_pod(objects)["metadata"]["labels"].items()
+    api_server, monitoring = policy["spec"]["ingress"]
+    assert api_server["from"] == [{"ipBlock": {"cidr": "10.0.0.0/8"}}]
+    assert monitoring["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert _ports(monitoring) == {DEFAULT_METRICS_PORT}
+
+
+def test_no_ingress_rule_is_open_to_every_source_or_port(objects: list[Obj]) -> None:
+    for policy in (o for o in objects if o["kind"] == "NetworkPolicy"):
+        for rule in policy["spec"]["ingress"]:
+            assert rule.get("from") and rule.get("ports"), (policy["metadata"]["name"], rule)
+
+
+def test_values_flow_into_the_objects() -> None:
+    objects = render(chart_dir(), namespace="bench", overrides={
+        "image": {"repository": "registry.example.com/aiperf/operator", "tag": "0.2.0"},
+        "results": {"size": "1Ti"}, "networkPolicy": {"apiServerCIDR": "172.20.0.0/16"}})
+    container = _operator_pod(objects)["spec"]["containers"][0]
+    assert container["image"] == "registry.example.com/aiperf/operator:0.2.0"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    pvc = one(objects, "PersistentVolumeClaim", "aiperf-operator-results")
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "1Ti"
+    assert one(objects, "NetworkPolicy", "aiperf-runs")["spec"]["ingress"][1]["from"][1]["ipBlock"]["cidr"] == \
+        "172.20.0.0/16"
+    assert one(objects, "ClusterRoleBinding", "aiperf-operator")["subjects"][0]["namespace"] == "bench"
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a: {{ if .Values.x }}", "unsupported template action"),
+    ("a: {{ .Values.image.tag | quote }}", "unsupported template action"),
+    ("a: {{ .Values.nothing }}", "no such value"),
+    ("a: {{ .Values.image }}", "not a scalar"),
+])
+def test_the_renderer_refuses_what_it_would_render_unlike_helm(text: str, expected: str) -> None:
+    with pytest.raises(TemplateError, match=expected):
+        render_text(text, vals={"image": {"tag": "x"}}, namespace="n", release="r")
