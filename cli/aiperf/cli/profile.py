@@ -18,7 +18,9 @@ import zmq.asyncio
 from aiperf.config import (
     Benchmark,
     CommsOptions,
+    ConfigError,
     FileDataset,
+    MetricsOptions,
     RunConfig,
     RuntimeOptions,
     Secrets,
@@ -77,12 +79,21 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     except OSError as exc:
         print(f"error: --artifact-dir {benchmark.artifacts.dir}: {exc.strerror}", file=sys.stderr)
         return EXIT_USER_ERROR
+    try:
+        metrics = MetricsOptions.from_env(os.environ)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
     run_id = uuid.uuid4().hex[:8]
     ipc_dir = tempfile.mkdtemp(prefix=f"aiperf-{run_id}-", dir="/tmp")
+    # The dataset files are working files, not results: a temporary folder unless asked to keep them.
+    keep = benchmark.artifacts.keep_dataset
+    dataset_dir = str(out / "dataset") if keep else tempfile.mkdtemp(prefix=f"aiperf-{run_id}-dataset-")
     config = RunConfig(
         run_id=run_id, mode="profile", artifact_dir=str(out), t0_wall_ns=t0_wall_ns, benchmark=benchmark,
         comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host="127.0.0.1"), services=service_counts(benchmark),
-        runtime=RuntimeOptions(heartbeat_interval_s=1.0, log_level=log_level),
+        runtime=RuntimeOptions(heartbeat_interval_s=1.0, log_level=log_level), dataset_dir=dataset_dir,
+        metrics=metrics,
     )
     config_path = out / "run_config.json"
     dump_run_config(config, config_path)
@@ -95,6 +106,8 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
         return anyio.run(_run, config, str(config_path), backend_options={"use_uvloop": True})
     finally:
         shutil.rmtree(ipc_dir, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(dataset_dir, ignore_errors=True)
 
 
 async def _run(config: RunConfig, config_path: str) -> int:

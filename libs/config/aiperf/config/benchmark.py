@@ -270,9 +270,11 @@ class TokenizerSpec(_Spec, frozen=True, kw_only=True):
 
 
 class Artifacts(_Spec, frozen=True, kw_only=True):
-    """Where the results go (`--artifact-dir`)."""
+    """Where the results go (`--artifact-dir`); `keep_dataset` also keeps the dataset's working
+    files (`dataset/*.dat`) there (`--keep-dataset-files`)."""
 
     dir: Annotated[str, Meta(min_length=1)] = "artifacts"
+    keep_dataset: bool = False
 
 
 class Runtime(_Spec, frozen=True, kw_only=True):
