@@ -86,9 +86,10 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
         return EXIT_USER_ERROR
     run_id = uuid.uuid4().hex[:8]
     ipc_dir = tempfile.mkdtemp(prefix=f"aiperf-{run_id}-", dir="/tmp")
-    # The dataset files are working files, not results: a temporary folder unless asked to keep them.
+    # The dataset files are working files, not results: they live (and die) with the IPC folder
+    # unless asked to be kept in the artifacts.
     keep = benchmark.artifacts.keep_dataset
-    dataset_dir = str(out / "dataset") if keep else tempfile.mkdtemp(prefix=f"aiperf-{run_id}-dataset-")
+    dataset_dir = str(out / "dataset") if keep else os.path.join(ipc_dir, "dataset")
     config = RunConfig(
         run_id=run_id, mode="profile", artifact_dir=str(out), t0_wall_ns=t0_wall_ns, benchmark=benchmark,
         comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host="127.0.0.1"), services=service_counts(benchmark),
@@ -106,8 +107,6 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
         return anyio.run(_run, config, str(config_path), backend_options={"use_uvloop": True})
     finally:
         shutil.rmtree(ipc_dir, ignore_errors=True)
-        if not keep:
-            shutil.rmtree(dataset_dir, ignore_errors=True)
 
 
 async def _run(config: RunConfig, config_path: str) -> int:

@@ -72,13 +72,13 @@ class RecordsManager:
     if the run is cancelled). `Finalize` waits (bounded) for one record per returned credit,
     then writes the summary (JSON, CSV) and the console tables (`profile_export_console.txt`).
     `t0_wall_ns` (0: unknown) is when the command started, for the start-up figure;
-    `osl_mismatch` decides `osl_mismatch_count`.
+    `osl_mismatch` decides `osl_mismatch_count` (None: AIPerf's defaults).
     """
 
     def __init__(self, *, benchmark: Benchmark, run_id: str, t0_wall_ns: int, records: RecordSource,
                  events: EventSink | None, artifact_dir: Path, progress_interval_s: float = 1.0,
                  wall_clock: Callable[[], int] = time.time_ns,
-                 osl_mismatch: OslMismatchThresholds = OslMismatchThresholds()) -> None:
+                 osl_mismatch: OslMismatchThresholds | None = None) -> None:
         self._benchmark, self._run_id, self._t0_wall_ns = benchmark, run_id, t0_wall_ns
         self._osl_mismatch = osl_mismatch
         self._records, self._events = records, events
