@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Coroutine
+from typing import Any
 
 from aiperf.mock_server.stats import Counter, StatsBoard
 
@@ -131,9 +133,9 @@ class WireRelay:
         self._stopped: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def spawn(self, coro: object) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run `coro` on the relay's loop, keeping a reference until it ends."""
-        task = self._loop.create_task(coro)  # type: ignore[arg-type]
+        task = self._loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

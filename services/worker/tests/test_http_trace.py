@@ -50,7 +50,7 @@ async def test_waiting_bytes_and_reuse_on_a_keepalive_connection() -> None:
         stats = _stats(server)
     traces = [ex.http_trace() for ex in exchanges]
     assert all(isinstance(t, HttpTrace) for t in traces)
-    first, *rest = [t for t in traces if t is not None]
+    first, *rest = (t for t in traces if t is not None)
     assert not first.reused and all(t.reused for t in rest)
     assert 0 < first.connect_start_ns < first.connected_ns <= first.send_start_ns
     assert all(t.connected_ns == 0 for t in rest)

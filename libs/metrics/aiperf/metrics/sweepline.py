@@ -80,7 +80,7 @@ class Step:
         peak = float(np.max(np.abs(values))) if values.size else 0.0
         if peak > 0.0:  # + and - of the same float rarely cancel to exactly 0: snap the residue
             values[np.abs(values) < peak * 1e-9] = 0.0
-        return cls(distinct.astype(np.int64), values)
+        return cls(distinct.astype(np.int64), values.astype(np.float64, copy=False))
 
     def at(self, t: IntArray) -> FloatArray:
         """The values at times `t`."""
@@ -176,7 +176,6 @@ def build_curves(tl: Timeline) -> Curves:
 
     dc = decode_ok & ~np.isnan(osl) & (osl >= 1)
     uniform_rate = (osl[dc] - 1.0) * NS_PER_S / (end[dc] - first[dc])
-    uniform = _intervals(first[dc], end[dc], uniform_rate)
     total_throughput = Step.of_events(
         np.concatenate([start[pf], first[pf], first[dc], end[dc]]),
         np.concatenate([prefill_rate, -prefill_rate, uniform_rate, -uniform_rate]))

@@ -209,7 +209,8 @@ class _TapConnector(aiohttp.TCPConnector):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._factory = functools.partial(_TapProtocol, loop=self._loop)
+        # partial is invariant to mypy, but a _TapProtocol is the ResponseHandler aiohttp expects
+        self._factory = functools.partial(_TapProtocol, loop=self._loop)  # type: ignore[assignment]
 
 
 def _stamp(field: str) -> Any:
