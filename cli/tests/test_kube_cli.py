@@ -55,7 +55,8 @@ def add_controller_pod(kube: FakeKube, name: str = "demo") -> str:
 
 
 RESULT_FILES = {"profile_export_aiperf.json": b'{"ok": true}\n', "profile_export_aiperf.csv": b"a,b\n1,2\n",
-                "profile_export.jsonl": b"{}\n" * 1000, "inputs.json": b'{"data": []}\n'}
+                "profile_export.jsonl": b"{}\n" * 1000, "inputs.json": b'{"data": []}\n',
+                "profile_export_console.txt": b"aiperf | LLM Metrics\n"}
 
 
 async def api_container(request: web.Request, path: str) -> web.StreamResponse:
@@ -138,7 +139,7 @@ async def test_profile_watches_until_completed_and_downloads_results(aiperf: Run
     dest = tmp_path / "demo"
     assert {p.name: p.read_bytes() for p in dest.iterdir()} == RESULT_FILES
     assert (f"results: {dest}/ (profile_export_aiperf.json, profile_export_aiperf.csv, "
-            f"profile_export.jsonl, inputs.json) from pod {pod}") in result.out
+            f"profile_export.jsonl, inputs.json, profile_export_console.txt) from pod {pod}") in result.out
     proxied = [r.path for r in kube.requests if "/proxy/" in r.path]
     assert proxied == [f"/api/v1/namespaces/{NS}/pods/{pod}:9090/proxy/api/results/files/{f}"
                        for f in RESULT_FILES]

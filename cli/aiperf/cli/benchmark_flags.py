@@ -132,6 +132,8 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
     _set(doc, "random_seed", flags.random_seed)
     if local.artifact_dir is not None:
         _sub(doc, "artifacts")["dir"] = local.artifact_dir
+    if local.keep_dataset_files is not None:
+        _sub(doc, "artifacts")["keep_dataset"] = local.keep_dataset_files
     for field, key in (("ui", "ui"), ("workers_max", "workers"), ("record_processors", "record_processors")):
         if (value := getattr(local, field)) is not None:
             _sub(doc, "runtime")[key] = value

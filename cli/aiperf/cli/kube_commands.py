@@ -27,7 +27,15 @@ from aiperf.cli.kube_flags import parse_list, parse_mapping, parse_resources, pa
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
-from aiperf.config import Benchmark, CommsOptions, ConfigError, FileDataset, RunConfig, RuntimeOptions
+from aiperf.config import (
+    Benchmark,
+    CommsOptions,
+    ConfigError,
+    FileDataset,
+    MetricsOptions,
+    RunConfig,
+    RuntimeOptions,
+)
 from aiperf.kube import (
     ContainerResources,
     KubeConfigError,
@@ -148,7 +156,8 @@ def build_deployment(target: KubeTarget, deploy: KubeDeployFlags, flags: Profile
     # t0 stays 0 and the run id is the name: equal flags give byte-equal manifests.
     run_config = RunConfig(run_id=deploy.name, mode="profile", artifact_dir="artifacts",
                            comms=CommsOptions(ipc_dir="/aiperf/ipc"), benchmark=built.benchmark,
-                           runtime=RuntimeOptions(log_level=deploy.log_level))
+                           runtime=RuntimeOptions(log_level=deploy.log_level),
+                           metrics=MetricsOptions.from_env(os.environ))
     known = [*secrets.headers.values(), *([secrets.api_key] if secrets.api_key else []),
              *secret_values_from_env(os.environ)]
     try:

@@ -18,7 +18,9 @@ import zmq.asyncio
 from aiperf.config import (
     Benchmark,
     CommsOptions,
+    ConfigError,
     FileDataset,
+    MetricsOptions,
     RunConfig,
     RuntimeOptions,
     Secrets,
@@ -77,12 +79,22 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     except OSError as exc:
         print(f"error: --artifact-dir {benchmark.artifacts.dir}: {exc.strerror}", file=sys.stderr)
         return EXIT_USER_ERROR
+    try:
+        metrics = MetricsOptions.from_env(os.environ)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
     run_id = uuid.uuid4().hex[:8]
     ipc_dir = tempfile.mkdtemp(prefix=f"aiperf-{run_id}-", dir="/tmp")
+    # The dataset files are working files, not results: they live (and die) with the IPC folder
+    # unless asked to be kept in the artifacts.
+    keep = benchmark.artifacts.keep_dataset
+    dataset_dir = str(out / "dataset") if keep else os.path.join(ipc_dir, "dataset")
     config = RunConfig(
         run_id=run_id, mode="profile", artifact_dir=str(out), t0_wall_ns=t0_wall_ns, benchmark=benchmark,
         comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host="127.0.0.1"), services=service_counts(benchmark),
-        runtime=RuntimeOptions(heartbeat_interval_s=1.0, log_level=log_level),
+        runtime=RuntimeOptions(heartbeat_interval_s=1.0, log_level=log_level), dataset_dir=dataset_dir,
+        metrics=metrics,
     )
     config_path = out / "run_config.json"
     dump_run_config(config, config_path)

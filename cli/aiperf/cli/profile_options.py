@@ -119,6 +119,8 @@ class LocalFlags:
 
     artifact_dir: Annotated[str | None, Parameter(name=["--artifact-dir", "--output-artifact-dir"])] = None
     """Where results are written (default: artifacts)."""
+    keep_dataset_files: bool | None = None
+    """Also keep the dataset's working files (dataset/*.dat) in the artifact dir (default: false)."""
     ui: Annotated[Literal["none", "simple"] | None, Parameter(name=["--ui", "--ui-type"])] = None
     """Progress display: simple (a progress bar) or none (default: simple on a terminal)."""
     workers_max: Annotated[int | None, Parameter(name=["--workers-max", "--max-workers"])] = None
@@ -168,6 +170,7 @@ FLAG_PATHS: dict[str, str] = {
     "goodput": "slos",
     "api_key": "",  # a secret: never in the model
     "artifact_dir": "artifacts.dir",
+    "keep_dataset_files": "artifacts.keep_dataset",
     "ui": "runtime.ui",
     "workers_max": "runtime.workers",
     "record_processors": "runtime.record_processors",

@@ -348,7 +348,7 @@ async def test_fetch_results_through_the_pod_proxy(kube: FakeKube, api: ApiClien
     kube.register_proxy(NS, "aiperf-demo-controller-0-0-bbbbb", 9090, api_container)
     fetched = await ops.fetch_results_from_pods(api, "demo", NS, tmp_path / "out")
     assert fetched.pod == "aiperf-demo-controller-0-0-bbbbb"
-    assert fetched.missing == ["profile_export_aiperf.csv", "inputs.json"]
+    assert fetched.missing == ["profile_export_aiperf.csv", "inputs.json", "profile_export_console.txt"]
     assert {p.name: p.read_bytes() for p in fetched.written} == files
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(files)
     listing, *gets = kube.requests

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 import typing
 
 import msgspec
@@ -68,6 +69,11 @@ def _strategy(cls: type) -> st.SearchStrategy[object]:
             overrides[field.name] = st.none() | st.floats(allow_nan=False)
         elif isinstance(hint, type) and issubclass(hint, msgspec.Struct):
             overrides[field.name] = _strategy(hint)
+        elif (typing.get_origin(hint) in (types.UnionType, typing.Union) and type(None) in typing.get_args(hint)
+              and all(a is type(None) or (isinstance(a, type) and issubclass(a, msgspec.Struct))
+                      for a in typing.get_args(hint))):
+            inner = [a for a in typing.get_args(hint) if a is not type(None)]
+            overrides[field.name] = st.none() | st.one_of(*(_strategy(a) for a in inner))
         elif typing.get_origin(hint) is dict and issubclass(typing.get_args(hint)[1], msgspec.Struct):
             key, value = typing.get_args(hint)
             overrides[field.name] = st.dictionaries(st.from_type(key), _strategy(value), max_size=3)

@@ -126,3 +126,64 @@ def test_sparse_metrics_align_per_record() -> None:
     np.testing.assert_array_equal(agg.column("inter_token_latency"), [np.nan, 5.0, np.nan])
     s = agg.summary(benchmark_duration_s=1.0, goodput={"inter_token_latency": 6})
     assert s.metrics["inter_token_latency"].count == 1 and s.good_request_count == 1
+
+
+def test_error_rate_usage_totals_and_osl_mismatch_count() -> None:
+    from aiperf.metrics import OslMismatchThresholds
+
+    agg = Aggregator()
+    # requested 100: allowed min(5, 50) = 5 tokens; requested 2000: allowed min(100, 50) = 50
+    for requested, osl in ((100, 100), (100, 95), (100, 94), (2000, 1951), (2000, 1949)):
+        agg.add(_rec(request_latency=MS, output_sequence_length=osl, requested_osl=requested,
+                     usage_prompt_tokens=10, usage_completion_tokens=osl, usage_total_tokens=10 + osl))
+    agg.add(_rec(request_latency=MS, output_sequence_length=3))  # nothing requested
+    agg.add(_rec(error=ErrorDetails(type="x", message="y"), error_isl=5))
+    agg.add(_rec(cancelled=True))
+    s = agg.summary(benchmark_duration_s=1.0)
+    assert s.metrics["request_error_rate"].avg == pytest.approx(100 / 7)
+    assert s.metrics["request_error_rate"].unit == "%"
+    assert s.metrics["osl_mismatch_count"].avg == 2
+    assert "requested_osl" not in s.metrics and "requested_osl" not in s.extras
+    assert s.metrics["total_usage_prompt_tokens"].avg == 50
+    assert s.metrics["total_usage_completion_tokens"].avg == 100 + 95 + 94 + 1951 + 1949
+    assert s.metrics["total_usage_total_tokens"].avg == 50 + 100 + 95 + 94 + 1951 + 1949
+    assert "total_usage_reasoning_tokens" not in s.metrics
+    loose = agg.summary(benchmark_duration_s=1.0, osl_mismatch=OslMismatchThresholds(pct=10, max_tokens=60))
+    assert loose.metrics["osl_mismatch_count"].avg == 0
+    assert "osl_mismatch_count" not in Aggregator().summary(benchmark_duration_s=1.0).metrics
+
+
+def test_all_errors_is_a_full_error_rate_and_sweeps_count_failed_requests() -> None:
+    agg = Aggregator()
+    for start in (0, 5):
+        agg.add(MetricRecord(phase=Phase.PROFILING, credit_num=0, worker_id="w", conversation_id="c",
+                             start_wall_ns=10**18 + start * MS, end_wall_ns=10**18 + (start + 10) * MS,
+                             error=ErrorDetails(type="x", message="y")))
+    s = agg.summary(benchmark_duration_s=1.0)
+    assert s.metrics["request_error_rate"].avg == 100.0
+    conc = s.metrics["effective_concurrency"]
+    assert conc.avg == pytest.approx(20 / 15) and conc.max == 2 and conc.count is None and conc.sum is None
+    assert s.metrics["effective_decode_throughput"].avg == 0.0
+
+
+def test_sweep_metrics_from_records_use_ttft_and_chunk_gaps() -> None:
+    agg = Aggregator()
+    base = 1_700_000_000 * 10**9
+    for user in range(2):
+        for i in range(3):
+            start = base + (user * 7 + i * 100) * MS
+            agg.add(MetricRecord(
+                phase=Phase.PROFILING, credit_num=i, worker_id="w", conversation_id="c",
+                start_wall_ns=start, end_wall_ns=start + 100 * MS,
+                metrics={"time_to_first_token": 20 * MS, "input_sequence_length": 10,
+                         "output_sequence_length": 9, "inter_chunk_latency": [10.0 * MS] * 8}))
+    s = agg.summary(benchmark_duration_s=1.0)
+    window = 307
+    assert s.metrics["effective_concurrency"].avg == pytest.approx(600 / window)
+    assert s.metrics["effective_decode_concurrency"].avg == pytest.approx(6 * 80 / window)
+    # 8 tokens after the first over 8 chunk gaps of 10 ms (the last chunk at 100 ms = end)
+    assert s.metrics["active_decode_throughput_per_user"].avg == pytest.approx(100.0)
+    assert s.metrics["effective_prefill_throughput_per_user"].max == pytest.approx(500.0)
+    for tag in ("effective_concurrency", "tokens_in_flight", "active_total_throughput"):
+        st_ = s.metrics[tag]
+        assert st_.has_percentiles and not st_.is_distribution and st_.p1 is None

@@ -148,3 +148,81 @@ def test_console_table() -> None:
     assert "Time to First Token (ms)" in text and "40.00" in text
     assert "Request Throughput (requests/sec)" in text and "N/A" in text
     assert "Inter Chunk Latency" not in text
+
+
+SWEEP_KEYS = ["unit", "avg", "p50", "p90", "p95", "p99", "min", "max", "std"]
+
+
+def _timed_records(make_record: Callable[..., RequestRecord],
+                   sse_chat: Callable[..., list[bytes]]) -> list[MetricRecord]:
+    from aiperf.messages import HttpTrace
+
+    out = []
+    for i in range(6):
+        t0 = 1_000 * MS
+        trace = HttpTrace(reused=i > 0, send_start_ns=t0, send_end_ns=t0 + MS, recv_first_ns=t0 + 30 * MS,
+                          recv_last_ns=t0 + 60 * MS, sent_bytes=400, recv_bytes=4000, writes=1, reads=8,
+                          connect_start_ns=t0 - 2 * MS, connected_ns=t0 - MS)
+        rec = make_record(4, credit_num=i, start_wall_ns=1_700_000_000_000_000_000 + i * 10 * MS,
+                          requested_output_tokens=4, http=trace,
+                          chunks=sse_chat([f"w{k} " for k in range(4)], {"prompt_tokens": 9, "completion_tokens": 4,
+                                                                         "total_tokens": 13}))
+        out.append(compute_metrics(rec, parse_response(EndpointType.CHAT, True, rec), count_tokens=_words))
+    return out
+
+
+def test_new_metrics_in_every_export(tmp_path: Path, make_record: Callable[..., RequestRecord],
+                                    chat_chunks: Callable[..., list[bytes]]) -> None:
+    from aiperf.metrics import SWEEP_METRICS, render_console_tables, summary_csv
+
+    records = _timed_records(make_record, chat_chunks)
+    summary = _summary(records)
+    path = tmp_path / "profile_export_aiperf.json"
+    write_summary_json(path, summary, {}, None, "a", "b", False)
+    doc = json.loads(path.read_text())
+    for spec in SWEEP_METRICS:
+        assert list(doc[spec.tag]) == SWEEP_KEYS, spec.tag
+        assert doc[spec.tag]["unit"] == spec.unit
+    assert doc["effective_concurrency"]["unit"] == "requests"
+    assert doc["http_req_waiting"]["unit"] == "ms" and doc["http_req_waiting"]["avg"] == 29.0
+    assert list(doc["http_req_waiting"]) == RECORD_KEYS
+    assert doc["http_req_data_sent"]["unit"] == "KB" and doc["http_req_data_sent"]["avg"] == 400 / 1024
+    assert doc["http_req_connection_reused"] == {**doc["http_req_connection_reused"], "unit": "ratio",
+                                                 "avg": 5 / 6, "count": 6}
+    assert doc["http_req_connecting"]["max"] == 1.0 and doc["http_req_connecting"]["min"] == 0.0
+    assert doc["request_error_rate"] == {"unit": "%", "avg": 0.0}
+    assert doc["osl_mismatch_count"] == {"unit": "requests", "avg": 0}
+    assert doc["osl_mismatch_diff_pct"]["unit"] == "%" and doc["osl_mismatch_diff_pct"]["avg"] == 0.0
+    assert doc["total_usage_prompt_tokens"] == {"unit": "tokens", "avg": 54.0}
+    assert "requested_osl" not in doc
+
+    text = summary_csv(summary)
+    first, second = text.split("\r\n\r\n")
+    rows1 = {r[0]: r for r in csv.reader(io.StringIO(first))}
+    values = {r[0]: r[1] for r in csv.reader(io.StringIO(second))}
+    conc = rows1["Effective Concurrency"]
+    assert conc[STAT_KEYS.index("sum") + 1] == "" and conc[STAT_KEYS.index("p50") + 1] != ""
+    assert "HTTP Waiting (TTFB) (ms)" in rows1 and "HTTP Data Sent (KB)" in rows1
+    assert values["Request Error Rate (%)"] == "0.00" and values["OSL Mismatch Count"] == "0"
+
+    titles = [t.title for t in render_console_tables(summary)]
+    assert titles == ["aiperf | LLM Metrics: Effective", "aiperf | LLM Metrics: Active",
+                      "aiperf | LLM Metrics: Usage", "aiperf | LLM Metrics"]
+    console = Console(record=True, width=200, file=io.StringIO())
+    for table in render_console_tables(summary):
+        console.print(table)
+    shown = console.export_text()
+    assert "Effective Concurrency" in shown and "Active Decode Throughput (tokens/sec)" in shown
+    assert "Total Usage Prompt Tokens (tokens)" in shown and "Request Error Rate (%)" in shown
+    assert "HTTP" not in shown and "OSL Mismatch" not in shown
+
+    line = record_jsonl_line(records[0])
+    assert line["metrics"]["http_req_waiting"] == {"value": 29.0, "unit": "ms"}
+    assert line["metrics"]["osl_mismatch_diff_pct"] == {"value": 0.0, "unit": "%"}
+    assert not any(t.startswith(("effective_", "active_", "total_usage")) for t in line["metrics"])
+
+
+def record_jsonl_line(record: MetricRecord) -> dict:
+    from aiperf.metrics import record_json
+
+    return record_json(record)

@@ -133,3 +133,64 @@ def test_the_model_accepts_exactly_the_per_request_metrics_as_slos() -> None:
     from aiperf.metrics import RECORD_METRICS
 
     assert sorted(GOODPUT_METRICS) == sorted(spec.tag for spec in RECORD_METRICS)
+
+
+def test_http_trace_phases_of_a_fresh_connection(make_record: Callable[..., RequestRecord]) -> None:
+    from aiperf.messages import HttpTrace
+
+    t0 = 1_000 * MS
+    trace = HttpTrace(pool_wait_start_ns=t0, pool_wait_end_ns=t0 + 1 * MS, dns_start_ns=t0 + 1 * MS,
+                      dns_end_ns=t0 + 3 * MS, connect_start_ns=t0 + 1 * MS, connected_ns=t0 + 7 * MS,
+                      send_start_ns=t0 + 8 * MS, send_end_ns=t0 + 9 * MS, recv_first_ns=t0 + 39 * MS,
+                      recv_last_ns=t0 + 80 * MS, sent_bytes=420, recv_bytes=4317, writes=2, reads=20)
+    m = _metrics(make_record(5, http=trace)).metrics
+    assert m["http_req_blocked"] == 1 * MS
+    assert m["http_req_dns_lookup"] == 2 * MS
+    assert m["http_req_connecting"] == 4 * MS  # after DNS, to the handshake's end
+    assert m["http_req_sending"] == 1 * MS
+    assert m["http_req_waiting"] == 30 * MS
+    assert m["http_req_receiving"] == 41 * MS
+    assert m["http_req_duration"] == 72 * MS
+    assert m["http_req_connection_overhead"] == 7 * MS
+    assert m["http_req_total"] == (7 + 1 + 30 + 41) * MS
+    assert m["http_req_data_sent"] == 420 and m["http_req_data_received"] == 4317
+    assert m["http_req_chunks_sent"] == 2 and m["http_req_chunks_received"] == 20
+    assert m["http_req_connection_reused"] == 0
+
+
+def test_http_trace_of_a_reused_connection_and_its_jsonl_units(
+        make_record: Callable[..., RequestRecord]) -> None:
+    from aiperf.messages import HttpTrace
+    from aiperf.metrics import record_json
+
+    t0 = 1_000 * MS
+    trace = HttpTrace(reused=True, connected_ns=1, dns_start_ns=1, dns_end_ns=2, send_start_ns=t0,
+                      send_end_ns=t0, recv_first_ns=t0 + 5 * MS, recv_last_ns=t0 + 5 * MS, sent_bytes=1024,
+                      recv_bytes=512, writes=1, reads=1)
+    rec = _metrics(make_record(2, http=trace))
+    m = rec.metrics
+    assert m["http_req_dns_lookup"] == 0 and m["http_req_connecting"] == 0 and m["http_req_blocked"] == 0
+    assert m["http_req_connection_reused"] == 1 and m["http_req_receiving"] == 0
+    assert m["http_req_total"] == m["http_req_duration"] == 5 * MS
+    shown = record_json(rec)["metrics"]
+    assert shown["http_req_data_sent"] == {"value": 1.0, "unit": "KB"}
+    assert shown["http_req_data_received"] == {"value": 0.5, "unit": "KB"}
+    assert shown["http_req_waiting"] == {"value": 5.0, "unit": "ms"}
+    assert shown["http_req_connection_reused"] == {"value": 1, "unit": "ratio"}
+    assert shown["http_req_chunks_received"] == {"value": 1, "unit": "count"}
+    # failed requests carry no trace metrics (AIPerf computes record metrics for successes only)
+    bad = _metrics(make_record(1, status=500, chunks=[b"boom"], http=trace))
+    assert not any(tag.startswith("http_req_") for tag in bad.metrics)
+
+
+def test_osl_mismatch_diff_is_signed_and_requested_osl_stays_internal(
+        make_record: Callable[..., RequestRecord]) -> None:
+    from aiperf.metrics import record_json
+
+    short = _metrics(make_record(5, requested_output_tokens=10))
+    assert short.metrics["osl_mismatch_diff_pct"] == -50.0 and short.metrics["requested_osl"] == 10
+    assert "requested_osl" not in record_json(short)["metrics"]
+    assert record_json(short)["metrics"]["osl_mismatch_diff_pct"] == {"value": -50.0, "unit": "%"}
+    assert _metrics(make_record(6, requested_output_tokens=5)).metrics["osl_mismatch_diff_pct"] == 20.0
+    assert "osl_mismatch_diff_pct" not in _metrics(make_record(5)).metrics
+    assert "osl_mismatch_diff_pct" not in _metrics(make_record(5, requested_output_tokens=0)).metrics

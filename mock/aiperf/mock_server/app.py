@@ -14,7 +14,9 @@ Timing contract: ``t0`` is taken when the request reaches the app. Token ``k`` (
 is sent at the absolute deadline ``t0 + d0 + d1 + ... + dk`` where ``d0`` is the TTFT and every later
 ``d`` the ITL, each with uniform ``+-jitter`` (clamped at 0). Deadlines never depend on when the
 previous send actually happened, so lateness does not accumulate. A non-streaming response is sent
-at the deadline of its last token (``TTFT + (n-1) * ITL``).
+at the deadline of its last token (``TTFT + (n-1) * ITL``). ``headers_delay_ms`` holds the response
+headers of inference requests (their first byte) until ``t0 + headers_delay``; no token is sent
+before them. ``close_connections`` adds ``Connection: close`` to every response.
 
 Usage in streams: the final chunk (empty delta / empty text, with ``finish_reason``) ALWAYS carries
 ``usage`` (``prompt_tokens``, ``completion_tokens``, ``total_tokens``), whether or not the request set
@@ -115,6 +117,11 @@ class MockApp:
         self._ttft = config.ttft_ms / 1000.0
         self._itl = config.itl_ms / 1000.0
         self._jitter = config.jitter_ms / 1000.0
+        self._headers_delay = config.headers_delay_ms / 1000.0
+        close = [(b"connection", b"close")] if config.close_connections else []
+        self._sse_headers = [*_SSE_HEADERS, *close]
+        self._json_headers = [*_JSON_HEADERS, *close]
+        self._prom_headers = [*_PROM_HEADERS, *close]
         self._models_body = orjson.dumps({
             "object": "list",
             "data": [{"id": config.model, "object": "model", "created": int(time.time()),
@@ -151,13 +158,13 @@ class MockApp:
                               "invalid_request_error")
             return
         if endpoint == _HEALTH:
-            await self._respond(send, endpoint, 200, b'{"status":"ok"}', _JSON_HEADERS)
+            await self._respond(send, endpoint, 200, b'{"status":"ok"}', self._json_headers)
         elif endpoint == _MODELS:
-            await self._respond(send, endpoint, 200, self._models_body, _JSON_HEADERS)
+            await self._respond(send, endpoint, 200, self._models_body, self._json_headers)
         elif endpoint == _STATS:
-            await self._respond(send, endpoint, 200, orjson.dumps(self._stats.snapshot()), _JSON_HEADERS)
+            await self._respond(send, endpoint, 200, orjson.dumps(self._stats.snapshot()), self._json_headers)
         elif endpoint == _METRICS:
-            await self._respond(send, endpoint, 200, self._stats.prometheus(), _PROM_HEADERS)
+            await self._respond(send, endpoint, 200, self._stats.prometheus(), self._prom_headers)
         else:
             await self._inference(t0, endpoint, receive, send)
 
@@ -283,7 +290,9 @@ class MockApp:
         stats, clock, vocab, words = self._stats, self._clock, VOCAB_JSON, len(VOCAB_JSON)
         sent = 0
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            if self._headers_delay > 0:
+                await clock.sleep_until(t0 + self._headers_delay)
+            await send({"type": "http.response.start", "status": 200, "headers": self._sse_headers})
             stats.add(request_slot(endpoint, 200))
             deadline = t0 + self._delay(self._ttft)
             for k in range(n):
@@ -314,7 +323,7 @@ class MockApp:
         deadline = t0 + self._delay(self._ttft)
         for _ in range(n - 1):
             deadline += self._delay(self._itl)
-        await self._clock.sleep_until(deadline)
+        await self._clock.sleep_until(max(deadline, t0 + self._headers_delay))
         text = generated_text(n)
         usage = _usage(prompt_tokens, n)
         if endpoint == _CHAT:
@@ -334,12 +343,12 @@ class MockApp:
             }
         self._stats.add(Counter.OUTPUT_TOKENS, n)
         self._stats.add(Counter.PROMPT_TOKENS, prompt_tokens)
-        await self._respond(send, endpoint, 200, orjson.dumps(body), _JSON_HEADERS)
+        await self._respond(send, endpoint, 200, orjson.dumps(body), self._json_headers)
         self._stats.add(Counter.COMPLETED)
 
     async def _embeddings(self, t0: float, model: str, inputs: list[str], body: dict[str, Any],
                           send: Send) -> None:
-        await self._clock.sleep_until(t0 + self._delay(self._ttft))
+        await self._clock.sleep_until(max(t0 + self._delay(self._ttft), t0 + self._headers_delay))
         as_base64 = body.get("encoding_format") == "base64"
         embed = self._embedder.embed_base64 if as_base64 else self._embedder.embed
         prompt_tokens = count_prompt(body.get("input"))
@@ -351,13 +360,13 @@ class MockApp:
             "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
         }
         self._stats.add(Counter.PROMPT_TOKENS, prompt_tokens)
-        await self._respond(send, _EMBEDDINGS, 200, orjson.dumps(doc), _JSON_HEADERS)
+        await self._respond(send, _EMBEDDINGS, 200, orjson.dumps(doc), self._json_headers)
         self._stats.add(Counter.COMPLETED)
 
     async def _error(self, send: Send, endpoint: int, status: int, message: str, kind: str,
                      code: str | None = None) -> None:
         doc = {"error": {"message": message, "type": kind, "param": None, "code": code}}
-        await self._respond(send, endpoint, status, orjson.dumps(doc), _JSON_HEADERS)
+        await self._respond(send, endpoint, status, orjson.dumps(doc), self._json_headers)
 
     async def _respond(self, send: Send, endpoint: int, status: int, body: bytes,
                        headers: list[tuple[bytes, bytes]]) -> None:

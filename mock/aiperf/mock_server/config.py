@@ -23,7 +23,11 @@ class MockConfig(msgspec.Struct, frozen=True, kw_only=True):
     ``output_tokens`` of ``None`` means "follow the request" (``max_completion_tokens``, then
     ``max_tokens``, else ``default_output_tokens``); an int forces that length for every request.
     ``stats_path`` names the shared counter file (see :mod:`aiperf.mock_server.stats`); ``None`` keeps
-    counters private to the process, which is what in-process tests use.
+    counters private to the process, which is what in-process tests use. ``headers_delay_ms`` holds
+    back the response headers (the first byte) of inference requests; ``close_connections`` answers
+    with ``Connection: close`` so every request needs a fresh connection; ``wire_stats`` puts a
+    byte-counting relay in front of the app (see :mod:`aiperf.mock_server.wire`), and
+    ``app_port`` is then where the app itself listens.
     """
 
     host: str = "127.0.0.1"
@@ -40,6 +44,10 @@ class MockConfig(msgspec.Struct, frozen=True, kw_only=True):
     embedding_dim: int = 768
     log_level: str = "warning"
     stats_path: str | None = None
+    headers_delay_ms: float = 0.0
+    close_connections: bool = False
+    wire_stats: bool = False
+    app_port: int = 0
 
     def to_env(self) -> str:
         """Encode for :data:`CONFIG_ENV`; the inverse of :meth:`from_env`."""

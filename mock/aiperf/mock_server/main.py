@@ -62,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedding-dim", type=int, default=768, help="embedding vector length (default 768)")
     p.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
                    help="granian log level (default warning)")
+    p.add_argument("--headers-delay-ms", type=float, default=0.0,
+                   help="hold the response headers (the first byte) of inference requests this long, ms "
+                        "(default 0)")
+    p.add_argument("--close-connections", action="store_true",
+                   help="answer with Connection: close, so every request opens a fresh connection")
+    p.add_argument("--wire-stats", action="store_true",
+                   help="count the bytes on the wire of inference connections (/stats wire_bytes_in/out) "
+                        "through a relay in front of the app (one extra loopback hop)")
     return p
 
 
@@ -79,6 +87,7 @@ def parse_config(argv: Sequence[str] | None = None) -> MockConfig:
         (ns.workers >= 1, "--workers must be >= 1"),
         (ns.embedding_dim >= 1, "--embedding-dim must be >= 1"),
         (bool(ns.model), "--model must not be empty"),
+        (ns.headers_delay_ms >= 0, "--headers-delay-ms must be >= 0"),
     )
     for ok, problem in checks:
         if not ok:
@@ -87,7 +96,8 @@ def parse_config(argv: Sequence[str] | None = None) -> MockConfig:
         host=ns.host, port=ns.port, ttft_ms=ns.ttft_ms, itl_ms=ns.itl_ms, jitter_ms=ns.jitter_ms,
         output_tokens=ns.output_tokens, default_output_tokens=ns.default_output_tokens,
         error_rate=ns.error_rate, workers=ns.workers, seed=ns.seed, model=ns.model,
-        embedding_dim=ns.embedding_dim, log_level=ns.log_level,
+        embedding_dim=ns.embedding_dim, log_level=ns.log_level, headers_delay_ms=ns.headers_delay_ms,
+        close_connections=ns.close_connections, wire_stats=ns.wire_stats,
     )
 
 
@@ -115,15 +125,22 @@ def serve(config: MockConfig) -> None:
     from granian.log import LogLevels
 
     from aiperf.mock_server.stats import StatsBoard
+    from aiperf.mock_server.wire import WireRelay
 
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
     fd, stats_path = tempfile.mkstemp(prefix="aiperf-mock-stats-", dir=shm)
     os.close(fd)
+    relay: WireRelay | None = None
+    address, port = config.host, config.port
     try:
-        StatsBoard.create(stats_path, rows=config.workers)
-        os.environ[CONFIG_ENV] = msgspec.structs.replace(config, stats_path=stats_path).to_env()
+        StatsBoard.create(stats_path, rows=config.workers + (1 if config.wire_stats else 0))
+        if config.wire_stats:
+            address, port = "127.0.0.1", _free_port()
+            relay = WireRelay(host=config.host, port=config.port, app_port=port,
+                              board=StatsBoard.attach(stats_path)).start()
+        os.environ[CONFIG_ENV] = msgspec.structs.replace(config, stats_path=stats_path, app_port=port).to_env()
         server = Granian(
-            APP_FACTORY, address=config.host, port=config.port, interface=Interfaces.ASGINL,
+            APP_FACTORY, address=address, port=port, interface=Interfaces.ASGINL,
             workers=config.workers, factory=True, http=HTTPModes.http1, websockets=False,
             backlog=4096, log_level=LogLevels(config.log_level), log_access=False,
             # A forked worker that is signalled before it installs its own handlers still runs the
@@ -134,7 +151,16 @@ def serve(config: MockConfig) -> None:
               f"ttft={config.ttft_ms}ms, itl={config.itl_ms}ms)", file=sys.stderr, flush=True)
         server.serve()
     finally:
+        if relay is not None:
+            relay.stop()
+            relay.board.close()
         StatsBoard.unlink(stats_path)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

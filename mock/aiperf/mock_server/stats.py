@@ -38,6 +38,9 @@ class Counter(enum.IntEnum):
     IN_FLIGHT = 6  # a gauge: +1 on admission, -1 when the response ends
     COMPLETED = 7  # inference responses fully sent
     DISCONNECTS = 8  # streams cut short because the client went away
+    WIRE_BYTES_IN = 9  # --wire-stats: bytes clients sent on inference connections
+    WIRE_BYTES_OUT = 10  # --wire-stats: bytes clients received on inference connections
+    WIRE_CONNECTIONS = 11  # --wire-stats: inference connections opened
 
 
 _MATRIX_BASE = len(Counter) + 1
@@ -139,6 +142,9 @@ class StatsBoard:
             "in_flight": self.total(Counter.IN_FLIGHT),
             "output_tokens": self.total(Counter.OUTPUT_TOKENS),
             "prompt_tokens": self.total(Counter.PROMPT_TOKENS),
+            "wire_bytes_in": self.total(Counter.WIRE_BYTES_IN),
+            "wire_bytes_out": self.total(Counter.WIRE_BYTES_OUT),
+            "wire_connections": self.total(Counter.WIRE_CONNECTIONS),
             "workers": self.workers_seen(),
             "requests_by_endpoint": by_endpoint,
         }

@@ -14,6 +14,7 @@ import zmq.asyncio
 from aiperf.comms import Addressing, BadMessage, Channel, PullSocket, PushSocket
 from aiperf.config import Benchmark, CommsOptions, Endpoint, RunConfig, TokenizerSpec
 from aiperf.messages import (
+    HttpTrace,
     MetricRecord,
     Phase,
     ProfileConfigure,
@@ -126,8 +127,14 @@ async def test_records_in_metric_records_out_with_exact_ttft() -> None:
         assert m.metrics["input_sequence_length"] == 100
         assert m.metrics["credit_to_send_delay"] == MS
         await raw.tx.send(None)  # an undecodable frame is skipped
-        await raw.tx.send(streamed(2, offsets_ms=(5, 6)))
-        assert (await out.next()).metrics["time_to_first_token"] == 5 * MS
+        trace = HttpTrace(reused=True, send_start_ns=T0, send_end_ns=T0 + MS // 10, recv_first_ns=T0 + 3 * MS,
+                          recv_last_ns=T0 + 7 * MS, sent_bytes=300, recv_bytes=900, writes=1, reads=3)
+        await raw.tx.send(streamed(2, offsets_ms=(5, 6), requested_output_tokens=4, http=trace))
+        second = (await out.next()).metrics
+        assert second["time_to_first_token"] == 5 * MS
+        assert second["osl_mismatch_diff_pct"] == -50.0  # 2 of the 4 tokens requested
+        assert second["http_req_waiting"] == 3 * MS - MS // 10 and second["http_req_data_received"] == 900
+        assert second["http_req_connection_reused"] == 1
 
     await run_processor(rp, raw, out, body)
 

@@ -21,6 +21,7 @@ from aiperf.messages import (
     ProfileConfigure,
     RunAccounting,
 )
+from aiperf.metrics import OslMismatchThresholds
 from aiperf.records_manager.accounting import accounting_line, balance_problems, missing_records
 from aiperf.records_manager.service import RecordsManager
 
@@ -50,10 +51,11 @@ def accounting(issued: int, ok: int, failed: int) -> RunAccounting:
 
 
 async def run_finalize(tmp_path: Path, records: list[MetricRecord], acct: RunAccounting,
-                       records_timeout_s: float = 10.0) -> Finalized:
+                       records_timeout_s: float = 10.0,
+                       osl_mismatch: OslMismatchThresholds | None = None) -> Finalized:
     source = Records()
     rm = RecordsManager(benchmark=Benchmark(models=["m"]), run_id="r", t0_wall_ns=0, records=source,
-                        events=None, artifact_dir=tmp_path)
+                        events=None, artifact_dir=tmp_path, osl_mismatch=osl_mismatch)
     async with anyio.create_task_group() as tg:
         await tg.start(rm.run)
         await rm.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
@@ -81,8 +83,28 @@ async def test_finalize_waits_for_every_record_and_writes_exports(tmp_path: Path
     assert len((tmp_path / "profile_export.jsonl").read_text().splitlines()) == 10
     assert (tmp_path / "profile_export_aiperf.csv").read_text().startswith("Metric")
     assert "Time to First Token" in result.table
+    assert (tmp_path / "profile_export_console.txt").read_text() == result.table
+    assert result.files == ["profile_export_aiperf.json", "profile_export_aiperf.csv", "profile_export.jsonl",
+                            "profile_export_console.txt"]
     exported = summary["aiperf_extensions"]["accounting"]["profiling"]
     assert exported == msgspec.to_builtins(accounting(10, 9, 1).phases[Phase.PROFILING])
+
+
+@pytest.mark.parametrize(("limits", "expected"), [
+    (OslMismatchThresholds(), 2),  # allowed: min(5% of 100, 50) = 5 tokens; 6 and 10 off miss
+    (OslMismatchThresholds(pct=8.0), 1),  # 8 tokens: only 10 off misses
+    (OslMismatchThresholds(pct=50.0, max_tokens=5), 2),  # the token cap wins over 50 tokens
+])
+async def test_osl_mismatch_count_follows_the_configured_thresholds(
+        tmp_path: Path, limits: OslMismatchThresholds, expected: int) -> None:
+    records = []
+    for n, osl in enumerate((100.0, 95.0, 94.0, 110.0)):
+        r = record(n)
+        records.append(msgspec.structs.replace(r, metrics={**r.metrics, "output_sequence_length": osl,
+                                                           "requested_osl": 100.0}))
+    await run_finalize(tmp_path, records, accounting(4, 4, 0), osl_mismatch=limits)
+    summary = json.loads((tmp_path / "profile_export_aiperf.json").read_text())
+    assert summary["osl_mismatch_count"] == {"unit": "requests", "avg": expected}
 
 
 async def test_missing_records_fail_the_balance(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from aiperf.config.loader import ConfigError, Secrets, decode_benchmark, normali
 from aiperf.config.run_config import (
     SECRET_ENV_VARS,
     CommsOptions,
+    MetricsOptions,
     RunConfig,
     RunMode,
     RuntimeOptions,
@@ -44,7 +45,7 @@ from aiperf.config.run_config import (
 __all__ = [
     "SECRET_ENV_VARS", "Artifacts", "Benchmark", "Cancellation", "CommsOptions", "ConcurrencyPhase",
     "ConfigError", "ConstantPhase", "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind",
-    "FileDataset", "FixedSchedulePhase", "GammaPhase", "Length", "Phase", "PhaseKind", "PoissonPhase",
+    "FileDataset", "FixedSchedulePhase", "GammaPhase", "Length", "MetricsOptions", "Phase", "PhaseKind", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "RunConfig", "RunMode", "Runtime", "RuntimeOptions",
     "Secrets", "ServiceCounts", "SyntheticDataset", "TokenizerSpec", "benchmark_schema", "decode_benchmark",
     "dump_run_config", "group_id", "group_index", "load_run_config", "normalize",

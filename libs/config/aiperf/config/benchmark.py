@@ -250,6 +250,10 @@ GOODPUT_METRICS = (
     "e2e_output_token_throughput", "prefill_throughput_per_user", "output_sequence_length",
     "input_sequence_length", "output_token_count", "reasoning_token_count", "usage_prompt_tokens",
     "usage_completion_tokens", "usage_total_tokens", "usage_reasoning_tokens", "error_isl",
+    "osl_mismatch_diff_pct", "http_req_blocked", "http_req_dns_lookup", "http_req_connecting",
+    "http_req_sending", "http_req_waiting", "http_req_receiving", "http_req_duration",
+    "http_req_connection_overhead", "http_req_total", "http_req_data_sent", "http_req_data_received",
+    "http_req_connection_reused", "http_req_chunks_sent", "http_req_chunks_received",
     "credit_to_start_latency", "effective_latency", "credit_to_send_delay", "schedule_lag",
     "co_aware_request_latency",
 )
@@ -266,9 +270,11 @@ class TokenizerSpec(_Spec, frozen=True, kw_only=True):
 
 
 class Artifacts(_Spec, frozen=True, kw_only=True):
-    """Where the results go (`--artifact-dir`)."""
+    """Where the results go (`--artifact-dir`); `keep_dataset` also keeps the dataset's working
+    files (`dataset/*.dat`) there (`--keep-dataset-files`)."""
 
     dir: Annotated[str, Meta(min_length=1)] = "artifacts"
+    keep_dataset: bool = False
 
 
 class Runtime(_Spec, frozen=True, kw_only=True):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from typing import Literal
 
 import msgspec
@@ -127,6 +128,47 @@ class RuntimeOptions(msgspec.Struct, frozen=True, kw_only=True):
                              "must be in 0..1")
 
 
+OSL_MISMATCH_PCT_ENV = "AIPERF_METRICS_OSL_MISMATCH_PCT_THRESHOLD"
+OSL_MISMATCH_TOKENS_ENV = "AIPERF_METRICS_OSL_MISMATCH_MAX_TOKEN_THRESHOLD"
+
+
+class MetricsOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """Settings of the metrics that AIPerf 0.13 takes from its environment.
+
+    A request's output length is an OSL mismatch (`osl_mismatch_count`) when it differs from the
+    requested one by more than ``min(requested * osl_mismatch_pct_threshold / 100,
+    osl_mismatch_max_token_threshold)`` tokens (AIPerf's
+    `AIPERF_METRICS_OSL_MISMATCH_PCT_THRESHOLD`, default 5, and
+    `AIPERF_METRICS_OSL_MISMATCH_MAX_TOKEN_THRESHOLD`, default 50)."""
+
+    osl_mismatch_pct_threshold: float = 5.0
+    osl_mismatch_max_token_threshold: int = 50
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.osl_mismatch_pct_threshold <= 100.0:
+            raise ValueError(f"{OSL_MISMATCH_PCT_ENV}={self.osl_mismatch_pct_threshold:g} must be in 0..100")
+        if self.osl_mismatch_max_token_threshold < 1:
+            raise ValueError(f"{OSL_MISMATCH_TOKENS_ENV}={self.osl_mismatch_max_token_threshold} must be >= 1")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> MetricsOptions:
+        """The options AIPerf's environment variables set in `env` (defaults where unset).
+        Raises `ConfigError` naming the variable for a value that is not a number in range."""
+        try:
+            pct = float(env.get(OSL_MISMATCH_PCT_ENV) or 5.0)
+        except ValueError:
+            raise ConfigError(f"{OSL_MISMATCH_PCT_ENV}={env[OSL_MISMATCH_PCT_ENV]!r} is not a number") from None
+        try:
+            tokens = int(env.get(OSL_MISMATCH_TOKENS_ENV) or 50)
+        except ValueError:
+            raise ConfigError(f"{OSL_MISMATCH_TOKENS_ENV}={env[OSL_MISMATCH_TOKENS_ENV]!r} is not an integer") \
+                from None
+        try:
+            return cls(osl_mismatch_pct_threshold=pct, osl_mismatch_max_token_threshold=tokens)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
 class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The whole configuration of one run.
 
@@ -134,7 +176,10 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     are never configured: the default benchmark, model `BRINGUP_MODEL`, is never used). `artifact_dir` is where this run's
     processes write (absolute locally, the artifacts volume in a pod), which may differ from the
     user's `benchmark.artifacts.dir`. `t0_wall_ns` is when the command started, for the
-    start-up figure (command start to first request).
+    start-up figure (command start to first request). `dataset_dir` is the working folder of
+    the dataset files ("" means `<artifact_dir>/dataset`, where Kubernetes pods serve them
+    from); a local run points it outside the artifacts unless asked to keep them. `metrics`
+    holds the metric settings AIPerf reads from its environment.
     """
 
     run_id: str
@@ -146,6 +191,13 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     benchmark: Benchmark = msgspec.field(default_factory=functools.partial(Benchmark, models=[BRINGUP_MODEL]))
     t0_wall_ns: int = 0
     kubernetes: bool = False
+    dataset_dir: str = ""
+    metrics: MetricsOptions = MetricsOptions()
+
+    @property
+    def dataset_path(self) -> str:
+        """Where the dataset-manager writes the dataset files and the api serves them from."""
+        return self.dataset_dir or os.path.join(self.artifact_dir, "dataset")
 
 
 def load_run_config(path: str | os.PathLike[str]) -> RunConfig:

@@ -76,6 +76,11 @@ class PayloadBuilder:
         """The endpoint kind this builder formats for."""
         return self._endpoint_type
 
+    def output_limit(self, max_tokens: int | None) -> int | None:
+        """The output limit `build(..., max_tokens=max_tokens)` sends (None: none is sent, as
+        for embeddings)."""
+        return int(max_tokens) if self._token_key and max_tokens is not None else None
+
     def build(
         self, prompt: str, *, max_tokens: int | None, history: list[dict[str, Any]] | None = None
     ) -> bytes:

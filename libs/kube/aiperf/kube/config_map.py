@@ -3,8 +3,9 @@
 The run config given by the caller is adapted to the cluster: `kubernetes=True`; comms on the
 shared IPC emptyDir with every TCP binder on 0.0.0.0 and the default ports (binders in the
 controller pod serve the worker pods; connectors in worker pods switch to TCP through
-`AIPERF_CONTROLLER_HOST`); artifacts on the artifacts emptyDir; service counts from the
-worker layout. Secrets are never in it: `RunConfig` holds header names only.
+`AIPERF_CONTROLLER_HOST`); artifacts on the artifacts emptyDir, the dataset files beside them
+(`<artifacts>/dataset`, served to the worker pods by the api; never among the fetched
+results); service counts from the worker layout. Secrets are never in it: `RunConfig` holds header names only.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def cluster_run_config(settings: KubeSettings, run_config: RunConfig) -> dict[st
     runtime = msgspec.structs.replace(run_config.runtime, registration_timeout_s=max(
         run_config.runtime.registration_timeout_s, POD_REGISTRATION_TIMEOUT_S))
     adapted = msgspec.structs.replace(
-        run_config, kubernetes=True, artifact_dir=ARTIFACT_DIR, runtime=runtime,
+        run_config, kubernetes=True, artifact_dir=ARTIFACT_DIR, runtime=runtime, dataset_dir="",
         comms=CommsOptions(ipc_dir=IPC_DIR, tcp_bind_host=TCP_BIND_HOST, ports={}))
     document: dict[str, Any] = msgspec.to_builtins(adapted)
     document["services"] = settings.layout.service_counts()

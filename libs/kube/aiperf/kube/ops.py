@@ -44,7 +44,7 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 API_PORT = 9090
 RESULT_FILES = ("profile_export_aiperf.json", "profile_export_aiperf.csv", "profile_export.jsonl",
-                "inputs.json")
+                "inputs.json", "profile_export_console.txt")
 """The export files the controller pod's api container serves under `/api/results/files/`."""
 
 JSON = "application/json"

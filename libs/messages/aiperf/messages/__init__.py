@@ -61,6 +61,7 @@ from aiperf.messages.events import (
 )
 from aiperf.messages.records import (
     ErrorDetails,
+    HttpTrace,
     MetricRecord,
     RawRecordChannel,
     RecordChannel,
@@ -71,7 +72,7 @@ __all__ = [
     "Ack", "BuildDataset", "CancelCredits", "Command", "CommandFailed", "Credit", "CreditAudit", "CreditChannel",
     "CreditReturn", "CreditReturnChannel", "CreditUpstream", "CreditsLost", "DatasetBuilt",
     "DatasetConfigured", "ErrorDetails", "Event", "Finalize", "Finalized", "FirstToken", "GroupReady",
-    "Heartbeat", "HeldCredits", "Message", "MetricRecord", "Phase", "PhaseAccounting", "PhaseComplete",
+    "Heartbeat", "HeldCredits", "HttpTrace", "Message", "MetricRecord", "Phase", "PhaseAccounting", "PhaseComplete",
     "PhaseSendingComplete", "PhaseStarted", "PrepareGroup", "ProfileCancel", "ProfileConfigure",
     "ProfileFinished", "ProfileStart", "Progress", "RawRecordChannel", "RealtimeMetrics",
     "RecordChannel", "Register", "Replies", "Reply", "RequestRecord", "RunAccounting",

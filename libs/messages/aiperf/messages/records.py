@@ -7,6 +7,8 @@ Workers do as little as possible: they record raw response bytes with the
 
 from __future__ import annotations
 
+import msgspec
+
 from aiperf.messages.base import Message, Phase
 
 
@@ -18,13 +20,42 @@ class ErrorDetails(Message, frozen=True, kw_only=True):
     code: int | None = None
 
 
+class HttpTrace(msgspec.Struct, frozen=True, kw_only=True):
+    """Where one request's bytes moved, as the worker's HTTP client saw them (k6-style phases).
+
+    Every `*_ns` is `perf_counter_ns()` of the worker's host; 0 means "did not happen" (no
+    pool wait, no DNS lookup, a reused connection was not connected). `send_*` are the first
+    and last writes of this request to the connection's transport, `recv_*` the first and last
+    reads from it; `sent_bytes`/`recv_bytes` count what went through them (status line,
+    headers and body, chunked framing included) in `writes`/`reads` calls.
+    """
+
+    reused: bool = False
+    pool_wait_start_ns: int = 0
+    pool_wait_end_ns: int = 0
+    dns_start_ns: int = 0
+    dns_end_ns: int = 0
+    connect_start_ns: int = 0
+    connected_ns: int = 0
+    send_start_ns: int = 0
+    send_end_ns: int = 0
+    recv_first_ns: int = 0
+    recv_last_ns: int = 0
+    sent_bytes: int = 0
+    recv_bytes: int = 0
+    writes: int = 0
+    reads: int = 0
+
+
 class RequestRecord(Message, frozen=True, kw_only=True):
     """Everything a worker observed about one request.
 
     `chunk_ns[i]` is when `chunks[i]` (the bytes of one network read) arrived. All `*_ns`
     values are `perf_counter_ns()` of the worker's host, except `start_wall_ns`
     (`time.time_ns()`, for exports). `clock_offset_ns` maps the timing-manager's clock to
-    this host's (Kubernetes mode; 0 locally).
+    this host's (Kubernetes mode; 0 locally). `requested_output_tokens` is the output limit
+    the request asked for (`max_tokens`; None: none sent). `http` is the wire-level trace of
+    the exchange (None: the client does not trace, or the request never left).
     """
 
     worker_id: str
@@ -50,6 +81,8 @@ class RequestRecord(Message, frozen=True, kw_only=True):
     cancelled: bool = False
     clock_offset_ns: int = 0
     x_request_id: str = ""
+    requested_output_tokens: int | None = None
+    http: HttpTrace | None = None
 
 
 class MetricRecord(Message, frozen=True, kw_only=True):

@@ -5,10 +5,24 @@ records-manager: `Aggregator.add` each `MetricRecord`, `JsonlRecordWriter.write`
 `Aggregator.summary(...)` -> `write_summary_json`, `write_summary_csv`, `render_console_table`.
 """
 
-from aiperf.metrics.aggregate import PERCENTILES, STAT_KEYS, Aggregator, MetricStats, Summary
+from aiperf.metrics.aggregate import (
+    PERCENTILES,
+    STAT_KEYS,
+    Aggregator,
+    MetricStats,
+    OslMismatchThresholds,
+    Summary,
+)
 from aiperf.metrics.atomic import write_atomic
-from aiperf.metrics.catalog import DERIVED_METRICS, RECORD_METRICS, SPECS, MetricSpec, spec_of
-from aiperf.metrics.console import render_console_table
+from aiperf.metrics.catalog import (
+    DERIVED_METRICS,
+    RECORD_METRICS,
+    SPECS,
+    SWEEP_METRICS,
+    MetricSpec,
+    spec_of,
+)
+from aiperf.metrics.console import render_console_table, render_console_tables
 from aiperf.metrics.record import compute_metrics
 from aiperf.metrics.record_jsonl import JsonlRecordWriter, record_json
 from aiperf.metrics.summary_csv import summary_csv, write_summary_csv
@@ -16,7 +30,8 @@ from aiperf.metrics.summary_json import EXTENSIONS_KEY, summary_document, write_
 
 __all__ = [
     "DERIVED_METRICS", "EXTENSIONS_KEY", "PERCENTILES", "RECORD_METRICS", "SPECS", "STAT_KEYS",
-    "Aggregator", "JsonlRecordWriter", "MetricSpec", "MetricStats", "Summary", "compute_metrics",
-    "record_json", "render_console_table", "spec_of", "summary_csv", "summary_document",
-    "write_atomic", "write_summary_csv", "write_summary_json",
+    "SWEEP_METRICS", "Aggregator", "JsonlRecordWriter", "MetricSpec", "MetricStats",
+    "OslMismatchThresholds", "Summary", "compute_metrics", "record_json", "render_console_table",
+    "render_console_tables", "spec_of", "summary_csv", "summary_document", "write_atomic",
+    "write_summary_csv", "write_summary_json",
 ]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aiperf.messages import ErrorDetails, MetricRecord, Phase
-from aiperf.metrics.catalog import SPECS, SUMMARY_ORDER, spec_of
+from aiperf.metrics.catalog import RECORD_METRICS, SPECS, SUMMARY_ORDER, spec_of
+from aiperf.metrics.sweepline import Timeline, TimeWeightedStats, sweep_metrics
 
 PERCENTILES: tuple[int, ...] = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 STAT_KEYS: tuple[str, ...] = ("avg", "min", "max", "sum", *(f"p{p}" for p in PERCENTILES), "std")
@@ -25,7 +26,8 @@ class MetricStats:
     """Statistics of one metric in display units.
 
     Record metrics fill every stat and `count`; derived scalars (throughputs, counts) only
-    `avg`, the others staying None.
+    `avg`, the others staying None; time-weighted (sweep) metrics `avg`, `min`, `max`, `p50`,
+    `p90`, `p95`, `p99` and `std`.
     """
 
     tag: str
@@ -49,8 +51,13 @@ class MetricStats:
 
     @property
     def is_distribution(self) -> bool:
-        """True for a record metric (percentiles present), False for a derived scalar."""
+        """True for a record metric (one value per request: `count` present)."""
         return self.count is not None
+
+    @property
+    def has_percentiles(self) -> bool:
+        """True for a record or time-weighted metric, False for a derived scalar."""
+        return self.p50 is not None
 
     def stat(self, key: str) -> float | int | None:
         """Return one stat by AIPerf key (``"avg"``, ``"p99"``, ``"count"``...)."""
@@ -62,6 +69,13 @@ class MetricStats:
         """A derived metric: only `avg` is set."""
         spec = spec_of(tag)
         return cls(tag=tag, header=spec.header, unit=spec.unit, avg=float(value))
+
+    @classmethod
+    def time_weighted(cls, tag: str, tws: TimeWeightedStats) -> MetricStats:
+        """A sweep metric (values already in display units)."""
+        spec = spec_of(tag)
+        return cls(tag=tag, header=spec.header, unit=spec.unit, avg=tws.avg, min=tws.min, max=tws.max,
+                   p50=tws.p50, p90=tws.p90, p95=tws.p95, p99=tws.p99, std=tws.std)
 
     @classmethod
     def of_values(cls, tag: str, values: np.ndarray) -> MetricStats:
@@ -99,12 +113,77 @@ class Summary:
         return self.metrics.get(tag) or self.extras.get(tag)
 
 
+@dataclass(frozen=True, slots=True)
+class OslMismatchThresholds:
+    """When a request's output length counts as a mismatch (AIPerf's
+    `AIPERF_METRICS_OSL_MISMATCH_PCT_THRESHOLD` / `..._MAX_TOKEN_THRESHOLD`): when
+    ``|osl - requested| > min(requested * pct / 100, max_tokens)``."""
+
+    pct: float = 5.0
+    max_tokens: int = 50
+
+
+class _Rows:
+    """Per-request phase boundaries for the sweep metrics (wall-clock ns), one row per
+    profiling request that was sent: successes, errors and cancellations alike.
+
+    `icl_count` says how many values of the aggregator's flat `inter_chunk_latency` column a
+    row owns; a row without both timestamps is kept (invalid) so that the rows after it still
+    own the right values.
+    """
+
+    __slots__ = ("start", "first", "end", "isl", "osl", "icl_count")
+
+    def __init__(self) -> None:
+        self.start: list[int] = []
+        self.first: list[int] = []
+        self.end: list[int] = []
+        self.isl: list[float] = []
+        self.osl: list[float] = []
+        self.icl_count: list[int] = []
+
+    def add(self, record: MetricRecord, icl: int) -> None:
+        start, end = record.start_wall_ns, record.end_wall_ns
+        valid = bool(start) and bool(end) and end >= start
+        if not valid and not icl:
+            return
+        metrics = record.metrics
+        ttft = metrics.get("time_to_first_token")
+        isl = metrics.get("input_sequence_length")
+        osl = metrics.get("output_sequence_length")
+        self.start.append(start if valid else -1)
+        self.end.append(end if valid else -1)
+        self.first.append(start + int(ttft) if valid and isinstance(ttft, int | float) else -1)
+        self.isl.append(float(isl) if isinstance(isl, int | float) else math.nan)
+        self.osl.append(float(osl) if isinstance(osl, int | float) else math.nan)
+        self.icl_count.append(icl)
+
+    def timeline(self, icl: list[float]) -> Timeline:
+        start = np.asarray(self.start, np.int64)
+        valid = start >= 0
+        counts = np.asarray(self.icl_count, np.int64)
+        flat = np.asarray(icl, np.float64).astype(np.int64)
+        if flat.size == int(counts.sum()):
+            flat = flat[np.repeat(valid, counts)]
+        else:  # cannot happen: every ICL value came with its row
+            flat, counts = np.zeros(0, np.int64), np.zeros_like(counts)
+        start = start[valid]
+        base = int(start.min()) if start.size else 0  # small integers: exact in float64 too
+        first = np.asarray(self.first, np.int64)[valid]
+        return Timeline(start=start - base, first=np.where(first >= 0, first - base, 0), has_first=first >= 0,
+                        end=np.asarray(self.end, np.int64)[valid] - base,
+                        isl=np.asarray(self.isl, np.float64)[valid], osl=np.asarray(self.osl, np.float64)[valid],
+                        icl=flat, icl_counts=counts[valid])
+
+
 class Aggregator:
     """Collects `MetricRecord`s of the profiling phase; `summary` computes exact statistics.
 
     Warmup records are counted (`warmup_count`) but never enter the statistics. A record with
     `cancelled` set counts only as cancelled; one with `error` as an error (its `error_isl`
-    is kept). Memory: one float per metric value. Not thread-safe; `add` never blocks.
+    is kept). Every profiling request that was sent also enters the time-weighted (sweep)
+    metrics with its start, first token and end. Memory: one float per metric value plus six
+    numbers per request. Not thread-safe; `add` never blocks.
     """
 
     def __init__(self) -> None:
@@ -117,6 +196,7 @@ class Aggregator:
         self._warmup = 0
         self._min_start_wall = math.inf
         self._max_end_wall = -math.inf
+        self._rows = _Rows()
 
     @property
     def warmup_count(self) -> int:
@@ -137,6 +217,8 @@ class Aggregator:
             self._min_start_wall = min(self._min_start_wall, record.start_wall_ns)
         if record.end_wall_ns:
             self._max_end_wall = max(self._max_end_wall, record.end_wall_ns)
+        if record.cancelled or record.error is not None:
+            self._rows.add(record, 0)
         if record.cancelled:
             self._cancelled += 1
             return
@@ -146,6 +228,8 @@ class Aggregator:
             if isinstance(isl, int | float):
                 self._error_isl.append(float(isl))
             return
+        icl = record.metrics.get("inter_chunk_latency")
+        self._rows.add(record, len(icl) if isinstance(icl, list) else 0)
         n = self._n
         for tag, value in record.metrics.items():
             if isinstance(value, list):
@@ -175,15 +259,20 @@ class Aggregator:
         arr[: len(col)] = col
         return arr * scale
 
-    def summary(self, *, benchmark_duration_s: float, goodput: dict[str, float] | None = None) -> Summary:
+    def summary(self, *, benchmark_duration_s: float, goodput: dict[str, float] | None = None,
+                osl_mismatch: OslMismatchThresholds | None = None) -> Summary:
         """Compute the summary. `goodput` maps metric tags to SLO thresholds in display units.
 
         A successful request is good when every thresholded metric is present and satisfies
         it (<= for lower-is-better, >= for larger-is-better metrics: DistServe / AIPerf).
+        `osl_mismatch` (default: AIPerf's 5% / 50 tokens) decides `osl_mismatch_count`. The
+        sweep metrics are time-weighted over first start .. last end of the profiling requests.
         Raises `ValueError` for a goodput tag that is not a per-request metric.
         """
         stats: dict[str, MetricStats] = {}
         for tag in [*self._scalars, *self._lists]:
+            if spec_of(tag).internal:
+                continue
             values = self.column(tag)
             values = values[~np.isnan(values)]
             if values.size:
@@ -198,8 +287,13 @@ class Aggregator:
             good = self._good_count(goodput)
             derived["good_request_count"] = good
             derived["goodput"] = good / duration if duration > 0 else 0.0
+        if (mismatches := self._osl_mismatches(osl_mismatch or OslMismatchThresholds())) is not None:
+            derived["osl_mismatch_count"] = mismatches
         for tag, value in derived.items():
             stats[tag] = MetricStats.scalar(tag, value)
+        icl = self._lists.get("inter_chunk_latency", [])
+        for tag, tws in sweep_metrics(self._rows.timeline(icl)).items():
+            stats[tag] = MetricStats.time_weighted(tag, tws)
         ordered = {t: stats.pop(t) for t in SUMMARY_ORDER if t in stats}
         ordered.update(stats)
         ours = {t: s for t, s in ordered.items() if SPECS.get(t) is not None and SPECS[t].ours}
@@ -234,9 +328,26 @@ class Aggregator:
         if errors:
             out["error_request_count"] = errors
             out["total_error_isl"] = float(sum(self._error_isl))
+        if self._n + errors:
+            out["request_error_rate"] = 100.0 * errors / (self._n + errors)
         if self._cancelled:
             out["cancelled_request_count"] = self._cancelled
+        for usage in ("prompt", "completion", "total", "reasoning"):
+            if f"usage_{usage}_tokens" in self._scalars:
+                out[f"total_usage_{usage}_tokens"] = total(f"usage_{usage}_tokens")
         return out
+
+    def _osl_mismatches(self, limits: OslMismatchThresholds) -> int | None:
+        """Successful requests whose output length missed the requested one by more than
+        ``min(requested * pct / 100, max_tokens)``; None when no request asked for a length."""
+        if "requested_osl" not in self._scalars or "output_sequence_length" not in self._scalars:
+            return None
+        requested, actual = self.column("requested_osl"), self.column("output_sequence_length")
+        known = ~np.isnan(requested) & ~np.isnan(actual)
+        if not known.any():
+            return None
+        allowed = np.minimum(requested[known] * (limits.pct / 100.0), float(limits.max_tokens))
+        return int(np.count_nonzero(np.abs(actual[known] - requested[known]) > allowed))
 
     def _good_count(self, slos: dict[str, float]) -> int:
         good = np.ones(self._n, dtype=bool)
@@ -252,7 +363,4 @@ class Aggregator:
         return int(good.sum())
 
 
-_GOODPUT_TAGS = frozenset(
-    s.tag for s in SPECS.values() if s.unit in {"ms", "tokens", "tokens/sec/user"}
-    and s.tag not in {"inter_chunk_latency", "error_isl"}
-)
+_GOODPUT_TAGS = frozenset(s.tag for s in RECORD_METRICS) - {"inter_chunk_latency", "error_isl"}

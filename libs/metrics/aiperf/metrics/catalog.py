@@ -1,6 +1,10 @@
 """The metrics we compute: AIPerf 0.13 tags, headers and units, plus our own extras.
 
-Values travel in base units (ns for times, tokens, tokens/s); exports show display units.
+Values travel in base units (ns for times, tokens, tokens/s, bytes); exports show display
+units. Four kinds: `RECORD_METRICS` (one value per request, full statistics),
+`DERIVED_METRICS` (one number per run, `avg` only), `SWEEP_METRICS` (time-weighted over the
+benchmark window: avg, min, max, p50, p90, p95, p99, std) and `INTERNAL_METRICS` (per request,
+needed by a derived metric, never exported).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from dataclasses import dataclass
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
+BYTES_PER_KB = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +22,9 @@ class MetricSpec:
 
     `scale` multiplies a base-unit value into `unit` (the display unit). `larger_is_better`
     sets the goodput direction. `ours` marks metrics AIPerf does not have: exports keep them
-    out of AIPerf's top-level keys.
+    out of AIPerf's top-level keys. `console` names the console table that shows it
+    (`"main"`, `"effective"`, `"active"`, `"usage"`) or is None when AIPerf's console leaves it
+    out (it is still exported). `internal` metrics travel with a record but are never exported.
     """
 
     tag: str
@@ -26,14 +33,24 @@ class MetricSpec:
     scale: float = 1.0
     larger_is_better: bool = False
     ours: bool = False
+    console: str | None = "main"
+    internal: bool = False
 
 
 def _ms(tag: str, header: str, *, ours: bool = False) -> MetricSpec:
     return MetricSpec(tag, header, "ms", 1.0 / NS_PER_MS, ours=ours)
 
 
-def _tokens(tag: str, header: str) -> MetricSpec:
-    return MetricSpec(tag, header, "tokens")
+def _tokens(tag: str, header: str, *, console: str | None = "main") -> MetricSpec:
+    return MetricSpec(tag, header, "tokens", console=console)
+
+
+def _http_ms(tag: str, header: str) -> MetricSpec:
+    return MetricSpec(tag, header, "ms", 1.0 / NS_PER_MS, console=None)
+
+
+def _http(tag: str, header: str, unit: str, scale: float = 1.0) -> MetricSpec:
+    return MetricSpec(tag, header, unit, scale, console=None)
 
 
 def _per_user(tag: str, header: str) -> MetricSpec:
@@ -55,11 +72,27 @@ RECORD_METRICS: tuple[MetricSpec, ...] = (
     _tokens("input_sequence_length", "Input Sequence Length"),
     _tokens("output_token_count", "Output Token Count"),
     _tokens("reasoning_token_count", "Reasoning Token Count"),
-    _tokens("usage_prompt_tokens", "Usage Prompt Tokens"),
-    _tokens("usage_completion_tokens", "Usage Completion Tokens"),
-    _tokens("usage_total_tokens", "Usage Total Tokens"),
-    _tokens("usage_reasoning_tokens", "Usage Reasoning Tokens"),
-    _tokens("error_isl", "Error Input Sequence Length"),
+    _tokens("usage_prompt_tokens", "Usage Prompt Tokens", console="usage"),
+    _tokens("usage_completion_tokens", "Usage Completion Tokens", console="usage"),
+    _tokens("usage_total_tokens", "Usage Total Tokens", console="usage"),
+    _tokens("usage_reasoning_tokens", "Usage Reasoning Tokens", console="usage"),
+    _tokens("error_isl", "Error Input Sequence Length", console=None),
+    MetricSpec("osl_mismatch_diff_pct", "OSL Mismatch Diff", "%", console=None),
+    # HTTP trace (k6 names): where the bytes of each request moved.
+    _http_ms("http_req_blocked", "HTTP Blocked"),
+    _http_ms("http_req_dns_lookup", "HTTP DNS Lookup"),
+    _http_ms("http_req_connecting", "HTTP Connecting"),
+    _http_ms("http_req_sending", "HTTP Sending"),
+    _http_ms("http_req_waiting", "HTTP Waiting (TTFB)"),
+    _http_ms("http_req_receiving", "HTTP Receiving"),
+    _http_ms("http_req_duration", "HTTP Duration (excl. conn)"),
+    _http_ms("http_req_connection_overhead", "HTTP Connection Overhead"),
+    _http_ms("http_req_total", "HTTP Total Time"),
+    _http("http_req_data_sent", "HTTP Data Sent", "KB", 1.0 / BYTES_PER_KB),
+    _http("http_req_data_received", "HTTP Data Received", "KB", 1.0 / BYTES_PER_KB),
+    _http("http_req_connection_reused", "HTTP Connection Reused", "ratio"),
+    _http("http_req_chunks_sent", "HTTP Chunks Sent", "count"),
+    _http("http_req_chunks_received", "HTTP Chunks Received", "count"),
     _ms("credit_to_start_latency", "Credit-to-Start Latency"),
     _ms("effective_latency", "Effective Latency (CO-aware)"),
     # Ours: where a request's time went before it reached the wire.
@@ -85,9 +118,48 @@ DERIVED_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("total_isl", "Total Input Sequence Length", "tokens"),
     MetricSpec("total_osl", "Total Output Sequence Length", "tokens"),
     MetricSpec("total_error_isl", "Total Error Input Sequence Length", "tokens"),
+    MetricSpec("request_error_rate", "Request Error Rate", "%"),
+    MetricSpec("osl_mismatch_count", "OSL Mismatch Count", "requests", console=None),
+    MetricSpec("total_usage_prompt_tokens", "Total Usage Prompt Tokens", "tokens", console="usage"),
+    MetricSpec("total_usage_completion_tokens", "Total Usage Completion Tokens", "tokens", console="usage"),
+    MetricSpec("total_usage_total_tokens", "Total Usage Total Tokens", "tokens", console="usage"),
+    MetricSpec("total_usage_reasoning_tokens", "Total Usage Reasoning Tokens", "tokens", console="usage"),
 )
 
-SPECS: dict[str, MetricSpec] = {s.tag: s for s in (*RECORD_METRICS, *DERIVED_METRICS)}
+
+def _effective(tag: str, header: str, unit: str) -> MetricSpec:
+    return MetricSpec(tag, header, unit, larger_is_better=unit != "requests", console="effective")
+
+
+def _active(tag: str, header: str, unit: str) -> MetricSpec:
+    return MetricSpec(tag, header, unit, larger_is_better=True, console="active")
+
+
+SWEEP_METRICS: tuple[MetricSpec, ...] = (
+    _effective("effective_concurrency", "Effective Concurrency", "requests"),
+    _effective("effective_decode_throughput", "Effective Decode Throughput", "tokens/sec"),
+    _effective("effective_prefill_throughput", "Effective Prefill Throughput", "tokens/sec"),
+    _effective("effective_decode_concurrency", "Effective Decode Concurrency", "requests"),
+    _effective("effective_prefill_concurrency", "Effective Prefill Concurrency", "requests"),
+    _effective("effective_total_throughput", "Effective Total Throughput", "tokens/sec"),
+    _effective("effective_decode_throughput_per_user", "Effective Decode Throughput Per User", "tokens/sec/user"),
+    _effective("effective_prefill_throughput_per_user", "Effective Prefill Throughput Per User",
+               "tokens/sec/user"),
+    MetricSpec("tokens_in_flight", "Tokens In Flight", "tokens", console="effective"),
+    _active("active_decode_throughput", "Active Decode Throughput", "tokens/sec"),
+    _active("active_prefill_throughput", "Active Prefill Throughput", "tokens/sec"),
+    _active("active_decode_throughput_per_user", "Active Decode Throughput Per User", "tokens/sec/user"),
+    _active("active_prefill_throughput_per_user", "Active Prefill Throughput Per User", "tokens/sec/user"),
+    _active("active_total_throughput", "Active Total Throughput", "tokens/sec"),
+)
+"""Time-weighted metrics of the whole run (`aiperf.metrics.sweepline`), in AIPerf's order."""
+
+INTERNAL_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("requested_osl", "Requested OSL", "tokens", console=None, internal=True),
+)
+
+SPECS: dict[str, MetricSpec] = {s.tag: s for s in (*RECORD_METRICS, *DERIVED_METRICS, *SWEEP_METRICS,
+                                                   *INTERNAL_METRICS)}
 
 SUMMARY_ORDER: tuple[str, ...] = (
     "request_throughput", "request_latency", "request_count", "time_to_first_token",

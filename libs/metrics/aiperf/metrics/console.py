@@ -1,19 +1,27 @@
-"""The console table, laid out like AIPerf's "LLM Metrics" table under our name."""
+"""The console tables, laid out like AIPerf's under our name.
+
+AIPerf 0.13 prints one table per console group that has metrics, in this order:
+"LLM Metrics: Effective" (time-weighted sweep metrics), "LLM Metrics: Active", "LLM Metrics:
+Usage" (server-reported usage), then "LLM Metrics" (everything else it shows). HTTP trace,
+OSL-mismatch and bookkeeping metrics are exported but not shown.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from aiperf.metrics.aggregate import MetricStats, Summary
+from aiperf.metrics.catalog import spec_of
 
 if TYPE_CHECKING:  # rich is imported when a table is rendered, not by every metrics user
     from rich.table import Table
 
 TITLE = "aiperf | LLM Metrics"
+GROUP_TITLES = {"effective": f"{TITLE}: Effective", "active": f"{TITLE}: Active", "usage": f"{TITLE}: Usage",
+                "main": TITLE}
+"""Console group -> table title, in print order."""
 COLUMNS = ("avg", "min", "max", "p99", "p90", "p50", "std")
-_HIDDEN = frozenset({"inter_chunk_latency", "usage_prompt_tokens", "usage_completion_tokens",
-                     "usage_total_tokens", "usage_reasoning_tokens", "error_isl", "total_error_isl",
-                     "completed_request_count", "benchmark_duration"})
+_HIDDEN = frozenset({"inter_chunk_latency", "total_error_isl", "completed_request_count", "benchmark_duration"})
 
 
 def _cell(value: float | int | None) -> str:
@@ -28,18 +36,29 @@ def _label(stats: MetricStats) -> str:
     return stats.header
 
 
-def render_console_table(summary: Summary) -> Table:
-    """A rich Table: distribution metrics first (all columns), then scalars (avg only).
-
-    Per-chunk, usage and bookkeeping metrics are left out, as in AIPerf's table.
-    """
+def _table(title: str, rows: list[MetricStats]) -> Table:
     from rich.table import Table
 
-    table = Table(title=TITLE)
+    table = Table(title=title)
     table.add_column("Metric", justify="right", style="cyan")
     for col in COLUMNS:
         table.add_column(col, justify="right", style="green")
-    shown = [s for t, s in summary.metrics.items() if t not in _HIDDEN]
-    for stats in [s for s in shown if s.is_distribution] + [s for s in shown if not s.is_distribution]:
+    for stats in [s for s in rows if s.has_percentiles] + [s for s in rows if not s.has_percentiles]:
         table.add_row(_label(stats), *(_cell(stats.stat(c)) for c in COLUMNS))
     return table
+
+
+def render_console_tables(summary: Summary) -> list[Table]:
+    """One rich Table per console group with metrics, in AIPerf's order; within a table
+    metrics with percentiles first (all columns), then scalars (avg only)."""
+    groups: dict[str, list[MetricStats]] = {group: [] for group in GROUP_TITLES}
+    for tag, stats in summary.metrics.items():
+        group = spec_of(tag).console
+        if group in groups and tag not in _HIDDEN:
+            groups[group].append(stats)
+    return [_table(GROUP_TITLES[g], rows) for g, rows in groups.items() if rows or g == "main"]
+
+
+def render_console_table(summary: Summary) -> Table:
+    """The main "LLM Metrics" table alone (see `render_console_tables`)."""
+    return render_console_tables(summary)[-1]

@@ -27,6 +27,16 @@ reasoning, see `aiperf.endpoints.ParsedResponse`):
   final response - credit issue.
 Timing-manager timestamps (`credit_issued_ns`, `scheduled_ns`) are mapped to the worker's
 clock with `record.clock_offset_ns` (local = remote + offset).
+- requested_osl (internal) = the output limit the request sent (`max_tokens`);
+  osl_mismatch_diff_pct = (OSL - requested) / requested x 100 (signed), when one was sent.
+- http_req_* (k6 names), from the worker's wire trace (`record.http`): blocked = pool wait;
+  dns_lookup = name resolution of a new connection (0 when cached, reused or an IP);
+  connecting = TCP (+TLS) handshake of a new connection, after DNS (0 when reused);
+  sending = first to last write of the request; waiting (TTFB) = last write to first read;
+  receiving = first to last read; duration = first write to last read;
+  connection_overhead = blocked + dns_lookup + connecting; total = the six phases summed;
+  data_sent / data_received = bytes written / read (status line, headers, body, framing);
+  chunks_sent / chunks_received = writes / reads; connection_reused = 1 or 0.
 
 A failed or cancelled request carries only what AIPerf records for errors: `error` and
 `error_isl` (when the ISL is known).
@@ -37,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aiperf.endpoints import ParsedResponse
-from aiperf.messages import MetricRecord, RequestRecord
+from aiperf.messages import HttpTrace, MetricRecord, RequestRecord
 
 MetricValues = dict[str, float | list[float]]
 
@@ -66,6 +76,9 @@ def compute_metrics(
         _tokens(parsed, isl, count_tokens, use_server_token_count, metrics)
         _rates(metrics)
         _accounting(record, final_ns, metrics)
+        _osl_mismatch(record.requested_output_tokens, metrics)
+        if record.http is not None:
+            _http(record.http, metrics)
     return MetricRecord(
         phase=record.phase,
         credit_num=record.credit_num,
@@ -164,6 +177,50 @@ def _accounting(record: RequestRecord, final_ns: int, out: MetricValues) -> None
     reference = scheduled if scheduled is not None else issued
     if reference is not None:
         out["co_aware_request_latency"] = final_ns - reference
+
+
+def _osl_mismatch(requested: int | None, out: MetricValues) -> None:
+    osl = _scalar(out, "output_sequence_length")
+    if requested is None or osl is None:
+        return
+    out["requested_osl"] = requested
+    if requested > 0:
+        out["osl_mismatch_diff_pct"] = (osl - requested) * 100.0 / requested
+
+
+def _http(t: HttpTrace, out: MetricValues) -> None:
+    """The k6-style phases of one exchange (see the module doc); nothing when it sent nothing."""
+    if not t.send_start_ns:
+        return
+    blocked = t.pool_wait_end_ns - t.pool_wait_start_ns if t.pool_wait_start_ns and t.pool_wait_end_ns else 0
+    dns = connecting = 0
+    if not t.reused:
+        if t.dns_start_ns and t.dns_end_ns:
+            dns = t.dns_end_ns - t.dns_start_ns
+        began = max(t.connect_start_ns, t.dns_end_ns)
+        if began and t.connected_ns >= began:
+            connecting = t.connected_ns - began
+    sending = t.send_end_ns - t.send_start_ns
+    out["http_req_blocked"] = blocked
+    out["http_req_dns_lookup"] = dns
+    out["http_req_connecting"] = connecting
+    out["http_req_sending"] = sending
+    overhead = blocked + dns + connecting
+    total = overhead + sending
+    if t.recv_first_ns:
+        waiting = t.recv_first_ns - t.send_end_ns
+        receiving = t.recv_last_ns - t.recv_first_ns
+        out["http_req_waiting"] = waiting
+        out["http_req_receiving"] = receiving
+        out["http_req_duration"] = t.recv_last_ns - t.send_start_ns
+        total += waiting + receiving
+    out["http_req_connection_overhead"] = overhead
+    out["http_req_total"] = total
+    out["http_req_data_sent"] = t.sent_bytes
+    out["http_req_data_received"] = t.recv_bytes
+    out["http_req_chunks_sent"] = t.writes
+    out["http_req_chunks_received"] = t.reads
+    out["http_req_connection_reused"] = 1 if t.reused else 0
 
 
 def _wall(record: RequestRecord, perf_ns: int) -> int:

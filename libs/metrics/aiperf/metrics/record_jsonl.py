@@ -30,6 +30,8 @@ def record_json(record: MetricRecord) -> dict[str, Any]:
     metrics: dict[str, Any] = {}
     for tag, value in record.metrics.items():
         spec = spec_of(tag)
+        if spec.internal:
+            continue
         if isinstance(value, list):
             shown: Any = [v * spec.scale for v in value] if spec.scale != 1.0 else list(value)
         else:

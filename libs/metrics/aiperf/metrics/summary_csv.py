@@ -1,7 +1,8 @@
 """profile_export_aiperf.csv: AIPerf 0.13's two-section layout.
 
-Section 1 ``Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std`` (record metrics),
-a blank line, section 2 ``Metric,Value`` (derived scalars). Rows are sorted by tag; a row's name
+Section 1 ``Metric,avg,min,max,sum,p1,p5,p10,p25,p50,p75,p90,p95,p99,std`` (metrics with
+percentiles: record metrics, and time-weighted ones with the stats they lack left empty), a
+blank line, section 2 ``Metric,Value`` (derived scalars). Rows are sorted by tag; a row's name
 is ``Header (unit)`` (no unit for ``requests``/``count``); numbers have two decimals, integers
 none. Our extra record metrics are extra rows of section 1.
 """
@@ -35,8 +36,8 @@ def summary_csv(summary: Summary) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf)
     every = {**summary.metrics, **summary.extras}
-    records = sorted((t, s) for t, s in every.items() if s.is_distribution)
-    scalars = sorted((t, s) for t, s in every.items() if not s.is_distribution)
+    records = sorted((t, s) for t, s in every.items() if s.has_percentiles)
+    scalars = sorted((t, s) for t, s in every.items() if not s.has_percentiles)
     if records:
         writer.writerow(["Metric", *STAT_KEYS])
         for _, s in records:

@@ -29,14 +29,16 @@ from aiperf.api.view import RunView
 log = structlog.get_logger("aiperf.api")
 
 SUMMARY_JSON = "profile_export_aiperf.json"
-EXPORT_FILES = frozenset({SUMMARY_JSON, "profile_export_aiperf.csv", "profile_export.jsonl", "inputs.json"})
+EXPORT_FILES = frozenset({SUMMARY_JSON, "profile_export_aiperf.csv", "profile_export.jsonl", "inputs.json",
+                          "profile_export_console.txt"})
 """The export files `/api/results/files/{name}` serves; any other name is refused."""
 
 DATASET_FILES = frozenset({"dataset.dat", "index.dat"})
 """The dataset files `/api/dataset/{name}` serves."""
 
 ZST_SUFFIX = ".zst"
-_MEDIA_TYPES = {".json": "application/json", ".csv": "text/csv", ".jsonl": "application/x-ndjson"}
+_MEDIA_TYPES = {".json": "application/json", ".csv": "text/csv", ".jsonl": "application/x-ndjson",
+                ".txt": "text/plain; charset=utf-8"}
 
 
 @dataclass(frozen=True, kw_only=True)

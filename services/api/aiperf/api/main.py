@@ -46,7 +46,7 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
         ctx.zmq, connect=[ctx.addressing.connect_endpoint(Channel.EVENT_BUS_BACKEND)]))
     host, port = bind_address(ctx.config, os.environ)
     artifacts = Path(ctx.config.artifact_dir)
-    return Api(events=events, artifact_dir=artifacts, dataset_dir=artifacts / "dataset",
+    return Api(events=events, artifact_dir=artifacts, dataset_dir=Path(ctx.config.dataset_path),
                compressed_dataset=ctx.config.kubernetes, host=host, port=port,
                server_factory=granian_server, advertise_host=os.environ.get(CONTROLLER_HOST_ENV))
 

@@ -14,7 +14,8 @@ from aiperf.runtime import Service, ServiceContext, service_main
 
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
-    """Wire the dataset-manager: files under `<artifact_dir>/dataset`, an event publisher."""
+    """Wire the dataset-manager: dataset files under the run's `dataset_path` (a working folder;
+    `<artifact_dir>/dataset` in Kubernetes), `inputs.json` in the artifacts, an event publisher."""
     events = await stack.enter_async_context(Publisher(
         ctx.zmq, connect=[ctx.addressing.connect_endpoint(Channel.EVENT_BUS_FRONTEND)]))
     artifacts = Path(ctx.config.artifact_dir)
@@ -22,7 +23,7 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     return DatasetManager(dataset=benchmark.dataset, seed=benchmark.dataset_seed,
                           tokenizer=benchmark.tokenizer.name,
                           payload=PayloadBuilder.of(benchmark.endpoint, benchmark.model),
-                          dataset_dir=artifacts / "dataset", inputs_path=artifacts / "inputs.json",
+                          dataset_dir=Path(ctx.config.dataset_path), inputs_path=artifacts / "inputs.json",
                           compress=ctx.config.kubernetes, events=events)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from aiperf.comms import Channel, Publisher, PullSocket
 from aiperf.messages import MetricRecord, ServiceType
+from aiperf.metrics import OslMismatchThresholds
 from aiperf.records_manager.service import RecordsManager
 from aiperf.runtime import Service, ServiceContext, service_main
 
@@ -20,8 +21,11 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     events = await stack.enter_async_context(Publisher(
         ctx.zmq, connect=[ctx.addressing.connect_endpoint(Channel.EVENT_BUS_FRONTEND)]))
     config = ctx.config
+    limits = OslMismatchThresholds(pct=config.metrics.osl_mismatch_pct_threshold,
+                                   max_tokens=config.metrics.osl_mismatch_max_token_threshold)
     return RecordsManager(benchmark=config.benchmark, run_id=config.run_id, t0_wall_ns=config.t0_wall_ns,
-                          records=records, events=events, artifact_dir=Path(config.artifact_dir))
+                          records=records, events=events, artifact_dir=Path(config.artifact_dir),
+                          osl_mismatch=limits)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,8 +36,10 @@ from aiperf.messages import (
 from aiperf.metrics import (
     Aggregator,
     JsonlRecordWriter,
+    OslMismatchThresholds,
     Summary,
-    render_console_table,
+    render_console_tables,
+    write_atomic,
     write_summary_csv,
     write_summary_json,
 )
@@ -49,6 +51,7 @@ log = structlog.get_logger("aiperf.records_manager")
 SUMMARY_JSON = "profile_export_aiperf.json"
 SUMMARY_CSV = "profile_export_aiperf.csv"
 RECORDS_JSONL = "profile_export.jsonl"
+CONSOLE_TXT = "profile_export_console.txt"
 RECORDS_WAIT_S = 30.0
 """How long `finalize` waits for the record of every returned credit."""
 LOST_POD_RECORDS_WAIT_S = 5.0
@@ -72,14 +75,18 @@ class RecordsManager:
     """Consumes every `MetricRecord` of run `run_id` measuring `benchmark`.
 
     Records are written to `profile_export.jsonl` as they arrive (the file is complete even
-    if the run is cancelled). `Finalize` waits (bounded) for one record per returned credit.
-    `t0_wall_ns` (0: unknown) is when the command started, for the start-up figure.
+    if the run is cancelled). `Finalize` waits (bounded) for one record per returned credit,
+    then writes the summary (JSON, CSV) and the console tables (`profile_export_console.txt`).
+    `t0_wall_ns` (0: unknown) is when the command started, for the start-up figure;
+    `osl_mismatch` decides `osl_mismatch_count` (None: AIPerf's defaults).
     """
 
     def __init__(self, *, benchmark: Benchmark, run_id: str, t0_wall_ns: int, records: RecordSource,
                  events: EventSink | None, artifact_dir: Path, progress_interval_s: float = 1.0,
-                 wall_clock: Callable[[], int] = time.time_ns) -> None:
+                 wall_clock: Callable[[], int] = time.time_ns,
+                 osl_mismatch: OslMismatchThresholds | None = None) -> None:
         self._benchmark, self._run_id, self._t0_wall_ns = benchmark, run_id, t0_wall_ns
+        self._osl_mismatch = osl_mismatch
         self._records, self._events = records, events
         self._dir, self._interval, self._wall = artifact_dir, progress_interval_s, wall_clock
         self._aggregator = Aggregator()
@@ -183,7 +190,8 @@ class RecordsManager:
         duration = self._aggregator.observed_duration_s()
         if duration <= 0:
             duration = max(0.0, (prof.end_ns - prof.start_ns) / 1e9)
-        summary = self._aggregator.summary(benchmark_duration_s=duration, goodput=dict(self._benchmark.slos))
+        summary = self._aggregator.summary(benchmark_duration_s=duration, goodput=dict(self._benchmark.slos),
+                                           osl_mismatch=self._osl_mismatch)
         startup_s = None
         if self._t0_wall_ns and math.isfinite(self._first_start_wall_ns):
             startup_s = (self._first_start_wall_ns - self._t0_wall_ns) / 1e9
@@ -194,27 +202,30 @@ class RecordsManager:
         start = dt.datetime.fromtimestamp((prof.start_wall_ns or self._wall()) / 1e9, dt.UTC)
         end = dt.datetime.fromtimestamp((prof.end_wall_ns or self._wall()) / 1e9, dt.UTC)
         input_config = msgspec.to_builtins(self._benchmark)
+        table = render_table(summary)
         try:
             write_summary_json(self._dir / SUMMARY_JSON, summary, input_config, None, start, end,
                                was_cancelled, extras, benchmark_id=self._run_id)
             write_summary_csv(self._dir / SUMMARY_CSV, summary)
+            write_atomic(self._dir / CONSOLE_TXT, table.encode())
         except OSError as exc:
             raise ExportError(f"cannot write the exports in {self._dir}: {exc.strerror or exc}") from exc
         lost_line = (f"; records lost with pods {', '.join(lost_groups)}: "
                      f"{ {str(p): n for p, n in missing.items()} }" if missing else "")
         return Finalized(
-            table=render_table(summary), accounting_line=accounting_line(phases) + lost_line,
+            table=table, accounting_line=accounting_line(phases) + lost_line,
             balanced=not problems, problems=problems, overhead_line=overhead_line(summary),
             startup_s=startup_s, request_count=summary.request_count,
             error_request_count=summary.error_request_count, artifact_dir=str(self._dir),
-            files=[SUMMARY_JSON, SUMMARY_CSV, RECORDS_JSONL])
+            files=[SUMMARY_JSON, SUMMARY_CSV, RECORDS_JSONL, CONSOLE_TXT])
 
 
 def render_table(summary: Summary, width: int = 120) -> str:
-    """The console table as plain text (the CLI prints it)."""
+    """The console tables as plain text (the CLI prints it; `profile_export_console.txt`)."""
     buffer = io.StringIO()
-    Console(file=buffer, width=width, color_system=None, force_terminal=False).print(
-        render_console_table(summary))
+    console = Console(file=buffer, width=width, color_system=None, force_terminal=False)
+    for table in render_console_tables(summary):
+        console.print(table)
     return buffer.getvalue()
 
 

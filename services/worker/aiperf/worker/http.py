@@ -4,30 +4,49 @@
 cancellation) still keeps the reads it got. `AiohttpTransport` is the production
 `Transport`; it never raises for request failures (they become `Exchange.error`), only
 cancellation propagates.
+
+Wire trace: a session from `new_session()` also notes where each request's bytes moved, for
+the k6-style `http_req_*` metrics. Its connections speak through `_TapProtocol` (aiohttp's own
+response protocol, counting each socket read) over a `_TapTransport` (the socket transport,
+counting each write); the exchange whose task writes a request owns the connection's reads
+until another exchange writes on it (HTTP/1.1: one request at a time per connection). The
+connection-pool events (pool wait, DNS, connect start) come from aiohttp's `TraceConfig`.
+Per read this costs one clock read and four additions.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import time
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
+from types import SimpleNamespace
+from typing import Any, Protocol
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
-from aiperf.messages import ErrorDetails
+from aiperf.messages import ErrorDetails, HttpTrace
 
 _perf_ns = time.perf_counter_ns
 
 KEEPALIVE_S = 15.0
 """Idle keep-alive of pooled connections (aiohttp's default; most servers close earlier)."""
 
+_WRITING: ContextVar[Exchange | None] = ContextVar("aiperf_worker_exchange", default=None)
+"""The exchange whose request the current task is sending (set by `AiohttpTransport.post`)."""
+
 
 class Exchange:
     """What one HTTP exchange observed so far. All `*_ns` are `perf_counter_ns()`; zero
-    means "did not happen" (`start_ns == 0`: the request was never sent)."""
+    means "did not happen" (`start_ns == 0`: the request was never sent). The wire fields
+    (from `reused` on) are filled only by a traced session (see the module doc)."""
 
     __slots__ = ("start_ns", "start_wall_ns", "headers_ns", "end_ns", "status", "chunk_ns",
-                 "chunks", "error")
+                 "chunks", "error", "reused", "pool_wait_start_ns", "pool_wait_end_ns", "dns_start_ns",
+                 "dns_end_ns", "connect_start_ns", "connected_ns", "send_start_ns", "send_end_ns",
+                 "recv_first_ns", "recv_last_ns", "sent_bytes", "recv_bytes", "writes", "reads")
 
     def __init__(self) -> None:
         self.start_ns = 0
@@ -38,6 +57,25 @@ class Exchange:
         self.chunk_ns: list[int] = []
         self.chunks: list[bytes] = []
         self.error: ErrorDetails | None = None
+        self.reused = False
+        self.pool_wait_start_ns = self.pool_wait_end_ns = 0
+        self.dns_start_ns = self.dns_end_ns = 0
+        self.connect_start_ns = self.connected_ns = 0
+        self.send_start_ns = self.send_end_ns = 0
+        self.recv_first_ns = self.recv_last_ns = 0
+        self.sent_bytes = self.recv_bytes = self.writes = self.reads = 0
+
+    def http_trace(self) -> HttpTrace | None:
+        """The wire trace for the record; None when no byte of the request was written."""
+        if not self.send_start_ns:
+            return None
+        return HttpTrace(
+            reused=self.reused, pool_wait_start_ns=self.pool_wait_start_ns,
+            pool_wait_end_ns=self.pool_wait_end_ns, dns_start_ns=self.dns_start_ns, dns_end_ns=self.dns_end_ns,
+            connect_start_ns=self.connect_start_ns, connected_ns=self.connected_ns,
+            send_start_ns=self.send_start_ns, send_end_ns=self.send_end_ns, recv_first_ns=self.recv_first_ns,
+            recv_last_ns=self.recv_last_ns, sent_bytes=self.sent_bytes, recv_bytes=self.recv_bytes,
+            writes=self.writes, reads=self.reads)
 
 
 class Transport(Protocol):
@@ -55,13 +93,154 @@ class Transport(Protocol):
         ...
 
 
-def new_session() -> aiohttp.ClientSession:
+class _TapProtocol(ResponseHandler):
+    """aiohttp's client protocol, also stamping and counting each socket read for the
+    exchange that last wrote on this connection."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self._ex: Exchange | None = None
+        self._served = 0
+        self._connected_ns = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._connected_ns = _perf_ns()  # after the TCP (and TLS) handshake
+        super().connection_made(_TapTransport(transport, self))
+
+    def data_received(self, data: bytes) -> None:
+        ex = self._ex
+        if ex is not None and data:
+            now = _perf_ns()
+            if not ex.reads:
+                ex.recv_first_ns = now
+            ex.recv_last_ns = now
+            ex.recv_bytes += len(data)
+            ex.reads += 1
+        super().data_received(data)
+
+    def writer(self) -> Exchange | None:
+        """The exchange the current write belongs to (switching to it if it is new here)."""
+        ex = _WRITING.get()
+        if ex is not self._ex:
+            self._ex = ex
+            if ex is not None:
+                ex.reused = self._served > 0
+                if not ex.reused:
+                    ex.connected_ns = self._connected_ns
+                self._served += 1
+                ex.send_start_ns = _perf_ns()
+        return ex
+
+
+class _TapTransport(asyncio.Transport):
+    """The connection's socket transport, counting what is written through it."""
+
+    __slots__ = ("_inner", "_tap")
+
+    def __init__(self, inner: asyncio.BaseTransport, tap: _TapProtocol) -> None:
+        super().__init__()
+        self._inner: Any = inner
+        self._tap = tap
+
+    def write(self, data: Any) -> None:
+        ex = self._tap.writer()
+        self._inner.write(data)
+        if ex is not None:
+            ex.send_end_ns = _perf_ns()
+            ex.sent_bytes += len(data)
+            ex.writes += 1
+
+    def writelines(self, list_of_data: Iterable[Any]) -> None:
+        chunks = list(list_of_data)
+        ex = self._tap.writer()
+        self._inner.writelines(chunks)
+        if ex is not None:
+            ex.send_end_ns = _perf_ns()
+            ex.sent_bytes += sum(len(c) for c in chunks)
+            ex.writes += 1
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._inner.get_extra_info(name, default)
+
+    def is_closing(self) -> bool:
+        return bool(self._inner.is_closing())
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def abort(self) -> None:
+        self._inner.abort()
+
+    def pause_reading(self) -> None:
+        self._inner.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._inner.resume_reading()
+
+    def is_reading(self) -> bool:
+        return bool(self._inner.is_reading())
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._inner.set_write_buffer_limits(high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return int(self._inner.get_write_buffer_size())
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        limits: tuple[int, int] = self._inner.get_write_buffer_limits()
+        return limits
+
+    def can_write_eof(self) -> bool:
+        return bool(self._inner.can_write_eof())
+
+    def write_eof(self) -> None:
+        self._inner.write_eof()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._inner.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        protocol: asyncio.BaseProtocol = self._inner.get_protocol()
+        return protocol
+
+
+class _TapConnector(aiohttp.TCPConnector):
+    """A `TCPConnector` whose connections are `_TapProtocol`s."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # partial is invariant to mypy, but a _TapProtocol is the ResponseHandler aiohttp expects
+        self._factory = functools.partial(_TapProtocol, loop=self._loop)  # type: ignore[assignment]
+
+
+def _stamp(field: str) -> Any:
+    async def hook(session: aiohttp.ClientSession, ctx: SimpleNamespace, params: object) -> None:
+        ex = ctx.trace_request_ctx
+        if isinstance(ex, Exchange):
+            setattr(ex, field, _perf_ns())
+    return hook
+
+
+def trace_config() -> aiohttp.TraceConfig:
+    """The pool events an `Exchange` records (its trace context): pool wait, DNS, connect."""
+    config = aiohttp.TraceConfig()
+    config.on_connection_queued_start.append(_stamp("pool_wait_start_ns"))
+    config.on_connection_queued_end.append(_stamp("pool_wait_end_ns"))
+    config.on_dns_resolvehost_start.append(_stamp("dns_start_ns"))
+    config.on_dns_resolvehost_end.append(_stamp("dns_end_ns"))
+    config.on_connection_create_start.append(_stamp("connect_start_ns"))
+    return config
+
+
+def new_session(*, trace: bool = True) -> aiohttp.ClientSession:
     """The worker's HTTP client: unlimited pooled keep-alive connections, no client-side
-    timeout (the worker enforces `--request-timeout-seconds` itself). Must be created inside
-    the event loop and closed (it is an async context manager)."""
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=KEEPALIVE_S)
+    timeout (the worker enforces `--request-timeout-seconds` itself), and (`trace`) the wire
+    trace of each exchange. Must be created inside the event loop and closed (it is an async
+    context manager)."""
+    kind = _TapConnector if trace else aiohttp.TCPConnector
+    connector = kind(limit=0, limit_per_host=0, keepalive_timeout=KEEPALIVE_S)
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None),
-                                 raise_for_status=False)
+                                 raise_for_status=False, trace_configs=[trace_config()] if trace else None)
 
 
 class AiohttpTransport:
@@ -77,10 +256,11 @@ class AiohttpTransport:
         """See `Transport.post`. Streaming records each `iter_any()` read as one chunk;
         non-streaming records the whole body as one chunk stamped when it was complete."""
         chunks, chunk_ns = ex.chunks, ex.chunk_ns
+        token = _WRITING.set(ex)
         ex.start_wall_ns = time.time_ns()
         ex.start_ns = _perf_ns()
         try:
-            async with self._session.post(url, data=body, headers=headers) as resp:
+            async with self._session.post(url, data=body, headers=headers, trace_request_ctx=ex) as resp:
                 ex.headers_ns = _perf_ns()
                 ex.status = resp.status
                 if streaming:
@@ -98,6 +278,7 @@ class AiohttpTransport:
             ex.error = ErrorDetails(type=type(exc).__name__, message=str(exc) or type(exc).__name__)
         finally:
             ex.end_ns = _perf_ns()
+            _WRITING.reset(token)
 
 
 def _reason(exc: OSError) -> str:

@@ -127,7 +127,7 @@ class _Flight:
     """One credit from arrival to return."""
 
     __slots__ = ("credit", "received_ns", "scope", "cancel_reason", "cancelled", "ex", "error",
-                 "input_tokens", "request_id", "prompt", "more_turns", "stage")
+                 "input_tokens", "output_limit", "request_id", "prompt", "more_turns", "stage")
 
     def __init__(self, credit: Credit, received_ns: int) -> None:
         self.credit = credit
@@ -138,6 +138,7 @@ class _Flight:
         self.ex = Exchange()
         self.error: ErrorDetails | None = None
         self.input_tokens: int | None = None
+        self.output_limit: int | None = None
         self.request_id = ""
         self.prompt = ""
         self.more_turns = False
@@ -372,6 +373,7 @@ class Worker:
             if credit.turn_index:
                 history = self._history.get(credit.conversation_id)
         body = target.builder.build(turn.text, max_tokens=turn.max_tokens, history=history)
+        flight.output_limit = target.builder.output_limit(turn.max_tokens)
         flight.request_id = request_id = uuid.uuid4().hex
         headers = {**target.headers, "X-Request-ID": request_id}
         limit_s, cancels = target.timeout_s, False
@@ -427,7 +429,8 @@ class Worker:
             start_wall_ns=ex.start_wall_ns, response_headers_ns=ex.headers_ns, end_ns=ex.end_ns,
             status=ex.status, chunk_ns=ex.chunk_ns, chunks=ex.chunks, error=error,
             cancelled=flight.cancelled, clock_offset_ns=self.clock_offset_ns,
-            x_request_id=flight.request_id)
+            x_request_id=flight.request_id, requested_output_tokens=flight.output_limit,
+            http=ex.http_trace())
         await self._records.send(record)
         if target is not None and target.keeps_history:
             self._remember(flight, record, ok)

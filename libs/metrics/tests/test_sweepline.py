@@ -1,0 +1,241 @@
+"""Sweep-line metrics: exact against a brute-force evaluation of every curve, and by hand."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aiperf.metrics.sweepline import SWEEP_PERCENTILES, Timeline, TimeWeightedStats, sweep_metrics
+
+S = 1_000_000_000
+
+
+@dataclass
+class Req:
+    start: int
+    end: int
+    first: int | None = None
+    isl: float = math.nan
+    osl: float = math.nan
+    gaps: list[int] = field(default_factory=list)
+
+    # -- what each request contributes at time t, straight from the definitions ------------
+
+    def in_flight(self, t: int) -> bool:
+        return self.start <= t < self.end
+
+    def prefill(self, t: int) -> bool:
+        return self.first is not None and self.first > self.start and self.start <= t < self.first
+
+    def decode(self, t: int) -> bool:
+        return self.first is not None and self.end > self.first and self.first <= t < self.end
+
+    def prefill_rate(self, t: int) -> float:
+        if self.prefill(t) and not math.isnan(self.isl):
+            assert self.first is not None
+            return self.isl * S / (self.first - self.start)
+        return 0.0
+
+    def arrivals(self) -> list[int]:
+        assert self.first is not None or not self.gaps
+        out, t = [], self.first or 0
+        for g in self.gaps:
+            t += g
+            out.append(t)
+        return out
+
+    def uniform_decode_rate(self, t: int) -> float:
+        if self.decode(t) and not math.isnan(self.osl) and self.osl >= 1:
+            assert self.first is not None
+            return (self.osl - 1) * S / (self.end - self.first)
+        return 0.0
+
+    def decode_rate(self, t: int) -> float:
+        nonzero = [g for g in self.gaps if g > 0]
+        if not nonzero:
+            return self.uniform_decode_rate(t)
+        if math.isnan(self.osl) or self.osl < 1:
+            return 0.0
+        rate = 0.0
+        for g, a in zip(self.gaps, self.arrivals(), strict=True):
+            if g > 0 and a - g <= t < a:
+                rate += (self.osl - 1) / len(nonzero) * S / g
+        return rate
+
+    def tokens(self, t: int) -> float:
+        held = 0.0
+        if self.first is not None and self.first > self.start and not math.isnan(self.isl) and self.in_flight(t):
+            held += self.isl
+        if self.decode(t) and not math.isnan(self.osl):
+            if not self.gaps:
+                held += self.osl
+            elif self.osl >= 1:
+                per_chunk = (self.osl - 1) / len(self.gaps)
+                held += 1 + per_chunk * sum(1 for a in self.arrivals() if a <= t and a < self.end)
+        return held
+
+
+def brute_stats(pieces: list[tuple[int, float]], total: int | None = None) -> TimeWeightedStats:
+    """Weighted stats of (duration, value) pieces, percentiles with exact fractions."""
+    pieces = [(d, v) for d, v in pieces if d > 0]
+    if not pieces:
+        return TimeWeightedStats.zero()
+    span = total if total is not None else sum(d for d, _ in pieces)
+    avg = sum(d * v for d, v in pieces) / span
+    std = math.sqrt(sum(d * (v - avg) ** 2 for d, v in pieces) / span)
+    ranked = sorted(pieces, key=lambda p: p[1])
+    whole = sum(d for d, _ in ranked)
+    pct = []
+    for p in SWEEP_PERCENTILES:
+        covered = 0
+        for d, v in ranked:
+            covered += d
+            if Fraction(covered, whole) >= Fraction(p, 100):
+                pct.append(v)
+                break
+    return TimeWeightedStats(avg=avg, min=ranked[0][1], max=ranked[-1][1], p50=pct[0], p90=pct[1],
+                             p95=pct[2], p99=pct[3], std=std)
+
+
+def brute_force(reqs: list[Req]) -> dict[str, TimeWeightedStats]:
+    lo, hi = min(r.start for r in reqs), max(r.end for r in reqs)
+    cuts = {lo, hi}
+    for r in reqs:
+        cuts |= {r.start, r.end}
+        if r.first is not None:
+            cuts.add(r.first)
+            for g, a in zip(r.gaps, r.arrivals(), strict=True):
+                cuts |= {a, a - g}
+    grid = sorted(c for c in cuts if lo <= c <= hi)
+    pieces = list(zip(grid, np.diff(grid).tolist(), strict=False))
+
+    def curve(fn):  # type: ignore[no-untyped-def]
+        return [(d, fn(t)) for t, d in pieces]
+
+    conc = curve(lambda t: float(sum(r.in_flight(t) for r in reqs)))
+    pconc = curve(lambda t: float(sum(r.prefill(t) for r in reqs)))
+    dconc = curve(lambda t: float(sum(r.decode(t) for r in reqs)))
+    ptput = curve(lambda t: sum(r.prefill_rate(t) for r in reqs))
+    dtput = curve(lambda t: sum(r.decode_rate(t) for r in reqs))
+    ttput = curve(lambda t: sum(r.prefill_rate(t) + r.uniform_decode_rate(t) for r in reqs))
+    per_user_d = [(d, v / c if c > 0 else 0.0) for (d, v), (_, c) in zip(dtput, dconc, strict=True)]
+    per_user_p = [(d, v / c if c > 0 else 0.0) for (d, v), (_, c) in zip(ptput, pconc, strict=True)]
+    tif = curve(lambda t: sum(r.tokens(t) for r in reqs))
+
+    def active(values: list[tuple[int, float]], mask: list[tuple[int, float]]) -> TimeWeightedStats:
+        return brute_stats([(d, v) for (d, v), (_, m) in zip(values, mask, strict=True) if m > 0])
+
+    span = hi - lo
+    return {
+        "effective_concurrency": brute_stats(conc, span),
+        "effective_decode_throughput": brute_stats(dtput, span),
+        "effective_prefill_throughput": brute_stats(ptput, span),
+        "effective_decode_concurrency": brute_stats(dconc, span),
+        "effective_prefill_concurrency": brute_stats(pconc, span),
+        "effective_total_throughput": brute_stats(ttput, span),
+        "effective_decode_throughput_per_user": brute_stats(per_user_d, span),
+        "effective_prefill_throughput_per_user": brute_stats(per_user_p, span),
+        "tokens_in_flight": brute_stats(tif, span),
+        "active_decode_throughput": active(dtput, dconc),
+        "active_prefill_throughput": active(ptput, pconc),
+        "active_decode_throughput_per_user": active(per_user_d, dconc),
+        "active_prefill_throughput_per_user": active(per_user_p, pconc),
+        "active_total_throughput": active(ttput, conc),
+    }
+
+
+def timeline(reqs: list[Req]) -> Timeline:
+    return Timeline(
+        start=np.array([r.start for r in reqs], np.int64), end=np.array([r.end for r in reqs], np.int64),
+        first=np.array([r.first if r.first is not None else 0 for r in reqs], np.int64),
+        has_first=np.array([r.first is not None for r in reqs]),
+        isl=np.array([r.isl for r in reqs], np.float64), osl=np.array([r.osl for r in reqs], np.float64),
+        icl=np.array([g for r in reqs for g in r.gaps], np.int64),
+        icl_counts=np.array([len(r.gaps) for r in reqs], np.int64))
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> Req:
+    start = draw(st.integers(0, 60))
+    length = draw(st.integers(0, 40))  # zero-length requests and shared edges make ties
+    end = start + length
+    kind = draw(st.sampled_from(["error", "ok", "ok", "streamed", "streamed"]))
+    if kind == "error":
+        return Req(start, end)
+    first = draw(st.integers(start, end))
+    isl = float(draw(st.integers(0, 500)))
+    osl = draw(st.sampled_from([math.nan, 0.0, 1.0])) if draw(st.booleans()) and kind == "ok" \
+        else float(draw(st.integers(1, 64)))
+    gaps: list[int] = []
+    if kind == "streamed":
+        gaps = draw(st.lists(st.integers(0, 12), max_size=6))  # may run past the end: clamped
+    return Req(start, end, first, isl, osl, gaps)
+
+
+def _close(a: float, b: float, scale: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9 * max(scale, 1.0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(reqs=st.lists(requests(), min_size=1, max_size=12))
+def test_sweep_metrics_equal_brute_force(reqs: list[Req]) -> None:
+    if max(r.end for r in reqs) == min(r.start for r in reqs):
+        got = sweep_metrics(timeline(reqs))
+        assert all(s == TimeWeightedStats.zero() for s in got.values())
+        return
+    got = sweep_metrics(timeline(reqs))
+    want = brute_force(reqs)
+    assert list(got) == list(want)
+    for tag, expected in want.items():
+        actual = got[tag]
+        scale = max(abs(expected.max), abs(expected.min), abs(actual.max))
+        for stat in ("avg", "min", "max", "p50", "p90", "p95", "p99", "std"):
+            a, e = getattr(actual, stat), getattr(expected, stat)
+            assert _close(a, e, scale), (tag, stat, a, e)
+
+
+def test_steady_closed_loop_by_hand() -> None:
+    # two users back to back: each request 100 ns = 20 prefill + 80 decode, 10 in, 9 out
+    reqs = [Req(s, s + 100, s + 20, 10.0, 9.0) for u in range(2) for s in (u * 5, u * 5 + 100, u * 5 + 200)]
+    got = sweep_metrics(timeline(reqs))
+    window = 305 - 0
+    conc = got["effective_concurrency"]
+    assert conc.max == 2 and conc.min == 1 and conc.p50 == 2
+    assert conc.avg == pytest.approx(600 / window)
+    assert got["effective_decode_concurrency"].avg == pytest.approx(6 * 80 / window)
+    # decode: 8 tokens over 80 ns per request, spread uniformly
+    assert got["active_decode_throughput_per_user"].avg == pytest.approx(8 / 80 * S)
+    assert got["effective_decode_throughput"].avg == pytest.approx(6 * 8 / window * S)
+    assert got["active_prefill_throughput_per_user"].max == pytest.approx(10 / 20 * S)
+    assert got["effective_total_throughput"].avg == pytest.approx(6 * (10 + 8) / window * S)
+    # tokens in flight: 10 while prefilling, 19 while decoding
+    assert got["tokens_in_flight"].max == 38 and got["tokens_in_flight"].avg == pytest.approx(
+        6 * (10 * 20 + 19 * 80) / window)
+
+
+def test_chunks_spread_decode_and_ramp_tokens() -> None:
+    # one request: first token at 10, then 3 chunks at 20, 40, 40 (a zero gap), end at 50
+    req = Req(0, 50, 10, 6.0, 7.0, [10, 20, 0])
+    got = sweep_metrics(timeline([req]))
+    # 6 tokens after the first over the 2 non-zero gaps: 3 over 10 ns, then 3 over 20 ns
+    d = got["active_decode_throughput"]
+    assert d.max == pytest.approx(3 / 10 * S) and d.min == 0.0  # nothing after the last chunk
+    assert d.avg == pytest.approx(6 / 40 * S)
+    # tokens: 6 in; +1 at 10, +2 per chunk (6/3) at 20, 40, 40
+    tif = got["tokens_in_flight"]
+    assert tif.max == 6 + 1 + 6 and tif.min == 6
+    assert tif.avg == pytest.approx((6 * 10 + 7 * 10 + 9 * 20 + 13 * 10) / 50)
+
+
+def test_nothing_to_measure() -> None:
+    assert sweep_metrics(timeline([])) == {}
+    only_errors = sweep_metrics(timeline([Req(0, 10), Req(5, 20)]))
+    assert only_errors["effective_concurrency"].avg == pytest.approx(25 / 20)
+    assert only_errors["effective_decode_throughput"] == TimeWeightedStats.zero()
+    assert only_errors["active_total_throughput"] == TimeWeightedStats.zero()
