@@ -58,12 +58,13 @@ import json
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import anyio
 from aiohttp import web
 
 from aiperf.testing.fake_kube_api import ApiError, KindInfo, Obj, WriteOptions
@@ -133,7 +134,7 @@ class FakeKube:
         self.admin_token = "admin-" + uuid.uuid4().hex
         self.authenticator.add_token(self.admin_token, ADMIN)
         self._gc_mode, self._bookmark_interval = gc, bookmark_interval
-        self._wake = asyncio.Event()
+        self._wake, self._changed = asyncio.Event(), asyncio.Event()
         self._gc_task: asyncio.Task[None] | None = None
         self._context, self._default_namespace = context, default_namespace
         self._shutdown_timeout = shutdown_timeout
@@ -159,9 +160,9 @@ class FakeKube:
         self.url = f"http://{host}:{port}"
         self._tmp = Path(tempfile.mkdtemp(prefix="fake-kube-"))
         self.kubeconfig_path = str(self.write_kubeconfig(self._tmp / "kubeconfig"))
+        self._wake, self._changed = asyncio.Event(), asyncio.Event()
+        self.store.changed = self._on_change
         if self._gc_mode == "auto":
-            self._wake = asyncio.Event()
-            self.store.changed = self._wake.set
             self._gc_task = asyncio.get_running_loop().create_task(self._collect_forever())
         return self
 
@@ -183,6 +184,20 @@ class FakeKube:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+    def _on_change(self) -> None:
+        self._wake.set()
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_until(self, predicate: Callable[[], object], timeout: float = 10.0) -> None:
+        """Return once `predicate()` is true, checking after every committed change; raise
+        TimeoutError after `timeout` seconds (real time)."""
+        with anyio.fail_after(timeout):
+            while not predicate():
+                changed = self._changed
+                with contextlib.suppress(TimeoutError):  # time-based transitions: recheck now and then
+                    await asyncio.wait_for(changed.wait(), 0.5)
 
     async def _collect_forever(self) -> None:
         """The garbage collector's loop: run after every write and at pod grace deadlines."""
