@@ -362,13 +362,15 @@ class Store:
 
     def system_update(self, info: KindInfo, obj: Obj) -> Obj:
         """Store `obj` (an existing object, changed) without admission, as a controller's write
-        would; removes it when it is being deleted and has no finalizers left."""
+        would; removes it when it is being deleted and has no finalizers left. Empty metadata
+        lists and maps are dropped, as any write through the apiserver's serializer."""
         meta = obj["metadata"]
         key = self.key(info, meta.get("namespace", ""), meta["name"])
         old = self._objects.get(key)
         if old is None:
             raise ApiError.not_found(info, meta["name"])
         obj = copy.deepcopy(obj)
+        admission.drop_empty_meta(obj)
         obj["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if obj == old:
             return copy.deepcopy(old)
