@@ -36,17 +36,23 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
   token, 403 with the real Status text when no Role/ClusterRole binding allows the request.
 - Errors are `Status` objects with the real reason, code and message texts; `requests` records
   every request (method, path, query, content type, body).
+- kopf runs against it for real with `fake_kube_kopf.KopfOnFakeKube`; `wait_until` waits on writes.
 
-What it does not model (see each module for details): admission webhooks (JobSet's included)
-and admission plugins besides the defaults above (no ServiceAccount token volume, no
-LimitRanger or ResourceQuota), OpenAPI validation of built-in kinds beyond the fields named above
-(`fieldValidation=Strict` only for custom resources), server-side apply and managedFields, CRD
-conversion webhooks (versions convert by rewriting apiVersion only), consistent snapshots for
-list pages, a watch cache's resourceVersion semantics for `resourceVersionMatch` other than
-NotOlderThan, CEL's Kubernetes extension libraries and cost limits, aggregated ClusterRoles and
-RBAC escalation checks, pod controllers (a JobSet or Job creates no pods by itself: the test plays
-those controllers), node, scheduler and kubelet beyond the helpers (`run_pod`, `terminate_pod`,
-`finish_pod`), exec/attach/port-forward, and field selectors other than metadata.name/namespace.
+What it does not model (one line each; each module says more):
+
+- admission webhooks (JobSet's validating and defaulting webhooks included);
+- admission plugins besides the defaults above (ServiceAccount token volume, LimitRanger, quotas);
+- OpenAPI validation of built-in kinds beyond the fields above (Strict only for custom resources);
+- server-side apply and managedFields;
+- CRD conversion webhooks (versions convert by rewriting apiVersion only);
+- consistent snapshots for list pages (a later page shows later writes);
+- `resourceVersionMatch` other than NotOlderThan, and the watch cache's resourceVersion rules;
+- CEL's Kubernetes extension libraries, cost limits, ratcheting and `optionalOldSelf`;
+- aggregated ClusterRoles, RBAC escalation checks, impersonation, TokenRequest tokens for RBAC;
+- pod controllers: a JobSet or Job creates no pods (the test plays those controllers);
+- node, scheduler and kubelet beyond `run_pod`, `terminate_pod`, `finish_pod`, `pods.*` helpers;
+- exec, attach and port-forward;
+- field selectors other than metadata.name and metadata.namespace.
 """
 
 from __future__ import annotations
