@@ -492,7 +492,7 @@ class FakeKube:
         obj = self.store.get(info, ns, name)
         spec_path, status_path, selector_path = info.scale_paths
 
-        def at(doc: Obj, path: str) -> Any:
+        def at(doc: Any, path: str) -> Any:
             for part in path.strip(".").split("."):
                 doc = doc.get(part) if isinstance(doc, dict) else None
             return doc
