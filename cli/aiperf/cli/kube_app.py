@@ -198,17 +198,21 @@ def cancel(name: str, *, target: KubeTarget = _TARGET) -> int:
 
 
 @kube_app.command
-def delete(name: str, *, target: KubeTarget = _TARGET) -> int:
-    """Delete a run: its JobSet (with its pods), ConfigMap, RoleBinding and Role.
+def delete(name: str, *, uid: str | None = None, target: KubeTarget = _TARGET) -> int:
+    """Delete a run: its JobSet (with its pods), ConfigMap, RoleBinding and Role. Each object is
+    deleted only if it is still the one just read (UID precondition).
 
     Parameters
     ----------
     name
         Run name.
+    uid
+        Delete only if the run's JobSet has this UID (from `kube list -o json`): a newer run with
+        the same name is left alone.
     """
     from aiperf.cli.kube_commands import delete as run
 
-    return run(target, name)
+    return run(target, name, uid=uid)
 
 
 @kube_app.command

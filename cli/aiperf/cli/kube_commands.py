@@ -377,13 +377,13 @@ def cancel(target: KubeTarget, name: str) -> int:
     return run_async(work)
 
 
-def delete(target: KubeTarget, name: str) -> int:
-    """`kube delete`: delete the run's JobSet, ConfigMap, RoleBinding and Role."""
+def delete(target: KubeTarget, name: str, *, uid: str | None = None) -> int:
+    """`kube delete`: delete the run's JobSet, ConfigMap, RoleBinding and Role (UID-fenced)."""
 
     async def work() -> int:
         api, namespace = await _open(target)
         async with api:
-            deleted = await ops.delete(api, name, namespace)
+            deleted = await ops.delete(api, name, namespace, uid=uid)
         if not deleted:
             _error(f"no run {name} in namespace {namespace}; "
                    f"`aiperf kube list -n {namespace}` shows the runs")

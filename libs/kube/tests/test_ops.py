@@ -298,17 +298,87 @@ async def test_delete_removes_the_run_objects_foreground_and_skips_missing_ones(
     for obj in run_objects():
         if obj["kind"] != "RoleBinding":
             kube.create(obj)
+    uids = {o["kind"]: kube.get(o["apiVersion"], o["kind"], NS, o["metadata"]["name"])["metadata"]["uid"]  # type: ignore[index]
+            for o in run_objects() if o["kind"] != "RoleBinding"}
     deleted = await ops.delete(api, "demo", NS)
     assert deleted == ["JobSet/aiperf-demo", "ConfigMap/aiperf-demo-config", "Role/aiperf-demo"]
     requests = kube.requests_for("DELETE")
     assert [r.path for r in requests] == [
         f"{JS_PATH}/aiperf-demo", "/api/v1/namespaces/bench/configmaps/aiperf-demo-config",
-        "/apis/rbac.authorization.k8s.io/v1/namespaces/bench/rolebindings/aiperf-demo",
         "/apis/rbac.authorization.k8s.io/v1/namespaces/bench/roles/aiperf-demo"]
-    assert all(r.body == {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground"}
-               for r in requests)
+    assert [r.body for r in requests] == [
+        {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground",
+         "preconditions": {"uid": uids[kind]}} for kind in ("JobSet", "ConfigMap", "Role")]
     assert [k for k, _ in kube.store.all_objects() if k[1] not in ("namespaces", "customresourcedefinitions")] == []
     assert await ops.delete(api, "demo", NS) == []
+
+
+async def test_delete_never_removes_a_same_name_replacement(
+        kube: FakeKube, api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    stale = add_jobset(kube, "demo")
+    kube.store.delete(kube.kind(JS_API, "JobSet"), NS, "aiperf-demo", {})
+    fresh = add_jobset(kube, "demo")  # a new run with the same name
+    with pytest.raises(KubeError, match=r"not " + stale["metadata"]["uid"]):
+        await ops.delete(api, "demo", NS, uid=stale["metadata"]["uid"])
+    assert kube.requests_for("DELETE") == []
+    # replaced between the read and the delete: the precondition refuses it (409)
+    real_call = ops._call
+
+    async def call_then_replace(api: ApiClient, method: str, path: str, **kwargs: Any) -> Any:
+        if method == "DELETE" and path.endswith("/jobsets/aiperf-demo"):
+            kube.store.delete(kube.kind(JS_API, "JobSet"), NS, "aiperf-demo", {})
+            add_jobset(kube, "demo")
+        return await real_call(api, method, path, **kwargs)
+
+    monkeypatch.setattr(ops, "_call", call_then_replace)
+    with pytest.raises(KubeError, match=r"^JobSet bench/aiperf-demo was replaced by a same-name one"):
+        await ops.delete(api, "demo", NS)
+    current = kube.get(JS_API, "JobSet", NS, "aiperf-demo")
+    assert current is not None and current["metadata"]["uid"] not in (fresh["metadata"]["uid"], stale["metadata"]["uid"])
+
+
+@pytest.mark.parametrize("garbage", [b'{"type": "MODIFIED", "obj', b"this is not json\n", b"[1, 2]\n"])
+async def test_watch_survives_a_cut_stream_or_a_bad_line(kube: FakeKube, api: ApiClient, garbage: bytes) -> None:
+    add_jobset(kube, "demo")
+    result: list[JobState] = []
+
+    async def watch() -> None:
+        result.append(await ops.watch_jobset_until_done(api, "demo", NS))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            await kube.wait_until(lambda: bool(kube.store.watchers))
+            assert kube.cut_watches(garbage) == 1
+            await kube.wait_until(lambda: len([r for r in kube.requests if "watch" in r.query]) == 2
+                                  and bool(kube.store.watchers))
+            kube.set_status(JS_API, "JobSet", NS, "aiperf-demo", condition("Completed"))
+    assert result == [JobState.COMPLETED]
+    assert [(r.method, "watch" in r.query) for r in kube.requests] == [
+        ("GET", False), ("GET", True), ("GET", False), ("GET", True)]  # read again after the cut
+
+
+async def test_a_watch_that_keeps_breaking_gives_up_with_one_line(kube: FakeKube, api: ApiClient) -> None:
+    add_jobset(kube, "demo")
+    cuts = 0
+
+    async def cutter() -> None:
+        nonlocal cuts
+        while True:  # each new watch, once it is open
+            await kube.wait_until(lambda: any(not w.cut for w in kube.store.watchers))
+            cuts += kube.cut_watches(b"garbage\n")
+
+    errors: list[str] = []
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cutter)
+            try:
+                await ops.watch_jobset_until_done(api, "demo", NS)
+            except KubeError as exc:
+                errors.append(str(exc))
+            tg.cancel_scope.cancel()
+    assert len(errors) == 1 and errors[0].startswith("watching the JobSet failed 5 times in a row"), errors
+    assert cuts == ops.MAX_BROKEN_WATCHES
 
 
 # -- pods --------------------------------------------------------------------------------------

@@ -288,7 +288,7 @@ async def watch_jobset_until_done(api: ApiClient, name: str, namespace: str,
     jobset = await get_jobset(api, name, namespace)
     if jobset is None:
         raise KubeError(f"no run {name} in namespace {namespace} (JobSet {jobset_name(name)} not found)")
-    uid = jobset["metadata"]["uid"]
+    uid, broken = jobset["metadata"]["uid"], 0
     while True:
         state = jobset_state(jobset)
         if on_event is not None:
@@ -301,13 +301,18 @@ async def watch_jobset_until_done(api: ApiClient, name: str, namespace: str,
             query = {"watch": "true", "fieldSelector": f"metadata.name={jobset_name(name)}",
                      "resourceVersion": rv, "allowWatchBookmarks": "true",
                      "timeoutSeconds": str(watch_timeout_s)}
-            response = await _open(api, _path(JOBSET_API_VERSION, JOBSETS, namespace), query)
+            try:
+                response = await _open(api, _path(JOBSET_API_VERSION, JOBSETS, namespace), query)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                broken = _count_broken(broken, exc)
+                break  # the API server unreachable for a moment: read the JobSet again
             try:
                 if response.status != 200:
                     raise KubeClusterError(f"watching JobSet {jobset_name(name)} failed: "
                                     f"{_describe(await _error_of(response))}")
                 async with aclosing(_events(response)) as events:
                     async for event in events:
+                        broken = 0
                         kind, obj = event.get("type"), event.get("object") or {}
                         if kind == "ERROR":
                             if obj.get("code") != 410:
@@ -329,6 +334,11 @@ async def watch_jobset_until_done(api: ApiClient, name: str, namespace: str,
                             on_event(state, obj)
                         if state in done:
                             return state
+            except (aiohttp.ClientError, TimeoutError, BrokenWatch) as exc:
+                # A stream cut mid-line or a line that is not an event: what came after the last
+                # good event is unknown, so the JobSet is read again before watching on.
+                broken = _count_broken(broken, exc)
+                expired = True
             finally:
                 response.release()
         fresh = await get_jobset(api, name, namespace)
@@ -339,17 +349,45 @@ async def watch_jobset_until_done(api: ApiClient, name: str, namespace: str,
         jobset = fresh
 
 
+MAX_BROKEN_WATCHES = 5
+"""Watches in a row that may break (cut, unreadable, unreachable) before the watch gives up."""
+
+
+class BrokenWatch(Exception):
+    """A watch stream that is not a sequence of JSON event lines."""
+
+
+def _count_broken(broken: int, exc: BaseException) -> int:
+    """One more broken watch in a row; KubeClusterError once there were `MAX_BROKEN_WATCHES`."""
+    broken += 1
+    if broken >= MAX_BROKEN_WATCHES:
+        raise KubeClusterError(f"watching the JobSet failed {broken} times in a row; last: "
+                               f"{exc or type(exc).__name__}") from None
+    return broken
+
+
 async def _events(response: aiohttp.ClientResponse) -> AsyncGenerator[Obj, None]:
-    """The JSON events of a watch stream, one per line (lines may exceed aiohttp's line limit)."""
+    """The JSON events of a watch stream, one per line (lines may exceed aiohttp's line limit).
+    `BrokenWatch` for a line that is not a JSON object or a stream that ends mid-line."""
     buffer = b""
     async for chunk in response.content.iter_any():
         buffer += chunk
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
             if line.strip():
-                yield json.loads(line)
+                yield _event(line)
     if buffer.strip():
-        yield json.loads(buffer)
+        raise BrokenWatch(f"watch stream ended mid-line: {buffer[:80]!r}")
+
+
+def _event(line: bytes) -> Obj:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        raise BrokenWatch(f"watch sent a line that is not JSON: {line[:80]!r}") from None
+    if not isinstance(event, dict):
+        raise BrokenWatch(f"watch sent a line that is not an event: {line[:80]!r}")
+    return event
 
 
 async def cancel(api: ApiClient, name: str, namespace: str) -> JobState:
@@ -378,22 +416,37 @@ async def cancel(api: ApiClient, name: str, namespace: str) -> JobState:
     return JobState.SUSPENDED
 
 
-async def delete(api: ApiClient, name: str, namespace: str) -> list[str]:
+async def delete(api: ApiClient, name: str, namespace: str, *, uid: str | None = None) -> list[str]:
     """Delete run `name`'s JobSet (its pods and service go with it), ConfigMap, RoleBinding and
     Role, with propagationPolicy Foreground. Objects already gone are skipped. Returns what was
-    deleted, as `kind/name`; an empty list means nothing of the run was there."""
-    body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground"}
+    deleted, as `kind/name`; an empty list means nothing of the run was there.
+
+    Every delete is fenced on the UID read just before (`preconditions.uid`): an object replaced
+    by a same-name one meanwhile is left alone (KubeClusterError). With `uid` (the JobSet's, as
+    `kube list` shows it) nothing is deleted unless the run's JobSet is that incarnation."""
+    if uid is not None:
+        jobset = await get_jobset(api, name, namespace)
+        if jobset is not None and jobset["metadata"]["uid"] != uid:
+            raise KubeClusterError(f"run {name} is now JobSet uid {jobset['metadata']['uid']}, not {uid}: "
+                                   "a new run with the same name; nothing deleted")
     targets = [("JobSet", JOBSET_API_VERSION, JOBSETS, jobset_name(name)),
                ("ConfigMap", "v1", "configmaps", config_map_name(name)),
                ("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings", jobset_name(name)),
                ("Role", "rbac.authorization.k8s.io/v1", "roles", jobset_name(name))]
     deleted: list[str] = []
     for kind, api_version, plural, object_name in targets:
+        path = _path(api_version, plural, namespace, object_name)
         try:
-            await _call(api, "DELETE", _path(api_version, plural, namespace, object_name), body=body)
+            current: Obj = await _call(api, "GET", path)
+            body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground",
+                    "preconditions": {"uid": current["metadata"]["uid"]}}
+            await _call(api, "DELETE", path, body=body)
         except ApiException as exc:
             if exc.status == 404:
                 continue
+            if exc.status == 409:
+                raise KubeClusterError(f"{kind} {namespace}/{object_name} was replaced by a same-name one "
+                                       "while deleting; left alone") from None
             raise KubeClusterError(f"deleting {kind} {namespace}/{object_name} failed: "
                                    f"{_describe(exc)}") from None
         deleted.append(f"{kind}/{object_name}")

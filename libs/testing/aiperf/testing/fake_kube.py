@@ -75,6 +75,7 @@ from aiohttp import web
 from aiperf.testing.fake_kube_api import ApiError, KindInfo, Obj, WriteOptions
 from aiperf.testing.fake_kube_gc import GarbageCollector
 from aiperf.testing.fake_kube_http import (
+    CUT,
     attributes,
     delete_options,
     escape,
@@ -338,6 +339,16 @@ class FakeKube:
     def compact(self) -> None:
         """Drop the watch history: a watch from an older resourceVersion gets 410 Expired."""
         self.store.compact()
+
+    def cut_watches(self, garbage: bytes = b'{"type": "MODIFIED", "obj') -> int:
+        """Cut every open watch: send `garbage` (by default half a line), then drop the
+        connection without ending the chunked body, as a failing proxy or apiserver does.
+        Returns how many watches were cut (each watch is cut once)."""
+        watchers = [w for w in self.store.watchers if not w.cut]
+        for watcher in watchers:
+            watcher.cut = True
+            watcher.queue.put_nowait((CUT, garbage))
+        return len(watchers)
 
     def send_bookmarks(self) -> None:
         """Send a BOOKMARK now on every watch that allowed them."""

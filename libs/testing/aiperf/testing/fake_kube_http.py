@@ -89,8 +89,8 @@ async def serve_watch(request: web.Request, store: Store, info: KindInfo, namesp
     deadline = None if timeout is None else loop.time() + timeout
     next_bookmark = loop.time() + bookmark_interval
     try:
-        for event_type, obj in backlog:
-            await response.write(event_line(info, event_type, obj))
+        for backlog_type, obj in backlog:
+            await response.write(event_line(info, backlog_type, obj))
         while True:
             now = loop.time()
             if watcher.bookmarks and now >= next_bookmark:
@@ -107,7 +107,13 @@ async def serve_watch(request: web.Request, store: Store, info: KindInfo, namesp
                 continue
             if item is None:
                 break
-            await response.write(event_line(info, *item))
+            event_type, payload = item
+            if isinstance(payload, bytes):  # CUT: a connection lost mid-stream, no end of body
+                await response.write(payload)
+                if request.transport is not None:
+                    request.transport.abort()
+                return response
+            await response.write(event_line(info, event_type, payload))
     except (ConnectionResetError, ConnectionError):
         pass
     finally:
@@ -115,6 +121,10 @@ async def serve_watch(request: web.Request, store: Store, info: KindInfo, namesp
     with contextlib.suppress(ConnectionError):
         await response.write_eof()
     return response
+
+CUT = "CUT"
+"""A watcher queue item `(CUT, raw_bytes)`: write the bytes, then drop the connection."""
+
 
 def event_line(info: KindInfo, event_type: str, obj: Obj) -> bytes:
     """One watch event as a JSON line; a BOOKMARK carries only the kind and metadata."""

@@ -129,7 +129,8 @@ class Watcher:
     namespace: str | None
     selector: Selector
     bookmarks: bool = False
-    queue: asyncio.Queue[tuple[str, Obj] | None] = field(default_factory=asyncio.Queue)
+    cut: bool = False
+    queue: asyncio.Queue[tuple[str, Obj | bytes] | None] = field(default_factory=asyncio.Queue)
 
     def translate(self, event: WatchEvent) -> tuple[str, Obj] | None:
         """What this watch sends for `event`, or None: selector transitions become ADDED or
