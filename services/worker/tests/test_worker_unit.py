@@ -22,7 +22,7 @@ from aiperf.messages import (
 )
 from aiperf.runtime import GiveUp, UnknownCommand, UserError
 from aiperf.runtime.errors import root_cause
-from aiperf.worker.clock import ClockSample, estimate_offset, wait_until
+from aiperf.worker.clock import TRACK_WINDOW, ClockSample, OffsetTracker, estimate_offset, wait_until
 from aiperf.worker.main import raw_records_endpoint, request_headers
 from aiperf.worker.service import Worker, WorkerSettings
 from tests._worker_fakes import FakeCreditLink, endpoint, running_worker
@@ -258,3 +258,28 @@ async def test_an_audit_is_answered_with_the_credits_held_in_order_after_the_ret
         with anyio.fail_after(10):
             answer = await h.returns.rx.receive()
         assert answer == HeldCredits(worker_id="w0", seq=7, held={Phase.PROFILING: [1]})
+
+
+async def test_the_clock_offset_follows_a_skew_injected_mid_run() -> None:
+    link = FakeCreditLink(offset_ns=5_000_000_000)
+    settings = WorkerSettings(worker_id="w0", measure_clock_offset=True)
+    async with running_worker(settings=settings, link=link) as h:
+        start = h.worker.clock_offset_ns
+        stepped = link.offset_ns + 3_000_000  # the manager's node steps its clock 3 ms back
+        for num in range(TRACK_WINDOW):  # credits stamped on the stepped clock flush the old delays
+            issued = time.perf_counter_ns() - stepped
+            await h.link.tx.send(Credit(phase=Phase.PROFILING, num=num, conversation_id="ok", turn_index=0,
+                                        issued_at_ns=issued))
+            await h.next_return()
+        assert abs(h.worker.clock_offset_ns - stepped) < 1_000_000, (start, h.worker.clock_offset_ns, stepped)
+        assert abs(start - link.offset_ns) < 1_000_000
+
+
+def test_offset_tracker_min_filter_over_a_sliding_window() -> None:
+    tracker = OffsetTracker(offset_ns=1000, min_rtt_ns=200, window=3)
+    assert tracker.offset_ns == 1000
+    # local = remote + 1000, transits 100 (the fastest), 400, 900
+    assert [tracker.observe(t, t + 1000 + transit) for t, transit in ((0, 400), (10, 100), (20, 900))] == \
+        [1300, 1000, 1000]
+    # the remote clock steps: local = remote + 5000; after 3 credits the old delays are gone
+    assert [tracker.observe(t, t + 5000 + 100) for t in (30, 40, 50)][-1] == 5000

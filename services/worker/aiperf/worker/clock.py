@@ -53,3 +53,34 @@ def estimate_offset(samples: Sequence[ClockSample]) -> int:
     min_rtt = min(s.received_ns - s.sent_ns for s in samples)
     min_one_way = min(s.remote_ns - s.sent_ns for s in samples)
     return max(min_rtt, 0) // 2 - min_one_way
+
+
+TRACK_WINDOW = 20
+"""Credits whose one-way delay the running offset estimate is the minimum of."""
+
+
+class OffsetTracker:
+    """The clock offset kept current during a run, from the credits themselves.
+
+    A credit stamped `issued_at_ns` on the timing-manager's clock and received at `received_ns`
+    on ours took `received - issued = transit + offset`. Over the last `window` credits the
+    smallest such delay has the least queueing in it; its transit is taken as half the smallest
+    round trip of the start-up pings (`min_rtt_ns`). So a clock that drifts or steps (an NTP
+    correction on one node) moves the estimate within `window` credits, and one slow credit
+    never does. Before any credit the start-up estimate stands.
+    """
+
+    __slots__ = ("offset_ns", "_half_rtt_ns", "_delays", "_window")
+
+    def __init__(self, offset_ns: int, min_rtt_ns: int, *, window: int = TRACK_WINDOW) -> None:
+        self.offset_ns, self._half_rtt_ns, self._window = offset_ns, max(min_rtt_ns, 0) // 2, window
+        self._delays: list[int] = []
+
+    def observe(self, issued_at_ns: int, received_ns: int) -> int:
+        """Take one credit's stamps; returns the offset now estimated (local = remote + offset)."""
+        delays = self._delays
+        delays.append(received_ns - issued_at_ns)
+        if len(delays) > self._window:
+            del delays[0]
+        self.offset_ns = min(delays) - self._half_rtt_ns
+        return self.offset_ns

@@ -42,7 +42,7 @@ from aiperf.messages import (
     WorkerLeaving,
 )
 from aiperf.runtime import GiveUp, UnknownCommand, UserError
-from aiperf.worker.clock import SPIN_NS, ClockSample, estimate_offset, wait_until
+from aiperf.worker.clock import SPIN_NS, ClockSample, OffsetTracker, estimate_offset, wait_until
 from aiperf.worker.http import Exchange, Transport
 
 log = structlog.get_logger("aiperf.worker")
@@ -90,7 +90,8 @@ class WorkerSettings:
 
     `headers` are added to every request after Content-Type (Authorization, user headers).
     `measure_clock_offset` (Kubernetes mode) estimates the offset to the timing-manager's
-    clock from `clock_samples` pings; otherwise the offset is 0. The credits handshake must
+    clock from `clock_samples` pings, then keeps it current from the credits' stamps
+    (`OffsetTracker`); otherwise the offset is 0. The credits handshake must
     succeed within `handshake_timeout_s`, retrying every `ping_interval_s`. On stop, pushing
     the last records and returns may take at most `stop_flush_s`. Scheduled credits sleep
     until `schedule_spin_ns` before their time, then yield in a loop until it (see
@@ -163,6 +164,7 @@ class Worker:
         self._transport, self._probe, self._open_dataset = transport, probe, open_dataset
         self.worker_id = settings.worker_id
         self.clock_offset_ns = 0
+        self._tracker: OffsetTracker | None = None
         """local perf_counter_ns = timing-manager perf_counter_ns + offset."""
         self.connected = anyio.Event()
         """Set once `WorkerConnected` went out on `credit_returns`."""
@@ -255,6 +257,8 @@ class Worker:
                 continue
             now = _perf_ns()
             if type(msg) is Credit:
+                if self._tracker is not None:
+                    self.clock_offset_ns = self._tracker.observe(msg.issued_at_ns, now)
                 flight = _Flight(msg, now)
                 inflight.add(flight)
                 tg.start_soon(serve, flight)
@@ -318,6 +322,7 @@ class Worker:
                 if (sample := await self._sample_clock(s.ping_interval_s)) is not None:
                     samples.append(sample)
             self.clock_offset_ns = estimate_offset(samples)
+            self._tracker = OffsetTracker(self.clock_offset_ns, min(x.received_ns - x.sent_ns for x in samples))
         hello = WorkerConnected(worker_id=self.worker_id, group_id=s.group_id,
                                 clock_offset_ns=self.clock_offset_ns)
         if not await self._probe(hello):
