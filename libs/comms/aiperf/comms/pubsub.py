@@ -14,6 +14,7 @@ import zmq.asyncio
 from anyio.abc import TaskStatus
 
 from aiperf.comms.codec import BadMessage, Codec
+from aiperf.comms.curve import apply_curve, curve_of
 from aiperf.comms.sockets import DEFAULT_HWM, _Managed, _Socket
 from aiperf.messages import Event, topic_of
 
@@ -68,6 +69,7 @@ class EventBusProxy:
     def __init__(self, ctx: zmq.asyncio.Context, *, frontend: Sequence[str],
                  backend: Sequence[str], hwm: int = DEFAULT_HWM) -> None:
         self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.shadow(ctx.underlying)
+        self._curve = curve_of(ctx)  # the shadow does not carry the keys
         self._frontend, self._backend, self._hwm = list(frontend), list(backend), hwm
         self._control = f"inproc://event-bus-proxy-{uuid.uuid4().hex}"
         self.bound_frontend: list[str] = []
@@ -81,6 +83,8 @@ class EventBusProxy:
                 sock.setsockopt(zmq.LINGER, 0)
             xsub.setsockopt(zmq.RCVHWM, self._hwm)
             xpub.setsockopt(zmq.SNDHWM, self._hwm)
+            apply_curve(xsub, self._curve, bind=self._frontend)
+            apply_curve(xpub, self._curve, bind=self._backend)
             for endpoint in self._frontend:
                 xsub.bind(endpoint)
                 self.bound_frontend.append(xsub.getsockopt_string(zmq.LAST_ENDPOINT))

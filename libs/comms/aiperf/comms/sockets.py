@@ -15,6 +15,7 @@ import zmq
 import zmq.asyncio
 
 from aiperf.comms.codec import BadMessage, Codec
+from aiperf.comms.curve import apply_curve, curve_of
 
 In = TypeVar("In")
 
@@ -52,6 +53,7 @@ class _Socket:
         try:
             for option, value in self._options.items():
                 sock.setsockopt(option, value)
+            apply_curve(sock, curve_of(self._ctx), bind=self._bind, connect=self._connect)
             for endpoint in self._bind:
                 sock.bind(endpoint)
                 self.bound.append(sock.getsockopt_string(zmq.LAST_ENDPOINT))
