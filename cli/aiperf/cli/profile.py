@@ -13,8 +13,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import anyio
-import zmq.asyncio
 
+from aiperf.comms import CurveKeys, load_curve, zmq_context
 from aiperf.config import (
     Benchmark,
     CommsOptions,
@@ -34,6 +34,10 @@ from aiperf.system_controller.report import report
 from aiperf.system_controller.runner import run_cancellable
 
 EXIT_USER_ERROR = 2
+
+
+LOCAL_CURVE_ENV = "AIPERF_CURVE"
+"""`1` turns CURVE on for a local `aiperf profile` (Kubernetes runs always use it)."""
 
 
 def default_workers(concurrency: int | None) -> int:
@@ -60,6 +64,17 @@ def service_counts(benchmark: Benchmark) -> ServiceCounts:
     workers = runtime.workers or default_workers(benchmark.profiling.concurrency)
     return ServiceCounts(workers_per_group=workers,
                          record_processors_per_group=runtime.record_processors or max(1, workers // 4))
+
+
+def local_curve_keys(ipc_dir: str) -> str | None:
+    """With `AIPERF_CURVE=1`, a fresh per-run CURVE key pair written into the run's private
+    IPC folder (0700, removed with it) and that folder's path; else None (no CURVE: local
+    channels are IPC files under a private folder and TCP on 127.0.0.1)."""
+    if os.environ.get(LOCAL_CURVE_ENV, "") != "1":
+        return None
+    keys_dir = os.path.join(ipc_dir, "curve")
+    CurveKeys.generate().write(keys_dir)
+    return keys_dir
 
 
 def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_level: str = "warning") -> int:
@@ -93,7 +108,8 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     dataset_dir = str(out / "dataset") if keep else os.path.join(ipc_dir, "dataset")
     config = RunConfig(
         run_id=run_id, mode="profile", artifact_dir=str(out), t0_wall_ns=t0_wall_ns, benchmark=benchmark,
-        comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host="127.0.0.1"), services=service_counts(benchmark),
+        comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host="127.0.0.1",
+                           curve_keys_dir=local_curve_keys(ipc_dir)), services=service_counts(benchmark),
         runtime=RuntimeOptions(heartbeat_interval_s=1.0, log_level=log_level), dataset_dir=dataset_dir,
         metrics=metrics, http=http,
     )
@@ -118,8 +134,7 @@ async def _run(config: RunConfig, config_path: str) -> int:
         started.set()
 
     driver = ProfileDriver(config=config, on_started=on_started)
-    ctx = zmq.asyncio.Context()
-    try:
+    with zmq_context(load_curve(config.comms.curve_keys_dir)) as ctx:
         async with anyio.create_task_group() as tg:
             if benchmark.runtime.ui == "simple":
                 from aiperf.cli.progress import show_progress
@@ -130,8 +145,6 @@ async def _run(config: RunConfig, config_path: str) -> int:
             verdict = await run_cancellable(config, config_path=config_path, driver=driver,
                                             on_cancel=_say_cancelling)
             tg.cancel_scope.cancel()
-    finally:
-        ctx.destroy(linger=0)
     return report(config, verdict, driver.outcome)
 
 

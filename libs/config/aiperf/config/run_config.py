@@ -30,11 +30,15 @@ SECRET_ENV_VARS = ("AIPERF_API_KEY", "AIPERF_HEADERS_JSON")
 
 
 class CommsOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """Where sockets live. `tcp_bind_host` None means IPC only; a port of 0 is ephemeral."""
+    """Where sockets live. `tcp_bind_host` None means IPC only; a port of 0 is ephemeral.
+    `curve_keys_dir` names a directory holding the run's CURVE key files (`server.key`,
+    `client.key`); None leaves the channels unauthenticated (the local default). The keys
+    themselves never travel in the run config."""
 
     ipc_dir: str
     tcp_bind_host: str | None = "127.0.0.1"
     ports: dict[str, int] = {}
+    curve_keys_dir: str | None = None
 
 
 class ServiceCounts(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,7 +22,7 @@ import structlog
 import zmq.asyncio
 from anyio.abc import TaskStatus
 
-from aiperf.comms import Addressing, Channel, DealerSocket
+from aiperf.comms import Addressing, Channel, DealerSocket, load_curve, zmq_context
 from aiperf.config import RunConfig
 from aiperf.messages import Command, Reply, ServiceState, ServiceType, ToService
 from aiperf.runtime.control_client import ControlClient
@@ -99,9 +99,8 @@ class _Runner:
         self.lifecycle = Lifecycle()
 
     async def serve(self) -> int:
-        ctx = zmq.asyncio.Context()
         addressing = addressing_of(self.config)
-        try:
+        with zmq_context(load_curve(self.config.comms.curve_keys_dir), linger_ms=2_000) as ctx:
             async with AsyncExitStack() as stack:
                 dealer = await stack.enter_async_context(DealerSocket[ToService](
                     ctx, identity=self.service_id, decode=ToService, channel="control",
@@ -117,8 +116,6 @@ class _Runner:
                 with anyio.CancelScope(shield=True):
                     await control.send_status()
                 return code
-        finally:
-            ctx.destroy(linger=2_000)
 
     async def _supervise(self, control: ControlClient, context: ServiceContext,
                          stack: AsyncExitStack) -> int:

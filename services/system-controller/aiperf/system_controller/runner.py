@@ -9,9 +9,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
-import zmq.asyncio
 
-from aiperf.comms import Channel, RouterSocket
+from aiperf.comms import Channel, RouterSocket, load_curve, zmq_context
 from aiperf.config import RunConfig
 from aiperf.messages import SystemState, ToController
 from aiperf.runtime import addressing_of
@@ -46,8 +45,7 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
                                                                         log_dir=log_dir)
     Path(config.comms.ipc_dir).mkdir(parents=True, exist_ok=True)
     addressing = addressing_of(config)
-    ctx = zmq.asyncio.Context()
-    try:
+    with zmq_context(load_curve(config.comms.curve_keys_dir)) as ctx:
         async with RouterSocket[ToController](ctx, decode=ToController, channel="control",
                                               bind=addressing.bind_endpoints(Channel.CONTROL)) as router:
             controller = SystemController(
@@ -59,8 +57,6 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
             if on_controller is not None:
                 on_controller(controller)
             return await controller.run()
-    finally:
-        ctx.destroy(linger=0)
 
 
 async def run_cancellable(config: RunConfig, *, config_path: str, driver: Driver | None = None,
