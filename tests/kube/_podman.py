@@ -45,7 +45,8 @@ import yaml
 from aiperf.cli.benchmark_flags import build_benchmark
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 from aiperf.config import CommsOptions, RunConfig, RuntimeOptions
-from aiperf.kube import KubeSettings, build_all, jobset_name
+from aiperf.comms import CurveKeys
+from aiperf.kube import KubeSettings, build_all, curve_secret_name, jobset_name, with_curve_keys
 from aiperf.kube.containers import ARTIFACTS_VOLUME, JOB_INDEX_ANNOTATION
 from aiperf.kube.names import pod_hostname
 
@@ -199,7 +200,8 @@ class PodRun:
         self.network = f"aiperf-{self.tag}"
         self.mock = f"aiperf-{self.tag}-mock"
         self.jobset = jobset_name(self.settings.name)
-        objects = build_all(self.settings, self.config)
+        objects = with_curve_keys(build_all(self.settings, self.config), CurveKeys.generate())
+        (self.curve_secret,) = (o for o in objects if o["kind"] == "Secret")
         (self.config_map,) = (o for o in objects if o["kind"] == "ConfigMap")
         (jobset,) = (o for o in objects if o["kind"] == "JobSet")
         self.pods = jobset_pods(jobset, volume_tag=self.tag)
@@ -220,6 +222,8 @@ class PodRun:
         self.workdir.mkdir(parents=True, exist_ok=True)
         cm_file = self.workdir / "configmap.yaml"
         cm_file.write_text(yaml.safe_dump(self.config_map, sort_keys=False))
+        secret_file = self.workdir / "curve-secret.yaml"
+        secret_file.write_text(yaml.safe_dump(self.curve_secret, sort_keys=False))
         for pod in self.pods:
             name = pod["metadata"]["name"]
             path = self.workdir / f"{name}.yaml"
@@ -234,6 +238,8 @@ class PodRun:
                MOCK_IMAGE, "--port", str(MOCK_PORT), *self.mock_args)
         self._wait_mock()
         self._mark("mock_ready_s")
+        # A Kubernetes Secret played by podman becomes a podman secret the pods' secret volume reads.
+        podman("kube", "play", str(secret_file))
         for name, path in self.pod_files.items():
             host = f"{name}.{self.jobset}"
             podman("kube", "play", "--configmap", str(cm_file),
@@ -344,6 +350,7 @@ class PodRun:
         podman("rm", "-f", "-t", "0", self.mock, check=False)
         if self._volumes:
             podman("volume", "rm", "-f", *self._volumes, check=False)
+        podman("secret", "rm", curve_secret_name(self.settings.name), check=False)
         podman("network", "rm", "-f", self.network, check=False)
         self._mark("cleaned_up_s")
 

@@ -27,6 +27,7 @@ from aiperf.cli.kube_flags import parse_list, parse_mapping, parse_resources, pa
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
+from aiperf.comms import CurveKeys
 from aiperf.config import (
     Benchmark,
     CommsOptions,
@@ -42,6 +43,7 @@ from aiperf.kube import (
     KubeConfigError,
     KubeSettings,
     build_all,
+    with_curve_keys,
     ops,
     secret_values_from_env,
     to_yaml,
@@ -265,7 +267,9 @@ def profile(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, *,
         name, namespace = deployment.settings.name, deployment.settings.namespace
         async with await load_client(target.kubeconfig, target.kube_context) as api:
             await ops.ensure_namespace_exists(api, namespace)
-            created = await ops.create_all(api, deployment.objects)
+            # The run's CURVE keys exist only here and in the Secret: never in a manifest.
+            objects = with_curve_keys(deployment.objects, CurveKeys.generate())
+            created = await ops.create_all(api, objects)
             for obj in created:
                 print(f"created {obj['kind']} {namespace}/{obj['metadata']['name']}")
             if detach:

@@ -19,7 +19,7 @@ from aiperf.kube import KubeSettings, build_all, build_jobset
 def test_every_object_validates(case: str, request: pytest.FixtureRequest) -> None:
     settings_, run_config = request.getfixturevalue(case)
     objects = build_all(settings_, run_config)
-    assert [o["kind"] for o in objects] == ["Role", "RoleBinding", "ConfigMap", "JobSet"]
+    assert [o["kind"] for o in objects] == ["Role", "RoleBinding", "Secret", "ConfigMap", "JobSet"]
     validate_all(objects)
     assert problems(objects) == []
 

@@ -441,3 +441,15 @@ async def test_fetch_results_needs_a_reachable_controller_pod(kube: FakeKube, ap
                                         r"503 ServiceUnavailable"):
         await ops.fetch_results_from_pods(api, "demo", NS, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_run_with_its_curve_secret_is_created_and_deleted_whole(kube: FakeKube, api: ApiClient) -> None:
+    from aiperf.comms import CurveKeys
+    from aiperf.kube import KubeSettings, build_curve_secret
+
+    secret = build_curve_secret(KubeSettings(name="demo", namespace=NS), CurveKeys.generate())
+    created = await ops.create_all(api, [*run_objects(), secret])
+    assert [o["kind"] for o in created] == ["Role", "RoleBinding", "ConfigMap", "Secret", "JobSet"]
+    deleted = await ops.delete(api, "demo", NS)
+    assert "Secret/aiperf-demo-curve" in deleted
+    assert kube.get("v1", "Secret", NS, "aiperf-demo-curve") is None

@@ -3,7 +3,8 @@
 The run config given by the caller is adapted to the cluster: `kubernetes=True`; comms on the
 shared IPC emptyDir with every TCP binder on 0.0.0.0 and the default ports (binders in the
 controller pod serve the worker pods; connectors in worker pods switch to TCP through
-`AIPERF_CONTROLLER_HOST`); artifacts on the artifacts emptyDir, the dataset files beside them
+`AIPERF_CONTROLLER_HOST`), authenticated with CURVE (keys from the Secret mounted at
+`CURVE_DIR`); artifacts on the artifacts emptyDir, the dataset files beside them
 (`<artifacts>/dataset`, served to the worker pods by the api; never among the fetched
 results); service counts from the worker layout. Secrets are never in it: `RunConfig` holds header names only.
 """
@@ -25,6 +26,8 @@ CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_KEY}"
 IPC_DIR = "/aiperf/ipc"
 ARTIFACT_DIR = "/aiperf/artifacts"
 TCP_BIND_HOST = "0.0.0.0"
+CURVE_DIR = "/curve"
+"""Where the run's CURVE key Secret is mounted (every container, read-only)."""
 
 
 def require_secrets(settings: KubeSettings, run_config: RunConfig) -> None:
@@ -57,7 +60,8 @@ def cluster_run_config(settings: KubeSettings, run_config: RunConfig) -> dict[st
         run_config.runtime.registration_timeout_s, POD_REGISTRATION_TIMEOUT_S))
     adapted = msgspec.structs.replace(
         run_config, kubernetes=True, artifact_dir=ARTIFACT_DIR, runtime=runtime, dataset_dir="",
-        comms=CommsOptions(ipc_dir=IPC_DIR, tcp_bind_host=TCP_BIND_HOST, ports={}))
+        comms=CommsOptions(ipc_dir=IPC_DIR, tcp_bind_host=TCP_BIND_HOST, ports={},
+                           curve_keys_dir=CURVE_DIR))
     document: dict[str, Any] = msgspec.to_builtins(adapted)
     document["services"] = settings.layout.service_counts()
     return document

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiperf.comms import Channel
 from aiperf.config.catalog import API_PORT_NAME, spec_of
-from aiperf.kube.config_map import ARTIFACT_DIR, CONFIG_DIR, CONFIG_PATH, IPC_DIR
+from aiperf.kube.config_map import ARTIFACT_DIR, CONFIG_DIR, CONFIG_PATH, CURVE_DIR, IPC_DIR
 from aiperf.kube.names import image
 from aiperf.kube.settings import KubeSettings
 from aiperf.messages import ServiceType
@@ -35,7 +35,7 @@ JOB_INDEX_ANNOTATION = "jobset.sigs.k8s.io/job-index"
 JOB_INDEX_ARG = f"$({JOB_INDEX_ENV})"
 """Expanded by Kubernetes in `args` from the container's `AIPERF_JOB_INDEX`."""
 
-IPC_VOLUME, ARTIFACTS_VOLUME, CONFIG_VOLUME = "ipc", "artifacts", "config"
+IPC_VOLUME, ARTIFACTS_VOLUME, CONFIG_VOLUME, CURVE_VOLUME = "ipc", "artifacts", "config", "curve"
 INSTANCE_PORT_STRIDE = 100
 
 BOUND_PORTS: dict[str, tuple[str, int]] = {
@@ -53,6 +53,7 @@ _MOUNTS = (
     {"name": IPC_VOLUME, "mountPath": IPC_DIR},
     {"name": ARTIFACTS_VOLUME, "mountPath": ARTIFACT_DIR},
     {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True},
+    {"name": CURVE_VOLUME, "mountPath": CURVE_DIR, "readOnly": True},
 )
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from aiperf.config import RunConfig
 from aiperf.config.catalog import Placement, Scale, in_pod
 from aiperf.kube.config_map import require_secrets
+from aiperf.kube.curve_secret import curve_volume
 from aiperf.kube.containers import (
     ARTIFACTS_VOLUME,
     CONFIG_VOLUME,
@@ -64,6 +65,7 @@ def _pod_spec(settings: KubeSettings, containers: list[dict[str, Any]]) -> dict[
             {"name": IPC_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
             {"name": ARTIFACTS_VOLUME, "emptyDir": {}},
             {"name": CONFIG_VOLUME, "configMap": {"name": config_map_name(settings.name)}},
+            curve_volume(settings),
         ],
     }
     if settings.node_selector:

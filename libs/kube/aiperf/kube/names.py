@@ -64,6 +64,11 @@ def jobset_name(name: str) -> str:
     return f"{PREFIX}-{name}"
 
 
+def curve_secret_name(name: str) -> str:
+    """The Secret that holds the CURVE key files of run `name`."""
+    return f"{PREFIX}-{name}-curve"
+
+
 def config_map_name(name: str) -> str:
     """The ConfigMap that holds `run_config.json` of run `name`."""
     return f"{PREFIX}-{name}-config"

@@ -31,7 +31,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from aiperf.kube.client import KubeClusterError, KubeError, api_status
-from aiperf.kube.names import CONTROLLER_JOB, PREFIX, config_map_name, jobset_name
+from aiperf.kube.names import CONTROLLER_JOB, PREFIX, config_map_name, curve_secret_name, jobset_name
 from aiperf.kube.settings import INSTANCE_LABEL, NAME_LABEL
 
 Obj = dict[str, Any]
@@ -417,8 +417,8 @@ async def cancel(api: ApiClient, name: str, namespace: str) -> JobState:
 
 
 async def delete(api: ApiClient, name: str, namespace: str, *, uid: str | None = None) -> list[str]:
-    """Delete run `name`'s JobSet (its pods and service go with it), ConfigMap, RoleBinding and
-    Role, with propagationPolicy Foreground. Objects already gone are skipped. Returns what was
+    """Delete run `name`'s JobSet (its pods and service go with it), ConfigMap, CURVE key
+    Secret, RoleBinding and Role, with propagationPolicy Foreground. Objects already gone are skipped. Returns what was
     deleted, as `kind/name`; an empty list means nothing of the run was there.
 
     Every delete is fenced on the UID read just before (`preconditions.uid`): an object replaced
@@ -431,6 +431,7 @@ async def delete(api: ApiClient, name: str, namespace: str, *, uid: str | None =
                                    "a new run with the same name; nothing deleted")
     targets = [("JobSet", JOBSET_API_VERSION, JOBSETS, jobset_name(name)),
                ("ConfigMap", "v1", "configmaps", config_map_name(name)),
+               ("Secret", "v1", "secrets", curve_secret_name(name)),
                ("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings", jobset_name(name)),
                ("Role", "rbac.authorization.k8s.io/v1", "roles", jobset_name(name))]
     deleted: list[str] = []
