@@ -7,13 +7,16 @@ answers every `Credit` with a `CreditReturn` on the PUSH, and exits on `CancelCr
     (a) throughput: `--credits` credits with `--window` in flight, credits/s
     (b) latency: `--samples` round trips with one credit in flight, p50/p99 in microseconds
 
-Both loops run once per variant: ``ours`` (RouterSocket/DealerSocket/PushSocket/PullSocket)
-and ``raw`` (zmq.asyncio sockets with the same options, the same msgspec encode/decode of the
-same messages, the same IPC transport and process layout). Variants alternate over
-`--repeats` rounds; the table shows the median of the rounds and the ratio ours/raw.
+Both loops run once per variant: ``ours`` (RouterSocket/DealerSocket/PushSocket/PullSocket),
+``curve`` (the same wrappers in a context secured with a fresh CURVE key pair and its ZAP
+handler, as every run in Kubernetes) and ``raw`` (zmq.asyncio sockets with the same options,
+the same msgspec encode/decode of the same messages, the same transport and process layout).
+Variants rotate over `--repeats` rounds; the table shows the median of the rounds and the
+ratios ours/raw and curve/ours (the cost of CURVE). `--transport tcp` runs over 127.0.0.1
+(what crosses pods in a cluster) instead of IPC.
 
     PYTHONPATH=libs/messages:libs/comms .venv/bin/python scripts/bench/comms/bench_credit_path.py \
-        [--credits 20000] [--window 64] [--samples 2000] [--repeats 3]
+        [--credits 20000] [--window 64] [--samples 2000] [--repeats 3] [--transport ipc|tcp]
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import functools
 import multiprocessing as mp
 import shutil
+import socket
 import statistics
 import tempfile
 import time
@@ -33,7 +37,7 @@ import msgspec
 import zmq
 import zmq.asyncio
 
-from aiperf.comms import DealerSocket, PullSocket, PushSocket, RouterSocket
+from aiperf.comms import CurveKeys, DealerSocket, PullSocket, PushSocket, RouterSocket, zmq_context
 from aiperf.comms.sockets import DEFAULT_HWM
 from aiperf.messages import (
     CancelCredits,
@@ -48,7 +52,7 @@ from aiperf.messages import (
 )
 
 WORKER = "w0"
-VARIANTS = ("ours", "raw")
+VARIANTS = ("ours", "curve", "raw")
 
 SendCredit = Callable[[Credit], Awaitable[None]]
 RecvReturn = Callable[[], Awaitable[object]]
@@ -62,6 +66,17 @@ class Endpoints:
     @classmethod
     def under(cls, ipc_dir: str) -> Endpoints:
         return cls(credits=f"ipc://{ipc_dir}/credits.ipc", returns=f"ipc://{ipc_dir}/returns.ipc")
+
+    @classmethod
+    def loopback(cls) -> Endpoints:
+        return cls(credits=f"tcp://127.0.0.1:{_free_port()}", returns=f"tcp://127.0.0.1:{_free_port()}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 @dataclass(frozen=True)
@@ -79,9 +94,8 @@ def _credit(num: int) -> Credit:
 # --- worker process -------------------------------------------------------------------------
 
 
-async def _worker_ours(ep: Endpoints) -> None:
-    ctx = zmq.asyncio.Context()
-    try:
+async def _worker_ours(ep: Endpoints, keys: CurveKeys | None = None) -> None:
+    with zmq_context(keys, linger_ms=1_000) as ctx:
         async with (DealerSocket[CreditChannel](ctx, identity=WORKER, decode=CreditChannel,
                                                 channel="credits", connect=[ep.credits]) as dealer,
                     PushSocket(ctx, channel="credit_returns", connect=[ep.returns],
@@ -94,8 +108,6 @@ async def _worker_ours(ep: Endpoints) -> None:
                     await push.send(CreditReturn.of(msg, worker_id=WORKER))
                 elif isinstance(msg, CancelCredits):
                     return
-    finally:
-        ctx.destroy(linger=1_000)
 
 
 async def _worker_raw(ep: Endpoints) -> None:
@@ -125,8 +137,11 @@ async def _worker_raw(ep: Endpoints) -> None:
         ctx.term()
 
 
-def _worker_main(variant: str, ep: Endpoints) -> None:
-    anyio.run(_worker_ours if variant == "ours" else _worker_raw, ep)
+def _worker_main(variant: str, ep: Endpoints, keys: CurveKeys | None) -> None:
+    if variant == "raw":
+        anyio.run(_worker_raw, ep)
+    else:
+        anyio.run(_worker_ours, ep, keys)
 
 
 # --- timing manager (this process) ----------------------------------------------------------
@@ -161,10 +176,9 @@ async def _measure(send: SendCredit, recv: RecvReturn, *, credits: int, window: 
     return throughput, rtts[len(rtts) // 2] / 1e3, rtts[min(len(rtts) - 1, len(rtts) * 99 // 100)] / 1e3
 
 
-async def _manager_ours(ep: Endpoints, worker: mp.process.BaseProcess,
+async def _manager_ours(ep: Endpoints, worker: mp.process.BaseProcess, keys: CurveKeys | None = None,
                         **loops: int) -> tuple[float, float, float]:
-    ctx = zmq.asyncio.Context()
-    try:
+    with zmq_context(keys) as ctx:
         async with (RouterSocket[TimePing](ctx, decode=CreditUpstream, channel="credits",
                                            bind=[ep.credits]) as router,
                     PullSocket[CreditReturnChannel](ctx, decode=CreditReturnChannel,
@@ -177,8 +191,6 @@ async def _manager_ours(ep: Endpoints, worker: mp.process.BaseProcess,
             result = await _measure(functools.partial(router.send, peer), pull.recv, **loops)
             await router.send(peer, CancelCredits(phase=Phase.PROFILING))
             return result
-    finally:
-        ctx.destroy(linger=0)
 
 
 async def _manager_raw(ep: Endpoints, worker: mp.process.BaseProcess,
@@ -217,15 +229,21 @@ async def _manager_raw(ep: Endpoints, worker: mp.process.BaseProcess,
         ctx.term()
 
 
-def run_variant(variant: str, *, credits: int, window: int, samples: int, warmup: int) -> Result:
-    """One round of both loops for `variant`, with a fresh worker process and IPC directory."""
+def run_variant(variant: str, *, credits: int, window: int, samples: int, warmup: int,
+                transport: str = "ipc") -> Result:
+    """One round of both loops for `variant`, with a fresh worker process, IPC directory and
+    (for ``curve``) key pair."""
     ipc_dir = tempfile.mkdtemp(prefix="aibench-", dir="/tmp")
-    ep = Endpoints.under(ipc_dir)
-    worker = mp.get_context("spawn").Process(target=_worker_main, args=(variant, ep))
-    manager = _manager_ours if variant == "ours" else _manager_raw
+    ep = Endpoints.under(ipc_dir) if transport == "ipc" else Endpoints.loopback()
+    keys = CurveKeys.generate() if variant == "curve" else None
+    worker = mp.get_context("spawn").Process(target=_worker_main, args=(variant, ep, keys))
+    loops = {"credits": credits, "window": window, "samples": samples, "warmup": warmup}
     try:
-        throughput, p50, p99 = anyio.run(functools.partial(
-            manager, ep, worker, credits=credits, window=window, samples=samples, warmup=warmup))
+        if variant == "raw":
+            run = functools.partial(_manager_raw, ep, worker, **loops)
+        else:
+            run = functools.partial(_manager_ours, ep, worker, keys, **loops)
+        throughput, p50, p99 = anyio.run(run)
         worker.join(timeout=30)
         if worker.exitcode != 0:
             raise RuntimeError(f"{variant} worker exited with {worker.exitcode}")
@@ -244,27 +262,31 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=2_000, help="round trips (latency loop)")
     parser.add_argument("--warmup", type=int, default=1_000, help="credits before measuring")
     parser.add_argument("--repeats", type=int, default=3, help="rounds per variant (median shown)")
+    parser.add_argument("--transport", choices=("ipc", "tcp"), default="ipc",
+                        help="ipc (same pod) or tcp on 127.0.0.1 (across pods)")
     args = parser.parse_args()
 
     rounds: dict[str, list[Result]] = {v: [] for v in VARIANTS}
     for i in range(args.repeats):
-        for variant in VARIANTS if i % 2 == 0 else VARIANTS[::-1]:
+        for variant in VARIANTS[i % len(VARIANTS):] + VARIANTS[:i % len(VARIANTS)]:
             rounds[variant].append(run_variant(variant, credits=args.credits, window=args.window,
-                                               samples=args.samples, warmup=args.warmup))
+                                               samples=args.samples, warmup=args.warmup,
+                                               transport=args.transport))
     median = {v: Result(v, statistics.median(r.throughput for r in rs),
                         statistics.median(r.p50_us for r in rs),
                         statistics.median(r.p99_us for r in rs)) for v, rs in rounds.items()}
 
-    print(f"credit path over ipc: {args.credits} credits, window {args.window}; "
+    print(f"credit path over {args.transport}: {args.credits} credits, window {args.window}; "
           f"{args.samples} round trips at 1 in flight; median of {args.repeats} rounds")
     print(f"{'variant':<10}{'credits/s':>12}{'p50 us':>10}{'p99 us':>10}   rounds (credits/s)")
     for v in VARIANTS:
         r = median[v]
         each = " ".join(f"{x.throughput:,.0f}" for x in rounds[v])
         print(f"{v:<10}{r.throughput:>12,.0f}{r.p50_us:>10.1f}{r.p99_us:>10.1f}   {each}")
-    ours, raw = median["ours"], median["raw"]
-    print(f"{'ours/raw':<10}{ours.throughput / raw.throughput:>12.2f}"
-          f"{ours.p50_us / raw.p50_us:>10.2f}{ours.p99_us / raw.p99_us:>10.2f}")
+    ours, raw, curve = median["ours"], median["raw"], median["curve"]
+    for label, a, b in (("ours/raw", ours, raw), ("curve/ours", curve, ours)):
+        print(f"{label:<10}{a.throughput / b.throughput:>12.2f}"
+              f"{a.p50_us / b.p50_us:>10.2f}{a.p99_us / b.p99_us:>10.2f}")
 
 
 if __name__ == "__main__":
