@@ -44,8 +44,8 @@ import yaml
 
 from aiperf.cli.benchmark_flags import build_benchmark
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
-from aiperf.config import CommsOptions, RunConfig, RuntimeOptions
 from aiperf.comms import CurveKeys
+from aiperf.config import CommsOptions, RunConfig, RuntimeOptions
 from aiperf.kube import KubeSettings, build_all, curve_secret_name, jobset_name, with_curve_keys
 from aiperf.kube.containers import ARTIFACTS_VOLUME, JOB_INDEX_ANNOTATION
 from aiperf.kube.names import pod_hostname

@@ -43,10 +43,10 @@ from aiperf.kube import (
     KubeConfigError,
     KubeSettings,
     build_all,
-    with_curve_keys,
     ops,
     secret_values_from_env,
     to_yaml,
+    with_curve_keys,
 )
 from aiperf.kube.client import (
     KubeClusterError,

@@ -8,7 +8,7 @@ import base64
 from pathlib import Path
 
 from aiperf.comms import CurveKeys
-from aiperf.kube import KubeSettings, build_all, cluster_run_config, to_yaml, with_curve_keys
+from aiperf.kube import build_all, cluster_run_config, to_yaml, with_curve_keys
 from aiperf.kube.config_map import CURVE_DIR
 
 

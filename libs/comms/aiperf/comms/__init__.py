@@ -5,7 +5,6 @@ Imports `aiperf.messages` only among first-party packages.
 
 from aiperf.comms.addressing import CONTROLLER_HOST_ENV, Addressing, Channel
 from aiperf.comms.codec import BadMessage, Codec
-from aiperf.comms.probe import probe_return_channel
 from aiperf.comms.curve import (
     CURVE_KEYS_DIR_ENV,
     CurveKeys,
@@ -14,6 +13,7 @@ from aiperf.comms.curve import (
     load_curve,
     zmq_context,
 )
+from aiperf.comms.probe import probe_return_channel
 from aiperf.comms.pubsub import EventBusProxy, Publisher, Subscriber
 from aiperf.comms.requests import AskTimeout, PendingReplies
 from aiperf.comms.sockets import (

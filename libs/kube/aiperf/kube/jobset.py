@@ -26,7 +26,6 @@ from typing import Any
 from aiperf.config import RunConfig
 from aiperf.config.catalog import Placement, Scale, in_pod
 from aiperf.kube.config_map import require_secrets
-from aiperf.kube.curve_secret import curve_volume
 from aiperf.kube.containers import (
     ARTIFACTS_VOLUME,
     CONFIG_VOLUME,
@@ -36,6 +35,7 @@ from aiperf.kube.containers import (
     container,
     job_index_env,
 )
+from aiperf.kube.curve_secret import curve_volume
 from aiperf.kube.metadata import labels, object_meta
 from aiperf.kube.names import (
     CONTROLLER_JOB,

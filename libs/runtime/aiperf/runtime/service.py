@@ -19,8 +19,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import structlog
-import zmq.asyncio
 from anyio.abc import TaskStatus
+from zmq.asyncio import Context as ZmqContext
 
 from aiperf.comms import Addressing, Channel, DealerSocket, load_curve, zmq_context
 from aiperf.config import RunConfig
@@ -58,7 +58,7 @@ class ServiceContext:
     service_type: ServiceType
     service_id: str
     group_id: str
-    zmq: zmq.asyncio.Context
+    zmq: ZmqContext
     addressing: Addressing
     extra: dict[str, Any] = field(default_factory=dict)
 
