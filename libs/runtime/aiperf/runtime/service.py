@@ -100,7 +100,12 @@ class _Runner:
 
     async def serve(self) -> int:
         addressing = addressing_of(self.config)
-        with zmq_context(load_curve(self.config.comms.curve_keys_dir), linger_ms=2_000) as ctx:
+        try:
+            curve = load_curve(self.config.comms.curve_keys_dir)
+        except (OSError, ValueError) as exc:  # the key Secret was not filled or not mounted
+            log.error("service.curve_keys_unreadable", error=str(exc))
+            return EXIT_USER_ERROR
+        with zmq_context(curve, linger_ms=2_000) as ctx:
             async with AsyncExitStack() as stack:
                 dealer = await stack.enter_async_context(DealerSocket[ToService](
                     ctx, identity=self.service_id, decode=ToService, channel="control",
