@@ -18,7 +18,7 @@ from aiperf.kube.jobset import CONTROLLER_SERVICES, build_jobset
 from aiperf.kube.layout import WorkerLayout
 from aiperf.kube.manifests import build_all, check_no_secrets, secret_values_from_env, to_yaml
 from aiperf.kube.names import config_map_name, controller_host, image, jobset_name
-from aiperf.kube.rbac import RULES, build_role, build_role_binding
+from aiperf.kube.rbac import RULES, build_role, build_role_binding, build_service_account
 from aiperf.kube.settings import (
     DEFAULT_RESOURCES,
     ContainerResources,
@@ -30,7 +30,7 @@ from aiperf.kube.settings import (
 __all__ = [
     "CONFIG_KEY", "CONFIG_PATH", "CONTROLLER_SERVICES", "DEFAULT_RESOURCES", "RULES", "ContainerResources",
     "KubeConfigError", "KubeSettings", "SecretRef", "WorkerLayout", "build_all", "build_config_map",
-    "build_jobset", "build_role", "build_role_binding", "check_no_secrets", "cluster_run_config",
+    "build_jobset", "build_role", "build_role_binding", "build_service_account", "check_no_secrets", "cluster_run_config",
     "config_map_name", "controller_host", "image", "jobset_name", "require_secrets", "run_config_json",
     "secret_values_from_env", "to_yaml",
 ]

@@ -20,6 +20,7 @@ from aiperf.kube.names import (
     WORKERS_LAST_JOB,
     is_dns1123_label,
     is_dns1123_subdomain,
+    jobset_name,
     is_env_name,
     is_secret_key,
     jobset_name,
@@ -101,8 +102,9 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
     every container; `api_key_secret` and `headers_secret` (`secret/key`) feed `AIPERF_API_KEY`
     and `AIPERF_HEADERS_JSON` into worker containers only (those two may also be given through
     `env_from_secrets`, with the same effect). `require_api_key` says the run authenticates with
-    an API key, so generation fails without a Secret for it. `service_account` None uses the
-    namespace's `default` account.
+    an API key, so generation fails without a Secret for it. `service_account` None gives the
+    run its own ServiceAccount `aiperf-<name>` (created and deleted with the run); a name uses
+    that existing account instead.
     """
 
     name: str
@@ -146,8 +148,9 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def service_account_name(self) -> str:
-        """The ServiceAccount the pods run as and the RoleBinding binds."""
-        return self.service_account or "default"
+        """The ServiceAccount the pods run as and the RoleBinding binds: the run's own
+        (`aiperf-<name>`) unless `service_account` names one."""
+        return self.service_account or jobset_name(self.name)
 
     def resources_for(self, service_type: ServiceType) -> ContainerResources:
         """Resources of a container running `service_type`."""
