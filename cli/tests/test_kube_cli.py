@@ -50,7 +50,7 @@ def add_controller_pod(kube: FakeKube, name: str = "demo") -> str:
         "jobset.sigs.k8s.io/jobset-name": f"aiperf-{name}",
         "jobset.sigs.k8s.io/replicatedjob-name": "controller"}},
         "spec": {"containers": [{"name": "system-controller", "image": "x"}, {"name": "api", "image": "x"}]}})
-    kube.set_status("v1", "Pod", NS, pod, {"phase": "Running"})
+    kube.run_pod(NS, pod)  # scheduled, with a pod IP, both containers running
     return pod
 
 
@@ -292,7 +292,7 @@ async def test_delete_removes_the_four_objects(aiperf: Run, kube: FakeKube) -> N
     assert [r.path for r in kube.requests_for("DELETE")] == [
         f"{JS_PATH}/aiperf-demo", f"/api/v1/namespaces/{NS}/configmaps/aiperf-demo-config",
         f"{RBAC_PATH}/rolebindings/aiperf-demo", f"{RBAC_PATH}/roles/aiperf-demo"]
-    assert [k for k, _ in kube.store.all_objects() if k[1] != "namespaces"] == []
+    assert [k for k, _ in kube.store.all_objects() if k[1] not in ("namespaces", "customresourcedefinitions")] == []
     again = await aiperf("kube", "delete", "demo", *kube_args(kube))
     assert again.code == 2 and again.err.startswith("error: no run demo in namespace bench")
 
@@ -381,7 +381,7 @@ async def test_preflight_reports_each_failure(aiperf: Run, kube: FakeKube) -> No
     absent = await aiperf("kube", "preflight", "--kubeconfig", kube.kubeconfig_path, "-n", "absent")
     assert absent.code == 1
     assert "FAIL  namespace absent: namespace absent does not exist" in absent.out
-    del kube._kinds[("jobset.x-k8s.io", "v1alpha2", "jobsets")]  # a cluster without JobSet
+    kube.delete_crd("jobsets.jobset.x-k8s.io")  # a cluster without JobSet
     no_jobset = await aiperf("kube", "preflight", *kube_args(kube))
     assert no_jobset.code == 1
     assert "FAIL  JobSet API: jobset.x-k8s.io/v1alpha2 not installed; install JobSet first" in no_jobset.out

@@ -307,7 +307,7 @@ async def test_delete_removes_the_run_objects_foreground_and_skips_missing_ones(
         "/apis/rbac.authorization.k8s.io/v1/namespaces/bench/roles/aiperf-demo"]
     assert all(r.body == {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground"}
                for r in requests)
-    assert [k for k, _ in kube.store.all_objects() if k[1] != "namespaces"] == []
+    assert [k for k, _ in kube.store.all_objects() if k[1] not in ("namespaces", "customresourcedefinitions")] == []
     assert await ops.delete(api, "demo", NS) == []
 
 
@@ -317,7 +317,9 @@ def add_pod(kube: FakeKube, name: str, job: str, phase: str = "Running", contain
     kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": {
         "jobset.sigs.k8s.io/jobset-name": "aiperf-demo", "jobset.sigs.k8s.io/replicatedjob-name": job}},
         "spec": {"containers": [{"name": f"c{i}", "image": "x"} for i in range(containers)]}})
-    kube.set_status("v1", "Pod", NS, name, {"phase": phase})
+    kube.run_pod(NS, name)  # scheduled, with a pod IP, every container running
+    if phase == "Failed":
+        kube.terminate_pod(NS, name, {"c0": 1})
 
 
 async def test_pod_logs(kube: FakeKube, api: ApiClient) -> None:

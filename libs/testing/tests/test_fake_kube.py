@@ -340,6 +340,7 @@ async def test_pod_logs(kube: FakeKube, api: ApiClient) -> None:
     core = CoreV1Api(api)
     await core.create_namespaced_pod("bench", {"metadata": {"name": "p"}, "spec": {"containers": [
         {"name": "a", "image": "x"}, {"name": "b", "image": "x"}]}})
+    kube.run_pod("bench", "p")
     kube.set_pod_log("bench", "p", "one\ntwo\nthree\n", container="a")
     assert await core.read_namespaced_pod_log("p", "bench", container="a") == "one\ntwo\nthree\n"
     assert await core.read_namespaced_pod_log("p", "bench", container="a", tail_lines=2) == "two\nthree\n"
@@ -355,10 +356,17 @@ async def test_pod_logs(kube: FakeKube, api: ApiClient) -> None:
 
 async def test_pod_proxy_reaches_a_registered_handler(kube: FakeKube, api: ApiClient) -> None:
     core = CoreV1Api(api)
-    await core.create_namespaced_pod("bench", {"metadata": {"name": "p"}, "spec": {"containers": []}})
-    with pytest.raises(ApiException) as exc:
+    await core.create_namespaced_pod("bench", {"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "api", "image": "x", "ports": [{"containerPort": 9090}]}]}})
+    with pytest.raises(ApiException) as exc:  # no pod IP yet
+        await core.connect_get_namespaced_pod_proxy_with_path("p:9090", "bench", "api/x")
+    assert (exc.value.status, status_of(exc)["message"]) == (400, "address not allowed")
+    pod = kube.run_pod("bench", "p")
+    with pytest.raises(ApiException) as exc:  # nothing listens on the port
         await core.connect_get_namespaced_pod_proxy_with_path("p:9090", "bench", "api/x")
     assert exc.value.status == 503
+    assert status_of(exc)["message"] == (f"error trying to reach service: dial tcp {pod['status']['podIP']}:9090: "
+                                         "connect: connection refused")
 
     async def handler(request: web.Request, path: str) -> web.Response:
         return web.Response(text=f"{request.method} {path} {request.query.get('q')}")
@@ -390,29 +398,6 @@ async def test_request_log_records_method_path_content_type_and_body(kube: FakeK
     assert (patch.method, patch.path, patch.content_type, patch.body) == (
         "PATCH", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/bench/jobsets/j", "application/json-patch+json",
         ops)
-
-
-async def test_discovery_and_generic_kinds(kube: FakeKube, api: ApiClient) -> None:
-    version = await VersionApi(api).get_code()
-    assert version.major == "1"
-    groups = await ApisApi(api).get_api_versions()
-    assert "jobset.x-k8s.io" in [g.name for g in groups.groups]
-    custom = CustomObjectsApi(api)
-    widget = await custom.create_namespaced_custom_object(
-        "example.com", "v1", "bench", "widgets", {"apiVersion": "example.com/v1", "kind": "Widget",
-                                                   "metadata": {"name": "w"}, "spec": {"size": 1}})
-    assert widget["metadata"]["uid"]
-    crd = await custom.create_cluster_custom_object(
-        "apiextensions.k8s.io", "v1", "customresourcedefinitions",
-        {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-         "metadata": {"name": "widgets.example.com"}, "spec": {}})
-    assert "namespace" not in crd["metadata"]
-    got = await custom.get_cluster_custom_object("apiextensions.k8s.io", "v1", "customresourcedefinitions",
-                                                 "widgets.example.com")
-    assert got["metadata"]["uid"] == crd["metadata"]["uid"]
-    resources = await api.call_api("/apis/example.com/v1", "GET", auth_settings=["BearerToken"],
-                                   response_types_map={200: "object"}, _return_http_data_only=True)
-    assert resources["groupVersion"] == "example.com/v1"
 
 
 async def test_test_helpers_write_through_the_store(kube: FakeKube, api: ApiClient) -> None:

@@ -27,7 +27,7 @@ def test_json_patch_ops(ops: list[dict[str, Any]], expected: Any) -> None:
 
 @pytest.mark.parametrize("ops", [
     [{"op": "test", "path": "/a/e~1f", "value": 1}],  # true is not 1
-    [{"op": "test", "path": "/missing", "value": None}],
+    [{"op": "test", "path": "/missing", "value": 1}],
     [{"op": "remove", "path": "/missing"}],
     [{"op": "replace", "path": "/a/b/3", "value": 0}],
     [{"op": "add", "path": "/x/y", "value": 0}],
@@ -62,3 +62,12 @@ def test_merge_patch_merges_objects_removes_nulls_and_replaces_lists() -> None:
 def test_json_equal_is_json_not_python_equality() -> None:
     assert json_equal({"a": [1, 2.0]}, {"a": [1.0, 2]})
     assert not json_equal(True, 1) and not json_equal(0, False) and not json_equal("1", 1)
+
+
+def test_a_null_test_of_a_missing_path_passes_like_the_real_server() -> None:
+    assert json_patch(DOC, [{"op": "test", "path": "/missing", "value": None}]) == DOC
+    assert json_patch(DOC, [{"op": "test", "path": "/a/missing", "value": None}]) == DOC
+    with pytest.raises(PatchError):  # a missing parent is still a failure
+        json_patch(DOC, [{"op": "test", "path": "/x/y", "value": None}])
+    with pytest.raises(PatchError):
+        json_patch(DOC, [{"op": "test", "path": "/n", "value": None}])

@@ -5,60 +5,85 @@
         ...
         assert kube.requests_for("PATCH")[0].content_type == "application/json-patch+json"
 
-What it honours (see `fake_kube_store.Store` for the write rules):
+It is strict where our code depends on it, and tested against kubernetes_asyncio and kopf
+(libs/testing/tests/test_fake_kube*.py). What it honours:
 
-- Namespaced and cluster-scoped objects under `/api/v1` and `/apis/GROUP/VERSION`, for the
-  built-in kinds of `BUILTIN_KINDS` and any other group/version/plural (a custom resource with a
-  status subresource); `register_kind` names a custom kind properly.
-- POST (uid, resourceVersion, creationTimestamp, generation; 409 AlreadyExists; 404 when the
-  namespace was never created), GET, LIST (labelSelector, fieldSelector on metadata.name and
-  metadata.namespace), PUT (409 on a stale resourceVersion), PATCH (JSON Patch with `test`,
-  422 when an op fails; merge patch; strategic merge patch as a merge patch on built-in kinds,
-  415 on custom ones), DELETE (uid/resourceVersion preconditions, finalizers, ownerReference
-  and namespace cascade), the `status` subresource, WATCH (`?watch=true`, JSON lines from a
-  resourceVersion, 410 after `compact()`).
-- `pods/log` (text set with `set_pod_log`) and `pods/proxy` (handlers set with
-  `register_proxy`; 503 like an unreachable pod when none is registered).
-- Errors are `Status` objects with the real reason, code and message texts.
-- `requests`: every request, in order, with method, path, query, content type and body.
+- Kinds: the built-ins of `fake_kube_kinds.BUILTIN_KINDS`, and every served version of each
+  CustomResourceDefinition in the store (created through the API or `install_crd`; a JobSet CRD
+  is installed unless `jobset=False`). A resource with no CRD is 404. Discovery (`/api`,
+  `/apis`, `/apis/G`, `/apis/G/V`, aggregated `apidiscovery.k8s.io/v2`) follows the CRDs.
+- Writes (`fake_kube_store`): uid, resourceVersion, generation, creationTimestamp; 409
+  AlreadyExists (also while a same-name object is still being deleted), stale updates, failed
+  delete preconditions; the body against the URL (400); names, labels, annotations, finalizers,
+  owner references (422); server-side defaults of Pods, Services, Jobs, Secrets, Namespaces;
+  immutable Pod and Job fields; empty metadata maps dropped; `dryRun=All` persists nothing;
+  custom resources pruned, defaulted and validated against the CRD schema and its CEL rules
+  (`fake_kube_schema`), unknown fields as `Warning` headers or, with `fieldValidation=Strict`, 400.
+- PATCH: JSON Patch with `test` (a `null` test of a missing path passes), merge patch,
+  strategic merge patch on built-in kinds with patch merge keys and directives (`fake_kube_smp`).
+- Deletion and garbage collection (`fake_kube_gc`): deletionTimestamp and finalizers,
+  Foreground (`foregroundDeletion`, `blockOwnerDeletion`), Background, Orphan, a dependent with
+  another live owner survives, graceful pod deletion, Terminating namespaces, CRD cleanup. The
+  collector runs asynchronously after each write (`gc="auto"`), or when the test calls
+  `collect_garbage()` (`gc="manual"`).
+- LIST with label/field selectors and `limit`/`continue` pages (410 on an expired token); WATCH
+  from a resourceVersion over a bounded history (410 when older: `history_limit`, `compact()`),
+  selector transitions as ADDED/DELETED, BOOKMARKs when allowed (`send_bookmarks()` and every
+  `bookmark_interval`), `sendInitialEvents`.
+- Subresources: status, scale, pods/log and pods/proxy (`fake_kube_pods`), namespaces/finalize,
+  pods/binding, serviceaccounts/token. events.k8s.io/v1 Events share storage with core/v1 ones.
+- Optional authentication and RBAC (`rbac=True`, `fake_kube_rbac`): 401 without a known bearer
+  token, 403 with the real Status text when no Role/ClusterRole binding allows the request.
+- Errors are `Status` objects with the real reason, code and message texts; `requests` records
+  every request (method, path, query, content type, body).
 
-Limits: no admission, schema validation, defaulting beyond a few fields, or field managers;
-one version per group is served; the garbage collector runs synchronously inside the delete
-(Foreground and Background behave alike); log `follow` returns what is stored and ends;
-no authentication (any credentials are accepted).
+What it does not model (see each module for details): admission webhooks (JobSet's included)
+and admission plugins besides the defaults above (no ServiceAccount token volume, no
+LimitRanger or ResourceQuota), OpenAPI validation of built-in kinds beyond the fields named above
+(`fieldValidation=Strict` only for custom resources), server-side apply and managedFields, CRD
+conversion webhooks (versions convert by rewriting apiVersion only), consistent snapshots for
+list pages, a watch cache's resourceVersion semantics for `resourceVersionMatch` other than
+NotOlderThan, CEL's Kubernetes extension libraries and cost limits, aggregated ClusterRoles and
+RBAC escalation checks, pod controllers (a JobSet or Job creates no pods by itself: the test plays
+those controllers), node, scheduler and kubelet beyond the helpers (`run_pod`, `terminate_pod`,
+`finish_pod`), exec/attach/port-forward, and field selectors other than metadata.name/namespace.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import anyio
 from aiohttp import web
 
-from aiperf.testing.fake_kube_store import (
-    BUILTIN_KINDS,
-    NAMESPACES,
-    ApiError,
-    KindInfo,
-    Obj,
-    Selector,
-    Store,
-    Watcher,
-    WatchEvent,
-)
+from aiperf.testing.fake_kube_api import ApiError, KindInfo, Obj, WriteOptions
+from aiperf.testing.fake_kube_gc import GarbageCollector
+from aiperf.testing.fake_kube_kinds import CRDS, JOBSET_CRD, NAMESPACES, PODS
+from aiperf.testing.fake_kube_pods import PodRuntime, ProxyHandler
+from aiperf.testing.fake_kube_rbac import ADMIN, Attributes, Authenticator, Authorizer, User, verb_of
+from aiperf.testing.fake_kube_select import BOOKMARK, Selector, Watcher
+from aiperf.testing.fake_kube_store import Store, present
 
-ProxyHandler = Callable[[web.Request, str], Awaitable[web.StreamResponse]]
-"""Answers one request proxied to a pod: gets the request and the path after `/proxy`."""
+__all__ = ["ApiError", "FakeKube", "KindInfo", "ProxyHandler", "RecordedRequest", "User"]
 
-__all__ = ["ApiError", "FakeKube", "KindInfo", "ProxyHandler", "RecordedRequest"]
+_AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+_CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new "
+    "list without the continue parameter, or use the continue token in this response to retrieve the "
+    "remainder of the results. Continuing with the provided token results in an inconsistent list - objects "
+    "that were created, modified, or deleted between the time the first chunk was returned and now may show "
+    "up in the list.")
 
 
 @dataclass(frozen=True)
@@ -87,23 +112,38 @@ class FakeKube:
     """The fake API server; an async context manager that serves while entered.
 
     `namespaces` exist from the start; `context`/`default_namespace` shape the kubeconfig
-    written to `kubeconfig_path` (server `url`, no credentials).
+    written to `kubeconfig_path` (server `url`; with `rbac`, the admin token). `jobset`: install
+    the JobSet CRD. `gc`: "auto" (a background task finishes deletions after each write) or
+    "manual" (only `collect_garbage()` does). `history_limit`: watch events kept.
+    `bookmark_interval`: seconds between BOOKMARKs on watches that allow them.
     """
 
     def __init__(self, *, namespaces: Iterable[str] = (), context: str = "fake",
-                 default_namespace: str | None = None, shutdown_timeout: float = 2.0) -> None:
-        self.store = Store()
+                 default_namespace: str | None = None, shutdown_timeout: float = 2.0, jobset: bool = True,
+                 rbac: bool = False, gc: str = "auto", history_limit: int = 10_000,
+                 bookmark_interval: float = 60.0) -> None:
+        if gc not in ("auto", "manual"):
+            raise ValueError(f"gc must be 'auto' or 'manual', not {gc!r}")
+        self.store = Store(history_limit=history_limit)
+        self.gc = GarbageCollector(self.store)
+        self.pods = PodRuntime(self.store)
         self.requests: list[RecordedRequest] = []
-        self._kinds: dict[tuple[str, str, str], KindInfo] = {
-            (k.group, k.version, k.plural): k for k in BUILTIN_KINDS}
-        self._logs: dict[tuple[str, str, str | None], str] = {}
-        self._proxies: dict[tuple[str, str, str | None], ProxyHandler] = {}
+        self.rbac = rbac
+        self.authenticator = Authenticator(self.store)
+        self.authorizer = Authorizer(self.store)
+        self.admin_token = "admin-" + uuid.uuid4().hex
+        self.authenticator.add_token(self.admin_token, ADMIN)
+        self._gc_mode, self._bookmark_interval = gc, bookmark_interval
+        self._wake, self._changed = asyncio.Event(), asyncio.Event()
+        self._gc_task: asyncio.Task[None] | None = None
         self._context, self._default_namespace = context, default_namespace
         self._shutdown_timeout = shutdown_timeout
         self._runner: web.AppRunner | None = None
         self._tmp: Path | None = None
         self.url = ""
         self.kubeconfig_path = ""
+        if jobset:
+            self.install_crd(JOBSET_CRD)
         for ns in namespaces:
             self.add_namespace(ns)
 
@@ -120,12 +160,24 @@ class FakeKube:
         self.url = f"http://{host}:{port}"
         self._tmp = Path(tempfile.mkdtemp(prefix="fake-kube-"))
         self.kubeconfig_path = str(self.write_kubeconfig(self._tmp / "kubeconfig"))
+        self._wake, self._changed = asyncio.Event(), asyncio.Event()
+        self.store.changed = self._on_change
+        if self._gc_mode == "auto":
+            self._gc_task = asyncio.get_running_loop().create_task(self._collect_forever())
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
+        self.pods.closing = True
+        self.pods.notify()
         for watcher in list(self.store.watchers):
             watcher.queue.put_nowait(None)
+        if self._gc_task is not None:
+            self._gc_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._gc_task
+            self._gc_task = None
+        self.store.changed = lambda: None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -133,18 +185,42 @@ class FakeKube:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
+    def _on_change(self) -> None:
+        self._wake.set()
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_until(self, predicate: Callable[[], object], timeout: float = 10.0) -> None:
+        """Return once `predicate()` is true, checking after every committed change; raise
+        TimeoutError after `timeout` seconds (real time)."""
+        with anyio.fail_after(timeout):
+            while not predicate():
+                changed = self._changed
+                with contextlib.suppress(TimeoutError):  # time-based transitions: recheck now and then
+                    await asyncio.wait_for(changed.wait(), 0.5)
+
+    async def _collect_forever(self) -> None:
+        """The garbage collector's loop: run after every write and at pod grace deadlines."""
+        while True:
+            self._wake.clear()
+            self.gc.run()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.gc.seconds_to_next_deadline())
+
     def write_kubeconfig(self, path: Path | str, *, context: str | None = None,
-                         namespace: str | None = None) -> Path:
-        """Write a kubeconfig for this server (context `context`, default namespace `namespace`)
-        to `path` and return it. Only valid while the server is serving."""
+                         namespace: str | None = None, token: str | None = None) -> Path:
+        """Write a kubeconfig for this server (context `context`, default namespace `namespace`,
+        bearer `token`: by default the admin token when `rbac` is on) to `path` and return it.
+        Only valid while the server is serving."""
         context = context or self._context
         ctx: dict[str, str] = {"cluster": "fake-kube", "user": "fake-kube"}
         if namespace or self._default_namespace:
             ctx["namespace"] = namespace or self._default_namespace or ""
+        token = token or (self.admin_token if self.rbac else None)
         config = {
             "apiVersion": "v1", "kind": "Config", "preferences": {},
             "clusters": [{"name": "fake-kube", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake-kube", "user": {}}],
+            "users": [{"name": "fake-kube", "user": {"token": token} if token else {}}],
             "contexts": [{"name": context, "context": ctx}],
             "current-context": context,
         }
@@ -154,42 +230,61 @@ class FakeKube:
 
     # -- test helpers --------------------------------------------------------------------------
 
+    def install_crd(self, crd: Obj) -> Obj:
+        """Create a CustomResourceDefinition (as `POST .../customresourcedefinitions` would): its
+        kinds are served at once."""
+        return self.store.create(CRDS, "", crd)
+
     def register_kind(self, api_version: str, plural: str, kind: str, *, namespaced: bool = True,
                       has_status: bool = True) -> KindInfo:
-        """Serve a custom resource under its real kind name (otherwise guessed from the plural)."""
+        """Serve a custom resource with an open schema (a CRD that preserves unknown fields)."""
         group, _, version = api_version.rpartition("/")
-        info = KindInfo(group, version, plural, kind, namespaced=namespaced, has_status=has_status,
-                        builtin=False)
-        self._kinds[(group, version, plural)] = info
-        return info
+        open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        self.install_crd({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                          "metadata": {"name": f"{plural}.{group}"},
+                          "spec": {"group": group, "scope": "Namespaced" if namespaced else "Cluster",
+                                   "names": {"plural": plural, "kind": kind},
+                                   "versions": [{"name": version, "served": True, "storage": True,
+                                                 "subresources": {"status": {}} if has_status else {},
+                                                 "schema": {"openAPIV3Schema": open_object}}]}})
+        return self.kind(api_version, kind)
+
+    def delete_crd(self, name: str) -> None:
+        """Delete CRD `name` and its custom resources now (ignoring their finalizers)."""
+        for key, _ in self.store.all_objects():
+            crd = self.store.find(CRDS, "", name)
+            if crd and key[:2] == (crd["spec"]["group"], crd["spec"]["names"]["plural"]):
+                self.store.system_remove(key)
+        self.store.system_remove(("apiextensions.k8s.io", "customresourcedefinitions", "", name))
 
     def add_namespace(self, name: str) -> Obj:
         """Create namespace `name` (as `POST /api/v1/namespaces` would)."""
         return self.store.create(NAMESPACES, "", {"metadata": {"name": name}})
 
     def kind(self, api_version: str, kind_or_plural: str) -> KindInfo:
-        """The KindInfo served for `api_version` with this kind or plural."""
-        group, _, version = api_version.rpartition("/")
-        for info in self._kinds.values():
-            if (info.group, info.version) == (group, version) and kind_or_plural in (info.kind, info.plural):
-                return info
-        return self._info(group, version, kind_or_plural.lower() + "s", namespaced=True)
+        """The KindInfo served for `api_version` with this kind or plural; KeyError if none."""
+        info = self.store.kinds.by_kind(api_version, kind_or_plural)
+        if info is None:
+            raise KeyError(f"{kind_or_plural} is not served at {api_version} (no CRD?)")
+        return info
 
     def create(self, obj: Obj) -> Obj:
-        """Create `obj` directly (its apiVersion, kind and metadata.namespace say where)."""
+        """Create `obj` through admission (its apiVersion, kind and metadata.namespace say where)."""
         info = self.kind(obj["apiVersion"], obj["kind"])
-        return self.store.create(info, obj["metadata"].get("namespace", ""), obj)
+        return present(info, self.store.create(info, obj["metadata"].get("namespace", ""), obj))
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
         """The stored object, or None."""
-        return self.store.find(self.kind(api_version, kind), namespace, name)
+        info = self.kind(api_version, kind)
+        found = self.store.find(info, namespace, name)
+        return present(info, found) if found is not None else None
 
     def set_status(self, api_version: str, kind: str, namespace: str, name: str, status: Obj) -> Obj:
         """Replace an object's status (as a controller would), emitting MODIFIED."""
         info = self.kind(api_version, kind)
-        current = self.store.get(info, namespace, name)
+        current = present(info, self.store.get(info, namespace, name))
         current["status"] = status
-        return self.store.replace(info, namespace, name, current, status=True)
+        return present(info, self.store.replace(info, namespace, name, current, status=True))
 
     def update(self, obj: Obj) -> Obj:
         """Replace `obj` unconditionally (finalizer removal, spec edits), emitting MODIFIED."""
@@ -197,19 +292,52 @@ class FakeKube:
         meta = obj["metadata"]
         current = self.store.get(info, meta.get("namespace", ""), meta["name"])
         body = {**obj, "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}}
-        return self.store.replace(info, meta.get("namespace", ""), meta["name"], body, status=False)
+        return present(info, self.store.replace(info, meta.get("namespace", ""), meta["name"], body,
+                                                status=False))
+
+    def run_pod(self, namespace: str, name: str, *, ip: str | None = None) -> Obj:
+        """Play scheduler and kubelet: the pod runs (nodeName, podIP, containers running)."""
+        return self.pods.run(namespace, name, ip=ip)
+
+    def terminate_pod(self, namespace: str, name: str, exit_codes: dict[str, int] | None = None) -> Obj:
+        """Play the kubelet: every container ends (Succeeded, or Failed on a non-zero exit code)."""
+        return self.pods.terminate(namespace, name, exit_codes)
+
+    def finish_pod(self, namespace: str, name: str) -> bool:
+        """Play the kubelet after a graceful delete: the pod's containers stopped, it goes."""
+        return self.gc.finish_pod(self.store.key(PODS, namespace, name))
 
     def set_pod_log(self, namespace: str, pod: str, text: str, container: str | None = None) -> None:
-        """What `GET .../pods/POD/log` returns for `container` (None: the pod's only container)."""
-        self._logs[(namespace, pod, container)] = text
+        """What `GET .../pods/POD/log` returns for `container` (None: any container)."""
+        self.pods.set_log(namespace, pod, text, container)
 
-    def register_proxy(self, namespace: str, pod: str, port: int | None, handler: ProxyHandler) -> None:
-        """Answer requests to `.../pods/POD[:PORT]/proxy/...` with `handler`."""
-        self._proxies[(namespace, pod, str(port) if port is not None else None)] = handler
+    def append_pod_log(self, namespace: str, pod: str, text: str, container: str | None = None) -> None:
+        """Append to a pod's log (`follow=true` readers receive it)."""
+        self.pods.append_log(namespace, pod, text, container)
+
+    def register_proxy(self, namespace: str, pod: str, port: int, handler: ProxyHandler,
+                       container: str | None = None) -> None:
+        """A process in the pod listens on `port` (in `container`, else the one declaring the
+        port, else any); `.../pods/POD:PORT/proxy/...` reaches `handler` while it runs."""
+        self.pods.register_proxy(namespace, pod, port, handler, container)
+
+    def token_for(self, namespace: str, service_account: str) -> str:
+        """A bearer token that authenticates as ServiceAccount `namespace/service_account`."""
+        token = f"sa-{namespace}-{service_account}-{uuid.uuid4().hex[:8]}"
+        self.authenticator.add_token(token, User.service_account(namespace, service_account))
+        return token
 
     def compact(self) -> None:
         """Drop the watch history: a watch from an older resourceVersion gets 410 Expired."""
         self.store.compact()
+
+    def send_bookmarks(self) -> None:
+        """Send a BOOKMARK now on every watch that allowed them."""
+        self.store.bookmark()
+
+    def collect_garbage(self) -> int:
+        """Run the garbage collector until it settles; the number of actions it took."""
+        return self.gc.run()
 
     def requests_for(self, method: str | None = None, path_prefix: str = "") -> list[RecordedRequest]:
         """The recorded requests with this method (any when None) whose path starts so."""
@@ -230,79 +358,189 @@ class FakeKube:
         self.requests.append(RecordedRequest(request.method, request.path, dict(request.query),
                                              content_type.split(";")[0].strip() if content_type else None,
                                              body))
+        options = WriteOptions(dry_run=request.query.get("dryRun") == "All",
+                               field_validation=request.query.get("fieldValidation", "Warn"))
         try:
-            return await self._dispatch(request, body, raw)
+            response = await self._dispatch(request, body, options)
         except ApiError as exc:
-            return _json(exc.status(), exc.code)
+            response = _json(exc.status(), exc.code)
+        for warning in options.warnings:
+            response.headers.add("Warning", f'299 - "{_escape(warning)}"')
+        return response
 
-    async def _dispatch(self, request: web.Request, body: Any, raw: bytes) -> web.StreamResponse:
+    async def _dispatch(self, request: web.Request, body: Any, options: WriteOptions) -> web.StreamResponse:
         segments = [s for s in request.path.split("/") if s]
-        discovery = self._discovery(segments)
+        if self.rbac:
+            user = self.authenticator.authenticate(request.headers.get("Authorization"))
+            attrs = _attributes(request, segments)
+            info = None
+            if attrs.resource is not None:
+                info = self._lookup(attrs.api_group, segments[1] if segments[0] == "api" else segments[2],
+                                    attrs.resource)
+                info = info or KindInfo(attrs.api_group, "", attrs.resource, attrs.resource)
+            self.authorizer.check(user, attrs, info)
+        discovery = self._discovery(request, segments)
         if discovery is not None:
-            return _json(discovery)
+            return discovery
         target = self._target(segments)
-        method, info = request.method, target.info
-        if target.subresource == "proxy":
-            return await self._proxy(request, target)
-        if target.subresource == "log":
-            if method != "GET":
-                raise _method_not_allowed()
-            return self._log(request, target)
-        if target.subresource not in (None, "status"):
+        return await self._serve(request, target, body, options)
+
+    async def _serve(self, request: web.Request, target: _Target, body: Any,
+                     options: WriteOptions) -> web.StreamResponse:
+        method, info, sub = request.method, target.info, target.subresource
+        if sub == "proxy":
+            if info.plural != "pods" or target.name is None:
+                raise ApiError.no_route()
+            return await self.pods.proxy(request, target.namespace or "", target.name, target.subpath)
+        if sub == "log":
+            if method != "GET" or info.plural != "pods":
+                raise ApiError.method_not_allowed()
+            return await self.pods.log(request, target.namespace or "", target.name or "")
+        if sub not in (None, "status", "scale", "finalize", "binding", "token"):
             raise ApiError.no_route()
         if target.name is None:
-            if method == "GET":
-                selector = _selector(request)
-                if request.query.get("watch", "").lower() in ("true", "1", "t"):
-                    return await self._watch(request, target, selector)
-                items = self.store.list_objects(info, target.namespace, selector)
-                return _json({"kind": f"{info.kind}List", "apiVersion": info.api_version,
-                              "metadata": {"resourceVersion": str(self.store.current_rv)}, "items": items})
-            if method == "POST":
-                if target.namespace is None and info.namespaced:
-                    raise _method_not_allowed()
-                return _json(self.store.create(info, target.namespace or "", _object_body(body)), 201)
-            if method == "DELETE":
-                selector = _selector(request)
-                deleted = [self.store.delete(info, o["metadata"].get("namespace", ""), o["metadata"]["name"],
-                                             _delete_options(request, body))[0]
-                           for o in self.store.list_objects(info, target.namespace, selector)]
-                return _json({"kind": f"{info.kind}List", "apiVersion": info.api_version,
-                              "metadata": {"resourceVersion": str(self.store.current_rv)}, "items": deleted})
-            raise _method_not_allowed()
-        ns, name, status = target.namespace or "", target.name, target.subresource == "status"
-        if status and not info.has_status:
+            return await self._collection(request, target, body, options)
+        ns, name = target.namespace or "", target.name
+        if sub == "status" and not info.has_status or sub == "scale" and not info.has_scale:
             raise ApiError.no_route()
+        if sub in ("finalize", "binding", "token"):
+            return self._special(method, info, ns, name, sub, body)
+        if sub == "scale":
+            return self._scale(method, info, ns, name, body, options)
+        status = sub == "status"
         if method == "GET":
-            return _json(self.store.get(info, ns, name))
+            return _json(present(info, self.store.get(info, ns, name)))
         if method == "PUT":
-            return _json(self.store.replace(info, ns, name, _object_body(body), status=status))
+            return _json(present(info, self.store.replace(info, ns, name, _object_body(body), status=status,
+                                                          options=options)))
         if method == "PATCH":
             content_type = (request.headers.get("Content-Type") or "").split(";")[0].strip()
             if body is None or isinstance(body, str):
                 raise ApiError.bad_request("the patch body is not valid JSON")
-            return _json(self.store.patch(info, ns, name, content_type, body, status=status))
+            return _json(present(info, self.store.patch(info, ns, name, content_type, body, status=status,
+                                                        options=options)))
         if method == "DELETE" and not status:
-            obj, gone = self.store.delete(info, ns, name, _delete_options(request, body))
+            delete_options = _delete_options(request, body)
+            obj, gone = self.store.delete(info, ns, name, delete_options, options)
             if not gone:
-                return _json(obj, 202)
-            if info.builtin and info.kind != "Pod":
+                return _json(present(info, obj), 202 if delete_options.get("orphanDependents") is False else 200)
+            if not info.returns_deleted:
                 return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "details": {"name": name, "group": info.group, "kind": info.plural,
                                           "uid": obj["metadata"]["uid"]}})
-            return _json(obj)
-        raise _method_not_allowed()
+            return _json(present(info, obj))
+        raise ApiError.method_not_allowed()
 
-    def _info(self, group: str, version: str, plural: str, *, namespaced: bool) -> KindInfo:
-        info = self._kinds.get((group, version, plural))
-        if info is not None:
-            return info
-        singular = plural[:-1] if plural.endswith("s") else plural
-        return KindInfo(group, version, plural, singular[:1].upper() + singular[1:], namespaced=namespaced,
-                        has_status=True, builtin=False)
+    async def _collection(self, request: web.Request, target: _Target, body: Any,
+                          options: WriteOptions) -> web.StreamResponse:
+        info, method = target.info, request.method
+        if method == "GET":
+            selector = _selector(request)
+            if request.query.get("watch", "").lower() in ("true", "1", "t"):
+                return await self._watch(request, target, selector)
+            return _json(self._list(request, target, selector))
+        if method == "POST":
+            if target.namespace is None and info.namespaced:
+                raise ApiError.method_not_allowed()
+            created = self.store.create(info, target.namespace or "", _object_body(body), options)
+            return _json(present(info, created), 201)
+        if method == "DELETE":
+            selector = _selector(request)
+            deleted = [present(info, self.store.delete(info, o["metadata"].get("namespace", ""),
+                                                       o["metadata"]["name"], _delete_options(request, body),
+                                                       options)[0])
+                       for o in self.store.list_objects(info, target.namespace, selector)]
+            return _json({"kind": f"{info.kind}List", "apiVersion": info.api_version,
+                          "metadata": {"resourceVersion": str(self.store.current_rv)}, "items": deleted})
+        raise ApiError.method_not_allowed()
+
+    def _list(self, request: web.Request, target: _Target, selector: Selector) -> Obj:
+        info = target.info
+        items = self.store.list_objects(info, target.namespace, selector)
+        rv, start = self.store.current_rv, ""
+        token = request.query.get("continue")
+        meta: Obj = {}
+        if token:
+            try:
+                decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+                rv, start = int(decoded["rv"]), str(decoded["start"])
+            except (ValueError, KeyError, TypeError):
+                raise ApiError.bad_request("continue key is not valid: incorrect encoded start "
+                                           "resourceVersion (version meta.k8s.io/v1)") from None
+            if rv < self.store.compacted_rv:
+                fresh = _continue_token(self.store.current_rv, start)
+                raise ApiError(410, "Expired", _CONTINUE_EXPIRED, metadata={"continue": fresh})
+            items = [o for o in items if _item_key(o) > start]
+        limit = int(request.query.get("limit") or 0)
+        if limit > 0 and len(items) > limit:
+            meta["continue"] = _continue_token(rv, _item_key(items[limit - 1]))
+            if not request.query.get("labelSelector") and not request.query.get("fieldSelector"):
+                meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
+        meta["resourceVersion"] = str(rv)
+        return {"kind": f"{info.kind}List", "apiVersion": info.api_version, "metadata": meta,
+                "items": [present(info, o) for o in items]}
+
+    def _scale(self, method: str, info: KindInfo, ns: str, name: str, body: Any,
+               options: WriteOptions) -> web.Response:
+        obj = self.store.get(info, ns, name)
+        spec_path, status_path, selector_path = info.scale_paths
+
+        def at(doc: Obj, path: str) -> Any:
+            for part in path.strip(".").split("."):
+                doc = doc.get(part) if isinstance(doc, dict) else None
+            return doc
+
+        if method in ("PUT", "PATCH"):
+            replicas = ((_object_body(body).get("spec") or {}).get("replicas"))
+            if not isinstance(replicas, int):
+                raise ApiError.invalid(info, name, "spec.replicas: Invalid value: must be an integer")
+            doc = present(info, obj)
+            parts = spec_path.strip(".").split(".")
+            node = doc
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = replicas
+            obj = self.store.replace(info, ns, name, doc, status=False, options=options)
+        elif method != "GET":
+            raise ApiError.method_not_allowed()
+        meta = {k: obj["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion",
+                                                "creationTimestamp") if k in obj["metadata"]}
+        status: Obj = {"replicas": at(obj, status_path) or 0}
+        if selector_path and at(obj, selector_path):
+            status["selector"] = at(obj, selector_path)
+        return _json({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta,
+                      "spec": {"replicas": at(obj, spec_path) or 0}, "status": status})
+
+    def _special(self, method: str, info: KindInfo, ns: str, name: str, sub: str, body: Any) -> web.Response:
+        if sub == "finalize" and info.plural == "namespaces" and method == "PUT":
+            current = self.store.get(info, "", name)
+            current["spec"] = {**(current.get("spec") or {}),
+                               "finalizers": (_object_body(body).get("spec") or {}).get("finalizers") or []}
+            return _json(self.store.system_update(info, current))
+        if sub == "binding" and info.plural == "pods" and method == "POST":
+            pod = self.store.get(info, ns, name)
+            if pod["spec"].get("nodeName"):
+                raise ApiError.conflict(info, name, f"pod {name} is already assigned to node "
+                                        f"\"{pod['spec']['nodeName']}\"")
+            pod["spec"]["nodeName"] = ((_object_body(body).get("target") or {}).get("name") or "")
+            self.store.system_update(info, pod)
+            return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
+                         201)
+        if sub == "token" and info.plural == "serviceaccounts" and method == "POST":
+            self.store.get(info, ns, name)
+            return _json({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+                          "metadata": {"name": name, "namespace": ns},
+                          "spec": (_object_body(body).get("spec") or {}),
+                          "status": {"token": self.token_for(ns, name),
+                                     "expirationTimestamp": "2099-01-01T00:00:00Z"}}, 201)
+        raise ApiError.method_not_allowed()
+
+    def _lookup(self, group: str, version: str, plural: str) -> KindInfo | None:
+        return self.store.kinds.lookup(group, version, plural)
 
     def _target(self, segments: list[str]) -> _Target:
-        if len(segments) >= 3 and segments[0] == "api":
+        if len(segments) >= 3 and segments[0] == "api" and segments[1] == "v1":
             group, version, rest = "", segments[1], segments[2:]
         elif len(segments) >= 4 and segments[0] == "apis":
             group, version, rest = segments[1], segments[2], segments[3:]
@@ -313,67 +551,63 @@ class FakeKube:
                            rest[2] if len(rest) > 2 else None, "")
         if rest[0] == "namespaces" and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
-            info = self._info(group, version, rest[0], namespaced=True)
-            if not info.namespaced:
+            info = self._lookup(group, version, rest[0])
+            if info is None or not info.namespaced:
                 raise ApiError.no_route()
         else:
             namespace = None
-            info = self._info(group, version, rest[0], namespaced=False)
-            if info.namespaced and len(rest) > 1:
+            info = self._lookup(group, version, rest[0])
+            if info is None or (info.namespaced and len(rest) > 1):
                 raise ApiError.no_route()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         return _Target(info, namespace, name, sub, "/" + "/".join(rest[3:]))
 
-    def _discovery(self, segments: list[str]) -> Obj | None:
+    def _discovery(self, request: web.Request, segments: list[str]) -> web.Response | None:
+        kinds = self.store.kinds
+        aggregated = "as=APIGroupDiscoveryList" in request.headers.get("Accept", "")
         if segments == ["version"]:
-            return {"major": "1", "minor": "32", "gitVersion": "v1.32.0-fake", "gitCommit": "0" * 40,
-                    "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.23",
-                    "compiler": "gc", "platform": "linux/amd64"}
+            return _json({"major": "1", "minor": "32", "gitVersion": "v1.32.0-fake", "gitCommit": "0" * 40,
+                          "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.23",
+                          "compiler": "gc", "platform": "linux/amd64"})
+        if segments in (["api"], ["apis"]) and aggregated:
+            return web.Response(text=json.dumps(kinds.aggregated(legacy=segments == ["api"])),
+                                headers={"Content-Type": _AGGREGATED})
         if segments == ["api"]:
-            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
-                {"clientCIDR": "0.0.0.0/0", "serverAddress": self.url.removeprefix("http://")}]}
-        groups = sorted({(k.group, k.version) for k in self._kinds.values() if k.group}
-                        | {(k[0], k[1]) for k in self._stored_groups()})
+            return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": self.url.removeprefix("http://")}]})
         if segments == ["apis"]:
-            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
-                 "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v}} for g, v in groups]}
+            return _json(kinds.api_group_list())
+        if len(segments) == 2 and segments[0] == "apis":
+            group_doc = kinds.api_group(segments[1])
+            if group_doc is None:
+                raise ApiError.no_route()
+            return _json(group_doc)
         if segments == ["api", "v1"] or (len(segments) == 3 and segments[0] == "apis"):
             group, version = ("", "v1") if segments[0] == "api" else (segments[1], segments[2])
-            if group and (group, version) not in groups:
+            resources = kinds.resource_list(group, version)
+            if resources is None:
                 raise ApiError.no_route()
-            resources: list[Obj] = []
-            for k in self._kinds.values():
-                if (k.group, k.version) != (group, version):
-                    continue
-                resources.append({"name": k.plural, "singularName": k.kind.lower(),
-                                  "namespaced": k.namespaced,
-                                  "kind": k.kind, "verbs": ["create", "delete", "deletecollection", "get",
-                                                            "list", "patch", "update", "watch"]})
-                if k.has_status:
-                    resources.append({"name": f"{k.plural}/status", "singularName": "", "namespaced":
-                                      k.namespaced, "kind": k.kind, "verbs": ["get", "patch", "update"]})
-            return {"kind": "APIResourceList", "apiVersion": "v1",
-                    "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
+            return _json(resources)
         return None
-
-    def _stored_groups(self) -> set[tuple[str, str]]:
-        return {(o["apiVersion"].rpartition("/")[0], o["apiVersion"].rpartition("/")[2])
-                for _, o in self.store.all_objects() if "/" in o.get("apiVersion", "")}
 
     async def _watch(self, request: web.Request, target: _Target, selector: Selector) -> web.StreamResponse:
         info = target.info
-        watcher = Watcher(info.group, info.plural, target.namespace, selector)
-        rv_param = request.query.get("resourceVersion", "")
+        group, plural = info.storage
+        query = request.query
+        watcher = Watcher(group, plural, target.namespace, selector,
+                          bookmarks=query.get("allowWatchBookmarks", "").lower() == "true")
+        rv_param = query.get("resourceVersion", "")
+        initial = query.get("sendInitialEvents", "").lower() == "true"
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
         try:
-            if rv_param in ("", "0"):
-                backlog: list[WatchEvent] = [
-                    WatchEvent(int(o["metadata"]["resourceVersion"]), "ADDED", info.group, info.plural,
-                               o["metadata"].get("namespace", ""), o)
-                    for o in self.store.list_objects(info, target.namespace, selector)]
+            if rv_param in ("", "0") or initial:
+                backlog = [("ADDED", o) for o in self.store.list_objects(info, target.namespace, selector)]
+                if initial and watcher.bookmarks:
+                    backlog.append((BOOKMARK, {"metadata": {
+                        "resourceVersion": str(self.store.current_rv),
+                        "annotations": {"k8s.io/initial-events-end": "true"}}}))
             else:
                 backlog = self.store.events_since(watcher, int(rv_param))
         except (ApiError, ValueError) as exc:
@@ -382,24 +616,30 @@ class FakeKube:
             await response.write(_line({"type": "ERROR", "object": error.status()}))
             return response
         self.store.watchers.add(watcher)
-        timeout = float(request.query["timeoutSeconds"]) if request.query.get("timeoutSeconds") else None
+        loop = asyncio.get_running_loop()
+        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
+        deadline = None if timeout is None else loop.time() + timeout
+        next_bookmark = loop.time() + self._bookmark_interval
         try:
-            for event in backlog:
-                await response.write(_line({"type": event.type, "object": event.obj}))
-            deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+            for event_type, obj in backlog:
+                await response.write(self._event_line(info, event_type, obj))
             while True:
-                wait = 0.5 if deadline is None else min(0.5, deadline - asyncio.get_running_loop().time())
+                now = loop.time()
+                if watcher.bookmarks and now >= next_bookmark:
+                    next_bookmark = now + self._bookmark_interval
+                    watcher.queue.put_nowait((BOOKMARK, {"metadata": {"resourceVersion": str(self.store.current_rv)}}))
+                wait = 0.5 if deadline is None else min(0.5, deadline - now)
                 if wait <= 0:
                     break
                 try:
-                    event_or_stop = await asyncio.wait_for(watcher.queue.get(), wait)
+                    item = await asyncio.wait_for(watcher.queue.get(), wait)
                 except TimeoutError:
                     if request.transport is None or request.transport.is_closing():
                         break
                     continue
-                if event_or_stop is None:
+                if item is None:
                     break
-                await response.write(_line({"type": event_or_stop.type, "object": event_or_stop.obj}))
+                await response.write(self._event_line(info, *item))
         except (ConnectionResetError, ConnectionError):
             pass
         finally:
@@ -408,39 +648,44 @@ class FakeKube:
             await response.write_eof()
         return response
 
-    def _log(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        ns, pod_name = target.namespace or "", target.name or ""
-        pod = self.store.get(target.info, ns, pod_name)
-        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
-        container = request.query.get("container")
-        if container is None and len(containers) > 1:
-            raise ApiError.bad_request(f"a container name must be specified for pod {pod_name}, "
-                                       "choose one of: "
-                                       f"[{' '.join(containers)}]")
-        if container is not None and containers and container not in containers:
-            raise ApiError.bad_request(f"container {container} is not valid for pod {pod_name}")
-        key_container = container or (containers[0] if containers else None)
-        text = self._logs.get((ns, pod_name, key_container))
-        if text is None:
-            text = self._logs.get((ns, pod_name, None), "")
-        tail = request.query.get("tailLines")
-        if tail is not None:
-            lines = text.splitlines(keepends=True)
-            text = "".join(lines[-int(tail):]) if int(tail) > 0 else ""
-        return web.Response(text=text, content_type="text/plain")
+    def _event_line(self, info: KindInfo, event_type: str, obj: Obj) -> bytes:
+        if event_type == BOOKMARK:
+            return _line({"type": BOOKMARK, "object": {"kind": info.kind, "apiVersion": info.api_version,
+                                                       "metadata": obj["metadata"]}})
+        return _line({"type": event_type, "object": present(info, obj)})
 
-    async def _proxy(self, request: web.Request, target: _Target) -> web.StreamResponse:
-        if target.info.plural != "pods" or target.name is None:
-            raise ApiError.no_route()
-        parts = target.name.split(":")
-        pod, port = (parts[-2], parts[-1]) if len(parts) >= 2 else (parts[0], None)
-        ns = target.namespace or ""
-        self.store.get(target.info, ns, pod)
-        handler = self._proxies.get((ns, pod, port)) or self._proxies.get((ns, pod, None))
-        if handler is None:
-            raise ApiError(503, "ServiceUnavailable", f"error trying to reach service: dial tcp "
-                           f"10.0.0.1:{port or 80}: connect: connection refused")
-        return await handler(request, target.subpath)
+
+def _attributes(request: web.Request, segments: list[str]) -> Attributes:
+    """The request as the RBAC authorizer sees it (kube-apiserver's RequestInfo)."""
+    if segments[:1] == ["api"] and len(segments) >= 3:
+        group, rest = "", segments[2:]
+    elif segments[:1] == ["apis"] and len(segments) >= 4:
+        group, rest = segments[1], segments[3:]
+    else:
+        return Attributes(verb=verb_of(request.method, named=True, watch=False).replace("create", "post"),
+                          path=request.path)
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) > 1:
+        namespace = rest[1]
+        if len(rest) > 2 and rest[2] not in ("status", "finalize"):
+            rest = rest[2:]
+    name = rest[1] if len(rest) > 1 else ""
+    watch = request.query.get("watch", "").lower() in ("true", "1")
+    return Attributes(verb=verb_of(request.method, named=bool(name), watch=watch), path=request.path,
+                      api_group=group, resource=rest[0], subresource=rest[2] if len(rest) > 2 else "",
+                      namespace=namespace, name=name.split(":")[0] if len(rest) > 2 and rest[2] == "proxy" else name)
+
+
+def _item_key(obj: Obj) -> str:
+    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+
+
+def _continue_token(rv: int, start: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": start}).encode()).decode()
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -459,14 +704,15 @@ def _object_body(body: Any) -> Obj:
 
 def _delete_options(request: web.Request, body: Any) -> Obj:
     options: Obj = dict(body) if isinstance(body, dict) else {}
-    if "propagationPolicy" in request.query:
-        options["propagationPolicy"] = request.query["propagationPolicy"]
+    for key in ("propagationPolicy", "gracePeriodSeconds", "orphanDependents"):
+        if key in request.query:
+            value: Any = request.query[key]
+            if key == "gracePeriodSeconds":
+                value = int(value)
+            elif key == "orphanDependents":
+                value = value.lower() == "true"
+            options[key] = value
     return options
-
-
-def _method_not_allowed() -> ApiError:
-    return ApiError(405, "MethodNotAllowed",
-                    "the server does not allow this method on the requested resource")
 
 
 def _selector(request: web.Request) -> Selector:

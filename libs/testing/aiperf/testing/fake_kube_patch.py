@@ -94,7 +94,15 @@ def _apply_one(doc: Any, op: dict[str, Any]) -> Any:
                 current = _get(doc, path, kind)
             except PatchError:
                 current = _MISSING
-            if current is _MISSING or not json_equal(current, _value(op)):
+            expected = _value(op)
+            if current is _MISSING and expected is None and _tokens(path):
+                try:  # only the last key may be missing
+                    _parent(doc, _tokens(path)[:-1], path, kind)
+                except PatchError:
+                    raise PatchError(f"testing value {path} failed: test failed") from None
+            if current is _MISSING and expected is None:
+                return doc  # the apiserver's patch library: `null` tests a missing path as equal
+            if current is _MISSING or not json_equal(current, expected):
                 raise PatchError(f"testing value {path} failed: test failed")
             return doc
         case _:

@@ -1,255 +1,59 @@
-"""The object store behind the fake Kubernetes API server: kinds, errors, selectors, writes, watch.
+"""The object store behind the fake Kubernetes API server: reads, writes, deletion, watch history.
 
 Everything here is synchronous and runs on the server's event loop, so each write is atomic with
 respect to every other request. Objects are JSON dicts; the store hands out deep copies only.
+Every write goes through admission (`fake_kube_admission`, and the CRD schema for custom
+resources) unless it is a `system_*` write (what controllers and the kubelet do in a real
+cluster). Deletion marks objects (deletionTimestamp, finalizers) and leaves the rest to the
+garbage collector (`fake_kube_gc`), which `changed` wakes after every write.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import itertools
-import re
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from aiperf.testing.fake_kube_patch import BadPatch, PatchError, json_patch, merge_patch
-
-Obj = dict[str, Any]
-
-JSON_PATCH = "application/json-patch+json"
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-
-
-@dataclass(frozen=True)
-class KindInfo:
-    """One resource type: where it is served and how the server treats it.
-
-    `has_status`: writes to the main resource ignore `status`, and `.../status` exists.
-    `builtin`: a compiled-in type (strategic merge patch allowed, PUT without a resourceVersion
-    allowed, an immediate DELETE answers with a `Status`); custom resources are the opposite.
-    """
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-    has_status: bool = False
-    builtin: bool = True
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def resource(self) -> str:
-        """The name used in error messages: `pods`, `jobsets.jobset.x-k8s.io`."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-
-BUILTIN_KINDS: tuple[KindInfo, ...] = (
-    KindInfo("", "v1", "namespaces", "Namespace", namespaced=False, has_status=True),
-    KindInfo("", "v1", "pods", "Pod", has_status=True),
-    KindInfo("", "v1", "services", "Service", has_status=True),
-    KindInfo("", "v1", "configmaps", "ConfigMap"),
-    KindInfo("", "v1", "secrets", "Secret"),
-    KindInfo("", "v1", "events", "Event"),
-    KindInfo("", "v1", "serviceaccounts", "ServiceAccount"),
-    KindInfo("batch", "v1", "jobs", "Job", has_status=True),
-    KindInfo("rbac.authorization.k8s.io", "v1", "roles", "Role"),
-    KindInfo("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
-    KindInfo("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),
-    KindInfo("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
-             namespaced=False),
-    KindInfo("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-             namespaced=False, has_status=True),
-    KindInfo("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", has_status=True, builtin=False),
+from aiperf.testing import fake_kube_admission as admission
+from aiperf.testing.fake_kube_api import (
+    JSON_PATCH,
+    MERGE_PATCH,
+    STALE,
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    FieldError,
+    KindInfo,
+    Obj,
+    WriteOptions,
 )
+from aiperf.testing.fake_kube_kinds import BUILTIN_KINDS, NAMESPACES, Kinds, crd_status, validate_crd
+from aiperf.testing.fake_kube_patch import BadPatch, PatchError, json_patch, merge_patch
+from aiperf.testing.fake_kube_schema import apply_schema, rule_compile_errors
+from aiperf.testing.fake_kube_select import BOOKMARK, Selector, Watcher, WatchEvent
+from aiperf.testing.fake_kube_smp import strategic_merge_patch
 
-NAMESPACES = BUILTIN_KINDS[0]
+__all__ = ["BUILTIN_KINDS", "NAMESPACES", "ApiError", "KindInfo", "Obj", "Selector", "Store", "Watcher",
+           "WatchEvent", "WriteOptions", "present"]
 
+Key = tuple[str, str, str, str]  # storage group, storage plural, namespace ("" when cluster-scoped), name
 
-class ApiError(Exception):
-    """An error answer: rendered as a `Status` object with HTTP status `code`."""
-
-    def __init__(self, code: int, reason: str, message: str, *, info: KindInfo | None = None,
-                 name: str = "", causes: list[dict[str, str]] | None = None) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
-        self.details: dict[str, Any] = {}
-        if name:
-            self.details["name"] = name
-        if info is not None:
-            if info.group:
-                self.details["group"] = info.group
-            self.details["kind"] = info.plural
-        if causes:
-            self.details["causes"] = causes
-
-    def status(self) -> Obj:
-        """The `Status` body the real server sends."""
-        body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                     "message": self.message, "reason": self.reason, "code": self.code}
-        if self.details:
-            body["details"] = self.details
-        return body
-
-    @classmethod
-    def not_found(cls, info: KindInfo, name: str) -> ApiError:
-        return cls(404, "NotFound", f'{info.resource} "{name}" not found', info=info, name=name)
-
-    @classmethod
-    def conflict(cls, info: KindInfo, name: str, why: str) -> ApiError:
-        return cls(409, "Conflict", f'Operation cannot be fulfilled on {info.resource} "{name}": {why}',
-                   info=info, name=name)
-
-    @classmethod
-    def bad_request(cls, message: str) -> ApiError:
-        return cls(400, "BadRequest", message)
-
-    @classmethod
-    def invalid(cls, info: KindInfo, name: str, message: str) -> ApiError:
-        return cls(422, "Invalid", f'{info.kind} "{name}" is invalid: {message}', info=info, name=name)
-
-    @classmethod
-    def no_route(cls) -> ApiError:
-        return cls(404, "NotFound", "the server could not find the requested resource")
+CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+FOREGROUND = "foregroundDeletion"
+ORPHAN = "orphan"
 
 
-STALE = "the object has been modified; please apply your changes to the latest version and try again"
+def now_rfc3339(offset_s: float = 0) -> str:
+    """The current UTC time (plus `offset_s`) as the apiserver writes timestamps."""
+    return (datetime.now(UTC) + timedelta(seconds=offset_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-# -- selectors ---------------------------------------------------------------------------------
-
-Requirement = Callable[[dict[str, str]], bool]
-_SET_TERM = re.compile(r"^\s*([^\s!=(),]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
-_EQ_TERM = re.compile(r"^\s*([^\s!=(),]+)\s*(==|=|!=)\s*([^\s!=(),]*)\s*$")
-_EXISTS_TERM = re.compile(r"^\s*(!?)\s*([^\s!=(),]+)\s*$")
-
-
-def _label_requirement(key: str, op: str, values: frozenset[str] = frozenset()) -> Requirement:
-    """Label `key` is in/not in `values` (`in`, `notin`; `=`/`!=` use one value), or it exists /
-    does not (`exists`, `!exists`)."""
-
-    def check(labels: dict[str, str]) -> bool:
-        match op:
-            case "in":
-                return labels.get(key) in values
-            case "notin":
-                return labels.get(key) not in values
-            case "exists":
-                return key in labels
-            case _:
-                return key not in labels
-
-    return check
-
-
-def _field_requirement(attr: str, value: str, negate: bool) -> Callable[[Obj], bool]:
-    def check(obj: Obj) -> bool:
-        return (obj["metadata"].get(attr, "") == value) != negate
-
-    return check
-
-
-def parse_label_selector(selector: str) -> list[Requirement]:
-    """Parse `a=b,c!=d,e in (x,y),f notin (z),g,!h`; raises `ApiError` 400 on bad syntax."""
-    terms: list[str] = []
-    depth, start = 0, 0
-    for i, ch in enumerate(selector):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
-            terms.append(selector[start:i])
-            start = i + 1
-    terms.append(selector[start:])
-    requirements: list[Requirement] = []
-    for term in (t for t in terms if t.strip()):
-        if m := _SET_TERM.match(term):
-            values = frozenset(v.strip() for v in m.group(3).split(","))
-            requirements.append(_label_requirement(m.group(1), m.group(2), values))
-        elif m := _EQ_TERM.match(term):
-            key, op, value = m.groups()
-            requirements.append(_label_requirement(key, "notin" if op == "!=" else "in", frozenset({value})))
-        elif m := _EXISTS_TERM.match(term):
-            requirements.append(_label_requirement(m.group(2), "!exists" if m.group(1) == "!" else "exists"))
-        else:
-            raise ApiError.bad_request(f"unable to parse requirement: {term.strip()!r}")
-    return requirements
-
-
-def parse_field_selector(selector: str) -> list[Callable[[Obj], bool]]:
-    """Parse `metadata.name=x,metadata.namespace!=y` (the fields every kind supports)."""
-    requirements: list[Callable[[Obj], bool]] = []
-    for term in (t.strip() for t in selector.split(",") if t.strip()):
-        m = _EQ_TERM.match(term)
-        if m is None:
-            raise ApiError.bad_request(f"invalid field selector: {term!r}")
-        key, op, value = m.groups()
-        if key not in ("metadata.name", "metadata.namespace"):
-            raise ApiError.bad_request(f'field label not supported: {key}')
-        requirements.append(_field_requirement(key.split(".", 1)[1], value, op == "!="))
-    return requirements
-
-
-@dataclass
-class Selector:
-    """Label and field selectors of one list or watch."""
-
-    labels: list[Requirement] = field(default_factory=list)
-    fields: list[Callable[[Obj], bool]] = field(default_factory=list)
-
-    @classmethod
-    def parse(cls, label_selector: str | None, field_selector: str | None) -> Selector:
-        return cls(parse_label_selector(label_selector or ""), parse_field_selector(field_selector or ""))
-
-    def matches(self, obj: Obj) -> bool:
-        labels = obj.get("metadata", {}).get("labels") or {}
-        return all(r(labels) for r in self.labels) and all(r(obj) for r in self.fields)
-
-
-# -- watch -------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class WatchEvent:
-    """One committed change: `type` is ADDED, MODIFIED or DELETED; `obj` is the object after it."""
-
-    rv: int
-    type: str
-    group: str
-    plural: str
-    namespace: str
-    obj: Obj
-
-
-@dataclass(eq=False)
-class Watcher:
-    """A live watch: matching events land in `queue`; `None` there means the server stops."""
-
-    group: str
-    plural: str
-    namespace: str | None
-    selector: Selector
-    queue: asyncio.Queue[WatchEvent | None] = field(default_factory=asyncio.Queue)
-
-    def wants(self, event: WatchEvent) -> bool:
-        return (event.group == self.group and event.plural == self.plural
-                and (self.namespace is None or event.namespace == self.namespace)
-                and self.selector.matches(event.obj))
-
-
-# -- the store ---------------------------------------------------------------------------------
-
-Key = tuple[str, str, str, str]  # group, plural, namespace ("" when cluster-scoped), name
-
-
-def _now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def parse_time(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def _spec_part(obj: Obj) -> Obj:
@@ -257,93 +61,169 @@ def _spec_part(obj: Obj) -> Obj:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
-class Store:
-    """Objects keyed by (group, plural, namespace, name), a global resourceVersion counter,
-    the event history watches replay from, and the live watchers.
+def present(info: KindInfo, obj: Obj) -> Obj:
+    """A stored object as `info`'s version shows it (a copy)."""
+    obj = copy.deepcopy(obj)
+    if info.group == "events.k8s.io":
+        return admission.event_from_core(obj)
+    if not info.builtin:
+        obj["apiVersion"] = info.api_version
+    return obj
 
-    `compacted_rv`: a watch that starts at or before it gets `410 Expired` (see `compact`).
+
+def to_storage(info: KindInfo, obj: Obj) -> Obj:
+    """A body written through `info`'s version as the store keeps it."""
+    if info.group == "events.k8s.io":
+        return admission.event_to_core(obj)
+    return obj
+
+
+class Store:
+    """Objects keyed by (group, plural, namespace, name), the served kinds, a global
+    resourceVersion counter, a bounded event history that watches replay from, the live watchers.
+
+    `history_limit`: events kept; a watch from a resourceVersion older than the oldest kept
+    one gets 410 Expired (as after an etcd compaction), and so does `compact()`.
+    `changed`: called after every committed change (the garbage collector's wake-up).
     """
 
-    def __init__(self, *, clock: Callable[[], str] = _now_rfc3339) -> None:
+    def __init__(self, *, clock: Callable[[float], str] = now_rfc3339, history_limit: int = 10_000) -> None:
+        self.kinds = Kinds()
         self._objects: dict[Key, Obj] = {}
         self._rv = itertools.count(1000)
         self.current_rv = next(self._rv)
-        self.history: list[WatchEvent] = []
+        self.history: deque[WatchEvent] = deque()
+        self.history_limit = history_limit
         self.compacted_rv = 0
         self.watchers: set[Watcher] = set()
+        self.changed: Callable[[], None] = lambda: None
         self._clock = clock
+        self._ips = itertools.count(2)
 
     # -- reads ---------------------------------------------------------------------------------
 
+    def key(self, info: KindInfo, namespace: str, name: str) -> Key:
+        group, plural = info.storage
+        return (group, plural, namespace if info.namespaced else "", name)
+
     def get(self, info: KindInfo, namespace: str, name: str) -> Obj:
         """The stored object, or `ApiError` 404."""
-        obj = self._objects.get((info.group, info.plural, namespace, name))
+        obj = self._objects.get(self.key(info, namespace, name))
         if obj is None:
             raise ApiError.not_found(info, name)
         return copy.deepcopy(obj)
 
     def find(self, info: KindInfo, namespace: str, name: str) -> Obj | None:
         """The stored object, or None."""
-        obj = self._objects.get((info.group, info.plural, namespace, name))
+        obj = self._objects.get(self.key(info, namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
 
     def list_objects(self, info: KindInfo, namespace: str | None, selector: Selector) -> list[Obj]:
         """Matching objects sorted by namespace and name; `namespace` None means all of them."""
-        found = [obj for (group, plural, ns, _), obj in sorted(self._objects.items())
-                 if group == info.group and plural == info.plural
-                 and (namespace is None or ns == namespace) and selector.matches(obj)]
+        group, plural = info.storage
+        found = [obj for (g, p, ns, _), obj in sorted(self._objects.items())
+                 if (g, p) == (group, plural) and (namespace is None or ns == namespace) and selector.matches(obj)]
         return copy.deepcopy(found)
 
     def namespace_exists(self, namespace: str) -> bool:
-        return (NAMESPACES.group, NAMESPACES.plural, "", namespace) in self._objects
+        return ("", "namespaces", "", namespace) in self._objects
+
+    def all_objects(self) -> Iterable[tuple[Key, Obj]]:
+        """Every stored (key, object), for tests and the garbage collector."""
+        return [(k, copy.deepcopy(v)) for k, v in sorted(self._objects.items())]
+
+    def raw_items(self) -> list[tuple[Key, Obj]]:
+        """The stored (key, object) pairs without copies (read only: for the garbage collector)."""
+        return list(self._objects.items())
+
+    def info_of(self, key: Key) -> KindInfo:
+        """The served type a stored key belongs to (its storage version)."""
+        info = self.kinds.storage_info(key[0], key[1])
+        if info is None:  # a custom resource whose CRD is gone: still addressable for cleanup
+            return KindInfo(key[0], "v1", key[1], key[1], namespaced=bool(key[2]), builtin=False)
+        return info
+
+    def allocate_ip(self, prefix: str) -> str:
+        """A fresh address `prefix.X.Y` (cluster IPs, pod IPs)."""
+        n = next(self._ips)
+        return f"{prefix}.{n // 250}.{n % 250 + 2}"
 
     # -- writes --------------------------------------------------------------------------------
 
-    def create(self, info: KindInfo, namespace: str, body: Obj) -> Obj:
-        """POST: assign uid, resourceVersion, creationTimestamp, generation; 409 on a duplicate,
-        404 when the namespace does not exist, 422 without a name."""
+    def create(self, info: KindInfo, namespace: str, body: Obj, options: WriteOptions | None = None) -> Obj:
+        """POST: admission, then uid, resourceVersion, creationTimestamp, generation; 409 on a
+        duplicate (also while the old object is still being deleted), 404 when the namespace
+        does not exist, 403 while it terminates, 422 when admission refuses."""
+        options = options or WriteOptions()
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
-        if not isinstance(meta, dict):
-            raise ApiError.bad_request("metadata must be an object")
+        admission.check_type_meta(info, obj, meta.get("name", "") if isinstance(meta, dict) else "")
+        admission.check_meta_types(meta)
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         name = meta.get("name")
         if not name:
             raise ApiError(422, "Invalid", f"{info.kind}.{info.api_version} is invalid: "
-                           "metadata.name: Required value: name or generateName is required",
-                           info=info)
+                           "metadata.name: Required value: name or generateName is required", info=info,
+                           causes=[FieldError("Required", "metadata.name",
+                                              "name or generateName is required").cause()])
         if info.namespaced:
             if meta.get("namespace") not in (None, "", namespace):
                 raise ApiError.bad_request("the namespace of the provided object does not match the "
                                            "namespace sent on the request")
             meta["namespace"] = namespace
-            if not self.namespace_exists(namespace):
-                raise ApiError(404, "NotFound", f'namespaces "{namespace}" not found',
-                               info=NAMESPACES, name=namespace)
+            ns_obj = self._objects.get(("", "namespaces", "", namespace))
+            if ns_obj is None:
+                raise ApiError(404, "NotFound", f'namespaces "{namespace}" not found', info=NAMESPACES,
+                               name=namespace)
+            if ns_obj["metadata"].get("deletionTimestamp"):
+                why = (f"unable to create new content in namespace {namespace} because it is being "
+                       "terminated")
+                raise ApiError(403, "Forbidden", f'{info.resource} "{name}" is forbidden: {why}', info=info,
+                               name=name, causes=[{"reason": "NamespaceTerminating", "message": why,
+                                                   "field": "metadata.namespace"}])
         else:
             meta.pop("namespace", None)
-        key = (info.group, info.plural, namespace if info.namespaced else "", name)
-        if key in self._objects:
-            raise ApiError(409, "AlreadyExists", f'{info.resource} "{name}" already exists',
+        self._refuse_if_crd_terminating(info)
+        key = self.key(info, namespace, name)
+        existing = self._objects.get(key)
+        if existing is not None:
+            prefix = "object is being deleted: " if existing["metadata"].get("deletionTimestamp") else ""
+            raise ApiError(409, "AlreadyExists", f'{prefix}{info.resource} "{name}" already exists',
                            info=info, name=name)
         obj["apiVersion"] = obj.get("apiVersion") or info.api_version
         obj["kind"] = obj.get("kind") or info.kind
-        for server_owned in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+        for server_owned in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "uid",
+                             "creationTimestamp", "selfLink", "managedFields"):
             meta.pop(server_owned, None)
         meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = self._clock()
+        meta["creationTimestamp"] = self._clock(0)
         meta["generation"] = 1
         if info.has_status:
             obj.pop("status", None)
-        self._initialize(info, obj)
-        return self._commit(key, obj, "ADDED")
+        errors = admission.name_errors(info, name)
+        if info.builtin:
+            admission.default_builtin(info, obj, cluster_ip=self.allocate_ip("10.96"))
+        obj = self._admit(info, obj, None, options, errors)
+        if info.plural == "customresourcedefinitions" and info.group == "apiextensions.k8s.io":
+            obj["status"] = crd_status(obj)
+            obj["metadata"]["finalizers"] = [*obj["metadata"].get("finalizers", []), CRD_FINALIZER]
+        stored = to_storage(info, obj)
+        if info.plural == "serviceaccounts" or (info.kind == "Secret" and obj.get("type") ==
+                                                "kubernetes.io/service-account-token"):
+            self._populate_token(stored)
+        if options.dry_run:
+            stored["metadata"]["resourceVersion"] = str(self.current_rv)
+            return stored
+        return self._commit(key, stored, "ADDED")
 
-    def replace(self, info: KindInfo, namespace: str, name: str, body: Obj, *, status: bool) -> Obj:
+    def replace(self, info: KindInfo, namespace: str, name: str, body: Obj, *, status: bool,
+                options: WriteOptions | None = None) -> Obj:
         """PUT of the object (`status` False: its status is kept) or of its status subresource
         (`status` True: only its status changes). 409 on a stale resourceVersion."""
         old = self.get(info, namespace, name)
         meta = body.get("metadata") or {}
+        admission.check_type_meta(info, body, name)
         if meta.get("name") not in (None, name):
             raise ApiError.bad_request(f"the name of the object ({meta.get('name')}) does not match the "
                                        f"name on the URL ({name})")
@@ -353,28 +233,32 @@ class Store:
                                    "specified for an update")
         if rv is not None and rv != old["metadata"]["resourceVersion"]:
             raise ApiError.conflict(info, name, STALE)
-        return self._update(info, namespace, old, copy.deepcopy(body), status=status)
+        return self._update(info, namespace, old, to_storage(info, copy.deepcopy(body)), status=status,
+                            options=options or WriteOptions())
 
     def patch(self, info: KindInfo, namespace: str, name: str, content_type: str, patch: Any, *,
-              status: bool) -> Obj:
+              status: bool, options: WriteOptions | None = None) -> Obj:
         """PATCH: JSON Patch (422 when an op, e.g. `test`, fails), merge patch, or strategic merge
-        patch (as a merge patch; 415 on custom resources like the real server)."""
-        old = self.get(info, namespace, name)
+        patch (built-in kinds only: 415 on custom resources, like the real server)."""
+        stored = self.get(info, namespace, name)
+        old = present(info, stored)
+        accepted = f"{JSON_PATCH}, {MERGE_PATCH}, application/apply-patch+yaml"
         try:
             if content_type == JSON_PATCH:
                 new = json_patch(old, patch)
-            elif content_type == MERGE_PATCH or (content_type == STRATEGIC_MERGE_PATCH and info.builtin):
+            elif content_type == MERGE_PATCH:
                 if not isinstance(patch, dict):
                     raise ApiError.bad_request("a merge patch must be a JSON object")
                 new = merge_patch(old, patch)
+            elif content_type == STRATEGIC_MERGE_PATCH and info.builtin:
+                new = strategic_merge_patch(info, old, patch)
             elif content_type == STRATEGIC_MERGE_PATCH:
                 raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown "
-                               f"format - accepted media types include: {JSON_PATCH}, {MERGE_PATCH}, "
-                               "application/apply-patch+yaml")
+                               f"format - accepted media types include: {accepted}")
             else:
                 raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown "
                                f"format - accepted media types include: {JSON_PATCH}, {MERGE_PATCH}, "
-                               f"{STRATEGIC_MERGE_PATCH}, application/apply-patch+yaml")
+                               f"application/apply-patch+yaml, {STRATEGIC_MERGE_PATCH}")
         except BadPatch as exc:
             raise ApiError.bad_request(str(exc)) from None
         except PatchError as exc:
@@ -384,59 +268,170 @@ class Store:
         if not isinstance(new, dict):
             raise ApiError.bad_request("the patched document is not an object")
         new_meta = new.get("metadata") or {}
-        if new_meta.get("resourceVersion") not in (None, "", old["metadata"]["resourceVersion"]):
+        if new_meta.get("resourceVersion") not in (None, "", stored["metadata"]["resourceVersion"]):
             raise ApiError.conflict(info, name, STALE)
-        return self._update(info, namespace, old, new, status=status)
+        return self._update(info, namespace, stored, to_storage(info, new), status=status,
+                            options=options or WriteOptions())
 
-    def delete(self, info: KindInfo, namespace: str, name: str, options: Obj) -> tuple[Obj, bool]:
-        """DELETE with `preconditions` (409 on mismatch) and `propagationPolicy`.
+    def delete(self, info: KindInfo, namespace: str, name: str, delete_options: Obj,
+               options: WriteOptions | None = None) -> tuple[Obj, bool]:
+        """DELETE with `preconditions` (409 on mismatch), `propagationPolicy` and
+        `gracePeriodSeconds`. Returns the object and whether it is gone now.
 
-        An object with finalizers gets `deletionTimestamp` and stays until they are removed
-        (returns it and False); otherwise it is removed now, with its dependents (objects whose
-        ownerReferences name its uid) unless the policy is Orphan (returns it and True).
+        What stays: an object with finalizers (deletionTimestamp set); Foreground and Orphan
+        add the `foregroundDeletion`/`orphan` finalizer that the garbage collector clears; a
+        scheduled, unfinished Pod stays for its grace period (until the kubelet confirms, see
+        `finish_pod`); a Namespace stays Terminating until it is empty. Background removes the
+        object now and leaves its dependents to the garbage collector.
         """
+        options = options or WriteOptions()
         old = self.get(info, namespace, name)
-        pre = options.get("preconditions") or {}
-        if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
+        meta = old["metadata"]
+        pre = delete_options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != meta["uid"]:
             raise ApiError.conflict(info, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
-                                    f"UID in object meta: {old['metadata']['uid']}")
-        if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
+                                    f"UID in object meta: {meta['uid']}")
+        if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
             raise ApiError.conflict(info, name, "Precondition failed: ResourceVersion in precondition: "
                                     f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                                    f"{old['metadata']['resourceVersion']}")
-        orphan = options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True
-        key = self._key(info, namespace, name)
-        if old["metadata"].get("finalizers"):
-            if old["metadata"].get("deletionTimestamp"):
-                return old, False
-            old["metadata"]["deletionTimestamp"] = self._clock()
-            old["metadata"]["deletionGracePeriodSeconds"] = 0
-            old["metadata"]["generation"] = old["metadata"].get("generation", 0) + 1
-            return self._commit(key, old, "MODIFIED"), False
-        return self._remove(key, cascade=not orphan), True
+                                    f"{meta['resourceVersion']}")
+        policy = _policy(info, delete_options)
+        if policy not in ("Foreground", "Background", "Orphan"):
+            raise ApiError.invalid(info, name, f'propagationPolicy: Unsupported value: "{policy}": supported '
+                                   'values: "Foreground", "Background", "Orphan"')
+        key = self.key(info, namespace, name)
+        finalizers = list(meta.get("finalizers") or [])
+        extra = {"Foreground": FOREGROUND, "Orphan": ORPHAN}.get(policy)
+        if extra and extra not in finalizers:
+            finalizers.append(extra)
+        grace = delete_options.get("gracePeriodSeconds")
+        if info.group == "" and info.plural == "pods":
+            spec, phase = old.get("spec") or {}, (old.get("status") or {}).get("phase")
+            if grace is None:
+                grace = spec.get("terminationGracePeriodSeconds", 30)
+            if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+                grace = 0  # never started or already finished: nothing for a kubelet to stop
+            if meta.get("deletionTimestamp") and grace == 0 and meta.get("deletionGracePeriodSeconds"):
+                if not finalizers:
+                    return self._finish(key, old, options)  # a force delete of a terminating pod
+                meta["deletionGracePeriodSeconds"] = 0
+                meta["finalizers"] = finalizers
+                return (old, False) if options.dry_run else (self._commit(key, old, "MODIFIED"), False)
+        if info.group == "" and info.plural == "namespaces":
+            if not meta.get("deletionTimestamp"):
+                old["status"] = {**(old.get("status") or {}), "phase": "Terminating"}
+            grace = 0
+            finalizers = list(meta.get("finalizers") or [])  # namespaces always cascade, via spec.finalizers
+        if meta.get("deletionTimestamp"):
+            if finalizers != list(meta.get("finalizers") or []):
+                meta["finalizers"] = finalizers
+                return (old, False) if options.dry_run else (self._commit(key, old, "MODIFIED"), False)
+            return old, False
+        waits = bool(finalizers) or bool(grace) or info.plural == "namespaces"
+        if not waits:
+            return self._finish(key, old, options)
+        meta["deletionTimestamp"] = self._clock(float(grace or 0))
+        meta["deletionGracePeriodSeconds"] = int(grace or 0)
+        meta["generation"] = meta.get("generation", 0) + 1
+        if finalizers:
+            meta["finalizers"] = finalizers
+        if options.dry_run:
+            return old, False
+        return self._commit(key, old, "MODIFIED"), False
 
     def compact(self) -> None:
         """Forget the event history: a watch from any older resourceVersion now gets 410."""
         self.compacted_rv = self.current_rv
         self.history.clear()
 
+    def bookmark(self) -> None:
+        """Send a BOOKMARK (the current resourceVersion) to every watch that allowed them."""
+        for watcher in self.watchers:
+            if watcher.bookmarks:
+                watcher.queue.put_nowait((BOOKMARK, {"metadata": {"resourceVersion": str(self.current_rv)}}))
+
+    def events_since(self, watcher: Watcher, rv: int) -> list[tuple[str, Obj]]:
+        """What `watcher` sends for the history after `rv`; `ApiError` 410 when `rv` is older
+        than the history kept."""
+        if rv < self.compacted_rv:
+            raise ApiError(410, "Expired", f"too old resource version: {rv} ({self.compacted_rv + 1})")
+        sent = [watcher.translate(e) for e in self.history if e.rv > rv]
+        return [s for s in sent if s is not None]
+
+    # -- system writes (controllers, scheduler, kubelet) ---------------------------------------
+
+    def system_update(self, info: KindInfo, obj: Obj) -> Obj:
+        """Store `obj` (an existing object, changed) without admission, as a controller's write
+        would; removes it when it is being deleted and has no finalizers left. Empty metadata
+        lists and maps are dropped, as any write through the apiserver's serializer."""
+        meta = obj["metadata"]
+        key = self.key(info, meta.get("namespace", ""), meta["name"])
+        old = self._objects.get(key)
+        if old is None:
+            raise ApiError.not_found(info, meta["name"])
+        obj = copy.deepcopy(obj)
+        admission.drop_empty_meta(obj)
+        obj["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if obj == old:
+            return copy.deepcopy(old)
+        if obj["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers") \
+                and not obj["metadata"].get("deletionGracePeriodSeconds") and key[1] != "namespaces":
+            self._objects[key] = obj
+            return self._remove(key)
+        return self._commit(key, obj, "MODIFIED")
+
+    def system_remove(self, key: Key) -> Obj:
+        """Remove a stored object now (the kubelet confirming a pod's end, a finished deletion)."""
+        return self._remove(key)
+
     # -- internals -----------------------------------------------------------------------------
 
-    def _key(self, info: KindInfo, namespace: str, name: str) -> Key:
-        return (info.group, info.plural, namespace if info.namespaced else "", name)
+    def _finish(self, key: Key, obj: Obj, options: WriteOptions) -> tuple[Obj, bool]:
+        if options.dry_run:
+            return obj, True
+        return self._remove(key), True
 
-    def _initialize(self, info: KindInfo, obj: Obj) -> None:
-        """Server-side defaults of a few built-in kinds."""
-        if info.kind == "Namespace":
-            obj["status"] = {"phase": "Active"}
-        elif info.kind == "Pod":
-            obj["status"] = {"phase": "Pending"}
-        elif info.kind == "Secret" and isinstance(obj.get("stringData"), dict):
-            data = obj.setdefault("data", {})
-            for k, v in obj.pop("stringData").items():
-                data[k] = base64.b64encode(str(v).encode()).decode()
+    def _refuse_if_crd_terminating(self, info: KindInfo) -> None:
+        if info.crd:
+            crd = self._objects.get(("apiextensions.k8s.io", "customresourcedefinitions", "", info.crd))
+            if crd is not None and crd["metadata"].get("deletionTimestamp"):
+                raise ApiError(405, "MethodNotAllowed",
+                               "create not allowed while custom resource definition is terminating")
 
-    def _update(self, info: KindInfo, namespace: str, old: Obj, new: Obj, *, status: bool) -> Obj:
+    def _admit(self, info: KindInfo, obj: Obj, old: Obj | None, options: WriteOptions,
+               errors: list[FieldError]) -> Obj:
+        """Validate (and for custom resources prune and default) `obj`; raise 422/400."""
+        name = obj["metadata"].get("name", "")
+        admission.check_meta_types(obj["metadata"])
+        if info.schema is not None:
+            pruned, schema_errors = apply_schema(info.schema, obj, old)
+            if pruned and options.field_validation == "Strict":
+                raise ApiError.bad_request("strict decoding error: " + ", ".join(
+                    f'unknown field "{p}"' for p in pruned))
+            if options.field_validation != "Ignore":
+                options.warnings.extend(f'unknown field "{p}"' for p in pruned)
+            errors = errors + schema_errors
+        if info.builtin:
+            errors = errors + admission.builtin_errors(info, obj)
+            if old is not None:
+                errors = errors + admission.update_errors(info, old, obj)
+        if info.plural == "customresourcedefinitions" and info.group == "apiextensions.k8s.io":
+            errors = errors + validate_crd(obj)
+            for i, version in enumerate((obj.get("spec") or {}).get("versions") or []):
+                schema = (version.get("schema") or {}).get("openAPIV3Schema")
+                errors += rule_compile_errors(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
+        errors = errors + admission.meta_errors(info, obj["metadata"])
+        if errors:
+            raise ApiError.invalid_fields(info, name, errors)
+        admission.drop_empty_meta(obj)
+        return obj
+
+    def _populate_token(self, obj: Obj) -> None:
+        if obj.get("kind") == "Secret":
+            obj.setdefault("data", {})["token"] = base64.b64encode(uuid.uuid4().hex.encode()).decode()
+
+    def _update(self, info: KindInfo, namespace: str, old: Obj, new: Obj, *, status: bool,
+                options: WriteOptions) -> Obj:
         name = old["metadata"]["name"]
         if status:
             if not info.has_status:
@@ -454,6 +449,7 @@ class Store:
                 else:
                     new.pop("status", None)
             new_meta = new.setdefault("metadata", {})
+            admission.check_meta_types(new_meta)
             if new_meta.get("uid") not in (None, "", old["metadata"]["uid"]):
                 raise ApiError.conflict(info, name, f"Precondition failed: UID in precondition: "
                                         f"{new_meta['uid']}, UID in object meta: {old['metadata']['uid']}")
@@ -472,60 +468,58 @@ class Store:
             if _spec_part(new) != _spec_part(old):
                 new_meta["generation"] = old["metadata"].get("generation", 0) + 1
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-        key = self._key(info, namespace, name)
+        new = to_storage(info, self._admit(info, present(info, new), present(info, old), options, []))
+        new["apiVersion"] = old["apiVersion"]
+        key = self.key(info, namespace, name)
         if new == old:
             return old  # a no-op write: no new resourceVersion, no event (like the real server)
-        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+        if info.group == "apiextensions.k8s.io" and info.plural == "customresourcedefinitions":
+            new["status"] = crd_status(new) if not status else new.get("status")
+        if options.dry_run:
+            return new
+        meta = new["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not (
+                info.plural == "pods" and meta.get("deletionGracePeriodSeconds")) and info.plural != "namespaces":
             self._objects[key] = new
-            return self._remove(key, cascade=True)
+            return self._remove(key)
         return self._commit(key, new, "MODIFIED")
 
     def _commit(self, key: Key, obj: Obj, event_type: str) -> Obj:
+        old = self._objects.get(key)
         self.current_rv = next(self._rv)
         obj["metadata"]["resourceVersion"] = str(self.current_rv)
         self._objects[key] = obj
-        self._emit(key, event_type, obj)
+        if key[:2] == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            self.kinds.sync_crd(obj)
+        self._emit(key, event_type, obj, old)
         return copy.deepcopy(obj)
 
-    def _remove(self, key: Key, *, cascade: bool) -> Obj:
+    def _remove(self, key: Key) -> Obj:
         obj = self._objects.pop(key)
         self.current_rv = next(self._rv)
         obj["metadata"]["resourceVersion"] = str(self.current_rv)
-        self._emit(key, "DELETED", obj)
-        if cascade:
-            self._delete_dependents(obj, key)
+        if key[:2] == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            self.kinds.drop_crd(key[3])
+        self._emit(key, "DELETED", obj, obj)
         return copy.deepcopy(obj)
 
-    def _delete_dependents(self, owner: Obj, owner_key: Key) -> None:
-        """The garbage collector, run at once: dependents by ownerReference uid and, for a
-        namespace, everything in it."""
-        uid = owner["metadata"]["uid"]
-        is_namespace = owner_key[:2] == (NAMESPACES.group, NAMESPACES.plural)
-        for key, obj in list(self._objects.items()):
-            if key not in self._objects:
-                continue
-            owned = any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
-            if owned or (is_namespace and key[2] == owner_key[3]):
-                if obj["metadata"].get("finalizers"):
-                    if not obj["metadata"].get("deletionTimestamp"):
-                        obj["metadata"]["deletionTimestamp"] = self._clock()
-                        self._commit(key, obj, "MODIFIED")
-                else:
-                    self._remove(key, cascade=True)
-
-    def _emit(self, key: Key, event_type: str, obj: Obj) -> None:
-        event = WatchEvent(self.current_rv, event_type, key[0], key[1], key[2], copy.deepcopy(obj))
+    def _emit(self, key: Key, event_type: str, obj: Obj, old: Obj | None) -> None:
+        event = WatchEvent(self.current_rv, event_type, key[0], key[1], key[2], copy.deepcopy(obj),
+                           copy.deepcopy(old) if old is not None else None)
         self.history.append(event)
+        while len(self.history) > self.history_limit:
+            self.compacted_rv = self.history.popleft().rv
         for watcher in self.watchers:
-            if watcher.wants(event):
-                watcher.queue.put_nowait(event)
+            watcher.offer(event)
+        self.changed()
 
-    def events_since(self, watcher: Watcher, rv: int) -> list[WatchEvent]:
-        """History events after `rv` that `watcher` wants; `ApiError` 410 when `rv` is compacted."""
-        if rv < self.compacted_rv:
-            raise ApiError(410, "Expired", f"too old resource version: {rv} ({self.compacted_rv})")
-        return [e for e in self.history if e.rv > rv and watcher.wants(e)]
 
-    def all_objects(self) -> Iterable[tuple[Key, Obj]]:
-        """Every stored (key, object), for tests that inspect the whole store."""
-        return [(k, copy.deepcopy(v)) for k, v in sorted(self._objects.items())]
+def _policy(info: KindInfo, options: Obj) -> str:
+    policy = options.get("propagationPolicy")
+    if policy:
+        return str(policy)
+    orphan = options.get("orphanDependents")
+    if orphan is not None:
+        return "Orphan" if orphan else "Background"
+    return "Orphan" if (info.group, info.plural) == ("batch", "jobs") else "Background"
+
