@@ -13,10 +13,10 @@ from kubernetes_asyncio.config import new_client_from_config
 from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
 from aiperf.kube.ops import JOBSET_API_VERSION
 from aiperf.operator.desired import Defaults
-from aiperf.operator.handlers import build_registry
+from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
 from aiperf.testing.fake_kube import FakeKube
-from aiperf.testing.fake_kube_kopf import KopfOnFakeKube
+from aiperf.testing.fake_kube_kopf import KopfOnFakeKube, fast_settings
 
 NS = "bench"
 CR_API = f"{API_GROUP}/{API_VERSION}"
@@ -48,7 +48,7 @@ async def operator(kube: FakeKube, metrics: Metrics | None = None, *,
 
     registry = build_registry(connect=connect, defaults=Defaults(), metrics=metrics,
                               resync_interval=resync_interval, retry_delay=0.3)
-    async with KopfOnFakeKube(kube, registry=registry, namespaces=[NS]):
+    async with KopfOnFakeKube(kube, registry=registry, namespaces=[NS], settings=tune(fast_settings())):
         yield metrics
 
 

@@ -42,6 +42,17 @@ class _Holder:
         return self.reconciler
 
 
+CANCELLATION_POLLING_S = 1.0
+"""How soon kopf re-checks a stopping resync timer of a deleted CR (kopf's default, 60 s, holds
+the CR's deletion that long when the timer was busy at the time)."""
+
+
+def tune(settings: kopf.OperatorSettings) -> kopf.OperatorSettings:
+    """`settings` adjusted for these handlers (see `CANCELLATION_POLLING_S`); returned for chaining."""
+    settings.background.cancellation_polling = CANCELLATION_POLLING_S
+    return settings
+
+
 def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Defaults, metrics: Metrics,
                    resync_interval: float = 30.0, retry_delay: float = 5.0) -> kopf.OperatorRegistry:
     """The operator's handlers (see the module doc) in a new registry."""

@@ -22,7 +22,7 @@ from aiperf.kube.client import KubeError
 from aiperf.kube.crd_model import API_GROUP, API_VERSION
 from aiperf.operator.connection import client_factory, connection_info, load_configuration, pod_namespace
 from aiperf.operator.desired import Defaults
-from aiperf.operator.handlers import build_registry
+from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.probes import build_app, serving
 
@@ -91,8 +91,8 @@ async def serve(args: argparse.Namespace) -> None:
 
 async def _operate(registry: kopf.OperatorRegistry, args: argparse.Namespace, ready: asyncio.Event) -> None:
     namespaces = args.namespace or []
-    await kopf.operator(registry=registry, standalone=args.standalone, clusterwide=not namespaces,
-                        namespaces=namespaces, ready_flag=ready)
+    await kopf.operator(registry=registry, settings=tune(kopf.OperatorSettings()), standalone=args.standalone,
+                        clusterwide=not namespaces, namespaces=namespaces, ready_flag=ready)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
