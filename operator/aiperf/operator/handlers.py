@@ -13,7 +13,9 @@ pod's ServiceAccount; tests from the fake API server). Every handler counts itse
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import kopf
@@ -30,18 +32,40 @@ JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 
 
 class _Holder:
-    """The reconciler of the running operator, set by the startup handler."""
+    """The running operator's client and reconciler, set by the startup handler. `use()` lends
+    the reconciler to one handler call; `close()` refuses new calls, waits for the lent ones to
+    return (kopf may still be finishing a timer when its cleanup runs), then closes the client."""
 
     def __init__(self) -> None:
         self.api: ApiClient | None = None
         self.reconciler: JobReconciler | None = None
+        self._busy = 0
+        self._idle: asyncio.Event | None = None
 
-    def get(self) -> JobReconciler:
+    @contextlib.asynccontextmanager
+    async def use(self) -> AsyncIterator[JobReconciler]:
         if self.reconciler is None:
-            raise kopf.TemporaryError("the operator is still starting", delay=1)
-        return self.reconciler
+            raise kopf.TemporaryError("the operator is starting or stopping", delay=1)
+        self._busy += 1
+        try:
+            yield self.reconciler
+        finally:
+            self._busy -= 1
+            if self._busy == 0 and self._idle is not None:
+                self._idle.set()
+
+    async def close(self, timeout: float) -> None:
+        api, self.api, self.reconciler = self.api, None, None
+        if self._busy:
+            self._idle = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), timeout)
+        if api is not None:
+            await api.close()
 
 
+CLOSE_TIMEOUT_S = 10.0
+"""How long the cleanup waits for running handlers before closing the client under them."""
 CANCELLATION_POLLING_S = 1.0
 """How soon kopf re-checks a stopping resync timer of a deleted CR (kopf's default, 60 s, holds
 the CR's deletion that long when the timer was busy at the time)."""
@@ -59,9 +83,10 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
     registry = kopf.OperatorRegistry()
     holder = _Holder()
 
-    async def counted(handler: str, work: Awaitable[None]) -> None:
+    async def counted(handler: str, work: Callable[[JobReconciler], Awaitable[None]]) -> None:
         try:
-            await work
+            async with holder.use() as reconciler:
+                await work(reconciler)
         except BaseException:
             metrics.failed(handler)
             raise
@@ -75,36 +100,34 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
 
     @kopf.on.cleanup(registry=registry)
     async def close_client(**_: Any) -> None:
-        if holder.api is not None:
-            await holder.api.close()
-        holder.api = holder.reconciler = None
+        await holder.close(timeout=CLOSE_TIMEOUT_S)
 
     @kopf.on.create(*JOBS, id="create", registry=registry)
     async def on_create(body: kopf.Body, **_: Any) -> None:
-        await counted("create", holder.get().create(_plain(body)))
+        await counted("create", lambda r: r.create(_plain(body)))
 
     @kopf.on.update(*JOBS, field="spec.cancel", id="cancel", registry=registry)
     async def on_cancel(body: kopf.Body, **_: Any) -> None:
-        await counted("cancel", holder.get().cancel(_plain(body)))
+        await counted("cancel", lambda r: r.cancel(_plain(body)))
 
     @kopf.on.update(*JOBS, field="spec.timeoutSeconds", id="timeout", registry=registry)
-    async def on_timeout(body: kopf.Body, namespace: str, name: str, uid: str, **_: Any) -> None:
-        async def work() -> None:
-            await holder.get().acknowledge(namespace, name, uid)
-            await holder.get().sync(namespace, name, uid)
-        await counted("timeout", work())
+    async def on_timeout(namespace: str, name: str, uid: str, **_: Any) -> None:
+        async def work(r: JobReconciler) -> None:
+            await r.acknowledge(namespace, name, uid)
+            await r.sync(namespace, name, uid)
+        await counted("timeout", work)
 
     @kopf.on.resume(*JOBS, id="resume", registry=registry)
     async def on_resume(namespace: str, name: str, uid: str, **_: Any) -> None:
-        await counted("resume", holder.get().sync(namespace, name, uid))
+        await counted("resume", lambda r: r.sync(namespace, name, uid))
 
     @kopf.timer(*JOBS, id="resync", interval=resync_interval, registry=registry)
     async def on_timer(namespace: str, name: str, uid: str, **_: Any) -> None:
-        await counted("resync", holder.get().sync(namespace, name, uid))
+        await counted("resync", lambda r: r.sync(namespace, name, uid))
 
     @kopf.on.event(*JOBSETS, id="jobset", labels={APP_LABEL: APP_LABEL_VALUE}, registry=registry)
     async def on_jobset(body: kopf.Body, **_: Any) -> None:
-        await counted("jobset", holder.get().jobset_event(_plain(body)))
+        await counted("jobset", lambda r: r.jobset_event(_plain(body)))
 
     return registry
 
