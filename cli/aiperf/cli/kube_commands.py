@@ -52,6 +52,7 @@ from aiperf.kube.client import (
     load_client,
     resolve_namespace,
 )
+from aiperf.kube import jobs
 from aiperf.kube.names import jobset_name
 from aiperf.messages import ServiceType
 
@@ -251,18 +252,29 @@ async def _fetch(api: ApiClient, name: str, namespace: str, artifact_dir: str) -
 
 
 def profile(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, *, dry_run: bool,
-            detach: bool, artifact_dir: str) -> int:
-    """`kube profile`: build, then (unless `dry_run`, which prints the manifests exactly as
-    `kube generate` does and touches no API) check the namespace, create the objects and (unless
-    `detach`) watch the run until it ends and download its results. Exit 0 on a completed run,
-    1 on a failed or cancelled one."""
+            detach: bool, artifact_dir: str, operator: bool | None = None) -> int:
+    """`kube profile`: build, then (unless `dry_run`, which prints what `kube generate` prints,
+    with `--operator` the AIPerfJob, and touches no API) check the namespace, submit the run and
+    (unless `detach`) watch it until it ends and download its results. Exit 0 on a completed run,
+    1 on a failed or cancelled one.
+
+    `operator` None probes the cluster for the AIPerfJob CRD: operator mode when it is served
+    (create the AIPerfJob, the operator does the rest), direct mode otherwise (create the four
+    objects with the user's own credentials); True or False forces one mode without probing."""
     if dry_run:
+        if operator:
+            from aiperf.cli.kube_operator import generate_job
+            return generate_job(target, deploy, flags, None)
         return generate(target, deploy, flags, None)
 
     async def work() -> int:
         deployment = build_deployment(target, deploy, flags)
         name, namespace = deployment.settings.name, deployment.settings.namespace
         async with await load_client(target.kubeconfig, target.kube_context) as api:
+            if operator is True or (operator is None and await jobs.operator_installed(api)):
+                from aiperf.cli.kube_operator import submit_job
+                return await submit_job(api, deployment, log_level=deploy.log_level, detach=detach,
+                                        artifact_dir=artifact_dir)
             await ops.ensure_namespace_exists(api, namespace)
             created = await ops.create_all(api, deployment.objects)
             for obj in created:
@@ -360,11 +372,22 @@ def results(target: KubeTarget, name: str, *, from_pods: bool, artifact_dir: str
 
 
 def cancel(target: KubeTarget, name: str) -> int:
-    """`kube cancel`: suspend the run's JobSet (its pods stop; `kube delete` removes it)."""
+    """`kube cancel`: in operator mode (an AIPerfJob `name` exists) set its `spec.cancel` (the
+    operator suspends the JobSet); in direct mode suspend the run's JobSet (its pods stop; `kube
+    delete` removes it)."""
 
     async def work() -> int:
         api, namespace = await _open(target)
         async with api:
+            job = await jobs.get_job(api, name, namespace)
+            if job is not None:
+                outcome = await jobs.cancel_job(api, job)
+                if outcome == jobs.CancelOutcome.FINISHED:
+                    print(f"run {name} already {jobs.phase_of(job)}; nothing to cancel")
+                else:
+                    print(f"cancelled run {name}: spec.cancel is true on AIPerfJob {namespace}/{name}; "
+                          "the operator stops its pods")
+                return EXIT_OK
             state = await ops.cancel(api, name, namespace)
         if state == ops.JobState.SUSPENDED:
             print(f"cancelled run {name}: JobSet {jobset_name(name)} suspended, its pods stop; "

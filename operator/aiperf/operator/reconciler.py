@@ -85,9 +85,10 @@ class JobReconciler:
         try:
             plan = plan_job(body, defaults=self._defaults)
         except InvalidSpec as exc:
+            problem = str(exc)
             await self._write(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.FAILED, [
-                Cond("ConfigValid", False, "InvalidSpec", str(exc))]))
-            raise kopf.PermanentError(f"invalid spec: {exc}") from None
+                Cond("ConfigValid", False, "InvalidSpec", problem)]))
+            raise kopf.PermanentError(f"invalid spec: {problem}") from None
         now = timestamp(self._clock())
 
         def pending(cr: Obj) -> StatusChange | None:
