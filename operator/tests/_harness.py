@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
@@ -38,17 +39,21 @@ def job(name: str = "run", **spec: Any) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def operator(kube: FakeKube, metrics: Metrics | None = None, *,
-                   resync_interval: float = RESYNC_S) -> AsyncIterator[Metrics]:
-    """kopf serving the operator's registry against `kube` while entered; yields its metrics."""
+async def operator(kube: FakeKube, metrics: Metrics | None = None, *, resync_interval: float = RESYNC_S,
+                   token: str | None = None) -> AsyncIterator[Metrics]:
+    """kopf serving the operator's registry against `kube` while entered; yields its metrics.
+    `token`: the bearer token of kopf and of the operator's client (default: the fake's admin)."""
     metrics = metrics or Metrics()
+    kubeconfig = kube.kubeconfig_path
+    if token is not None:
+        kubeconfig = str(kube.write_kubeconfig(Path(kube.kubeconfig_path).with_name("operator"), token=token))
 
     async def connect() -> ApiClient:
-        return await new_client_from_config(kube.kubeconfig_path, persist_config=False)
+        return await new_client_from_config(kubeconfig, persist_config=False)
 
     registry = build_registry(connect=connect, defaults=Defaults(), metrics=metrics,
                               resync_interval=resync_interval, retry_delay=0.3)
-    async with KopfOnFakeKube(kube, registry=registry, namespaces=[NS], settings=tune(fast_settings())):
+    async with KopfOnFakeKube(kube, registry=registry, namespaces=[NS], settings=tune(fast_settings()), token=token):
         yield metrics
 
 

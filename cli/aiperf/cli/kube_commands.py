@@ -41,6 +41,7 @@ from aiperf.kube import (
     KubeConfigError,
     KubeSettings,
     build_all,
+    jobs,
     ops,
     secret_values_from_env,
     to_yaml,
@@ -52,7 +53,6 @@ from aiperf.kube.client import (
     load_client,
     resolve_namespace,
 )
-from aiperf.kube import jobs
 from aiperf.kube.names import jobset_name
 from aiperf.messages import ServiceType
 

@@ -47,7 +47,7 @@ def connection_info(config: Configuration, default_namespace: str | None = None)
     if auth:
         scheme, _, token = auth.partition(" ") if " " in auth else ("Bearer", "", auth)
     return kopf.ConnectionInfo(
-        server=config.host, ca_path=config.ssl_ca_cert or None, insecure=not config.verify_ssl,
+        server=config.host or "", ca_path=config.ssl_ca_cert or None, insecure=not config.verify_ssl,
         certificate_path=config.cert_file or None, private_key_path=config.key_file or None,
         scheme=scheme, token=token, default_namespace=default_namespace)
 

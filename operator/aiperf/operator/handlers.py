@@ -111,19 +111,19 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
         await counted("cancel", lambda r: r.cancel(_plain(body)))
 
     @kopf.on.update(*JOBS, field="spec.timeoutSeconds", id="timeout", registry=registry)
-    async def on_timeout(namespace: str, name: str, uid: str, **_: Any) -> None:
+    async def on_timeout(namespace: str | None, name: str, uid: str, **_: Any) -> None:
         async def work(r: JobReconciler) -> None:
-            await r.acknowledge(namespace, name, uid)
-            await r.sync(namespace, name, uid)
+            await r.acknowledge(str(namespace), name, uid)
+            await r.sync(str(namespace), name, uid)
         await counted("timeout", work)
 
     @kopf.on.resume(*JOBS, id="resume", registry=registry)
-    async def on_resume(namespace: str, name: str, uid: str, **_: Any) -> None:
-        await counted("resume", lambda r: r.sync(namespace, name, uid))
+    async def on_resume(namespace: str | None, name: str, uid: str, **_: Any) -> None:
+        await counted("resume", lambda r: r.sync(str(namespace), name, uid))
 
     @kopf.timer(*JOBS, id="resync", interval=resync_interval, registry=registry)
-    async def on_timer(namespace: str, name: str, uid: str, **_: Any) -> None:
-        await counted("resync", lambda r: r.sync(namespace, name, uid))
+    async def on_timer(namespace: str | None, name: str, uid: str, **_: Any) -> None:
+        await counted("resync", lambda r: r.sync(str(namespace), name, uid))
 
     @kopf.on.event(*JOBSETS, id="jobset", labels={APP_LABEL: APP_LABEL_VALUE}, registry=registry)
     async def on_jobset(body: kopf.Body, **_: Any) -> None:

@@ -114,27 +114,33 @@ class JobReconciler:
 
     async def _create_objects(self, plan: JobPlan, ns: str, name: str, uid: str) -> None:
         for obj in plan.objects:
-            kind, obj_name = obj["kind"], obj["metadata"]["name"]
-            try:
-                await api.create(self._api, obj)
-                continue
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise kopf.TemporaryError(f"creating {kind} {obj_name} failed: {api.describe(exc)}",
-                                              delay=self._retry_delay) from None
-            existing = await api.get(self._api, obj["apiVersion"], kind, ns, obj_name)
-            if existing is None:  # gone between the create and the read: just try again
-                raise kopf.TemporaryError(f"{kind} {obj_name} was being replaced; retrying", delay=1)
-            verdict = claim(existing, owner_name=name, owner_uid=uid)
-            if verdict.verdict is Verdict.ADOPT:
-                continue
-            if verdict.verdict is Verdict.WAIT:
-                await self._write(ns, name, uid, lambda cr, v=verdict: StatusChange(conditions=[
-                    Cond("ResourcesCreated", False, "WaitingForPreviousRun", v.reason)]))
-                raise kopf.TemporaryError(verdict.reason, delay=self._retry_delay)
-            await self._write(ns, name, uid, lambda cr, v=verdict: self._terminal_once(cr, JobPhase.FAILED, [
-                Cond("ResourcesCreated", False, "NameConflict", v.reason)]))
-            raise kopf.PermanentError(verdict.reason)
+            await self._ensure(obj, ns, name, uid)
+
+    async def _ensure(self, obj: Obj, ns: str, name: str, uid: str) -> None:
+        """Create `obj`, or adopt the object holding its name when it is this CR's (see the
+        module doc for the other outcomes)."""
+        kind, obj_name = obj["kind"], obj["metadata"]["name"]
+        try:
+            await api.create(self._api, obj)
+            return
+        except ApiException as exc:
+            if exc.status != 409:
+                raise kopf.TemporaryError(f"creating {kind} {obj_name} failed: {api.describe(exc)}",
+                                          delay=self._retry_delay) from None
+        existing = await api.get(self._api, obj["apiVersion"], kind, ns, obj_name)
+        if existing is None:  # gone between the create and the read: just try again
+            raise kopf.TemporaryError(f"{kind} {obj_name} was being replaced; retrying", delay=1)
+        verdict = claim(existing, owner_name=name, owner_uid=uid)
+        reason = verdict.reason
+        if verdict.verdict is Verdict.ADOPT:
+            return
+        if verdict.verdict is Verdict.WAIT:
+            waiting = StatusChange(conditions=[Cond("ResourcesCreated", False, "WaitingForPreviousRun", reason)])
+            await self._write(ns, name, uid, lambda cr: waiting)
+            raise kopf.TemporaryError(reason, delay=self._retry_delay)
+        conflict = [Cond("ResourcesCreated", False, "NameConflict", reason)]
+        await self._write(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.FAILED, conflict))
+        raise kopf.PermanentError(reason)
 
     # -- sync ----------------------------------------------------------------------------------
 

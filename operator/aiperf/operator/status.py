@@ -178,7 +178,7 @@ def observe_jobset(cr: Mapping[str, Any], jobset: Mapping[str, Any], *, now: dat
     current = phase_of(cr)
     if current in TERMINAL:
         return None
-    state = jobset_state(jobset)
+    state = jobset_state(dict(jobset))
     ready, expected = pod_counts(jobset)
     workers = Cond("WorkersReady", ready >= expected, "AllPodsReady" if ready >= expected else "PodsStarting",
                    f"{ready} of {expected} pods ready")

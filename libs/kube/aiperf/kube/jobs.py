@@ -18,7 +18,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from aiperf.kube.client import KubeClusterError, KubeError, api_status
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, JobPhase
+from aiperf.kube.crd_model import API_GROUP, API_VERSION, JobPhase
 from aiperf.kube.ops import JSON_PATCH, _call, _describe, _error_of, _events, _open, _path
 
 Obj = dict[str, Any]
