@@ -11,11 +11,9 @@ from aiohttp import web
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import (
     ApiClient,
-    ApisApi,
     CoreV1Api,
     CustomObjectsApi,
     RbacAuthorizationV1Api,
-    VersionApi,
 )
 from kubernetes_asyncio.client.exceptions import ApiException
 

@@ -5,11 +5,11 @@ and CEL rules, as kube-apiserver does. Driven by kubernetes_asyncio over real HT
 from __future__ import annotations
 
 import pytest
+from _widgets import WIDGET_CRD, W, status_of, widget
 from kubernetes_asyncio.client import ApiClient, ApiextensionsV1Api, ApisApi, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from aiperf.testing.fake_kube import FakeKube
-from _widgets import W, WIDGET_CRD, status_of, widget
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import kopf
 import pytest
-from _widgets import W, WIDGET_CRD, widget
+from _widgets import WIDGET_CRD, W, widget
 from kubernetes_asyncio.client import ApiClient, ApiextensionsV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
 

@@ -26,33 +26,38 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
   another live owner survives, graceful pod deletion, Terminating namespaces, CRD cleanup. The
   collector runs asynchronously after each write (`gc="auto"`), or when the test calls
   `collect_garbage()` (`gc="manual"`).
-- LIST with label/field selectors and `limit`/`continue` pages (410 on an expired token); WATCH
-  from a resourceVersion over a bounded history (410 when older: `history_limit`, `compact()`),
-  selector transitions as ADDED/DELETED, BOOKMARKs when allowed (`send_bookmarks()` and every
-  `bookmark_interval`), `sendInitialEvents`.
+- LIST and WATCH (`fake_kube_http`) with label/field selectors; `limit`/`continue` pages (410
+  on an expired token); WATCH from a resourceVersion over a bounded history (410 when older:
+  `history_limit`, `compact()`), selector transitions as ADDED/DELETED, BOOKMARKs when allowed
+  (`send_bookmarks()` and every `bookmark_interval`), `sendInitialEvents`.
 - Subresources: status, scale, pods/log and pods/proxy (`fake_kube_pods`), namespaces/finalize,
   pods/binding, serviceaccounts/token. events.k8s.io/v1 Events share storage with core/v1 ones.
 - Optional authentication and RBAC (`rbac=True`, `fake_kube_rbac`): 401 without a known bearer
   token, 403 with the real Status text when no Role/ClusterRole binding allows the request.
 - Errors are `Status` objects with the real reason, code and message texts; `requests` records
   every request (method, path, query, content type, body).
+- kopf runs against it for real with `fake_kube_kopf.KopfOnFakeKube`; `wait_until` waits on writes.
 
-What it does not model (see each module for details): admission webhooks (JobSet's included)
-and admission plugins besides the defaults above (no ServiceAccount token volume, no
-LimitRanger or ResourceQuota), OpenAPI validation of built-in kinds beyond the fields named above
-(`fieldValidation=Strict` only for custom resources), server-side apply and managedFields, CRD
-conversion webhooks (versions convert by rewriting apiVersion only), consistent snapshots for
-list pages, a watch cache's resourceVersion semantics for `resourceVersionMatch` other than
-NotOlderThan, CEL's Kubernetes extension libraries and cost limits, aggregated ClusterRoles and
-RBAC escalation checks, pod controllers (a JobSet or Job creates no pods by itself: the test plays
-those controllers), node, scheduler and kubelet beyond the helpers (`run_pod`, `terminate_pod`,
-`finish_pod`), exec/attach/port-forward, and field selectors other than metadata.name/namespace.
+What it does not model (one line each; each module says more):
+
+- admission webhooks (JobSet's validating and defaulting webhooks included);
+- admission plugins besides the defaults above (ServiceAccount token volume, LimitRanger, quotas);
+- OpenAPI validation of built-in kinds beyond the fields above (Strict only for custom resources);
+- server-side apply and managedFields;
+- CRD conversion webhooks (versions convert by rewriting apiVersion only);
+- consistent snapshots for list pages (a later page shows later writes);
+- `resourceVersionMatch` other than NotOlderThan, and the watch cache's resourceVersion rules;
+- CEL's Kubernetes extension libraries, cost limits, ratcheting and `optionalOldSelf`;
+- aggregated ClusterRoles, RBAC escalation checks, impersonation, TokenRequest tokens for RBAC;
+- pod controllers: a JobSet or Job creates no pods (the test plays those controllers);
+- node, scheduler and kubelet beyond `run_pod`, `terminate_pod`, `finish_pod`, `pods.*` helpers;
+- exec, attach and port-forward;
+- field selectors other than metadata.name and metadata.namespace.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import shutil
@@ -69,21 +74,24 @@ from aiohttp import web
 
 from aiperf.testing.fake_kube_api import ApiError, KindInfo, Obj, WriteOptions
 from aiperf.testing.fake_kube_gc import GarbageCollector
+from aiperf.testing.fake_kube_http import (
+    attributes,
+    delete_options,
+    escape,
+    list_page,
+    object_body,
+    selector_of,
+    serve_watch,
+)
+from aiperf.testing.fake_kube_http import json_response as _json
 from aiperf.testing.fake_kube_kinds import CRDS, JOBSET_CRD, NAMESPACES, PODS
 from aiperf.testing.fake_kube_pods import PodRuntime, ProxyHandler
-from aiperf.testing.fake_kube_rbac import ADMIN, Attributes, Authenticator, Authorizer, User, verb_of
-from aiperf.testing.fake_kube_select import BOOKMARK, Selector, Watcher
+from aiperf.testing.fake_kube_rbac import ADMIN, Authenticator, Authorizer, User
 from aiperf.testing.fake_kube_store import Store, present
 
 __all__ = ["ApiError", "FakeKube", "KindInfo", "ProxyHandler", "RecordedRequest", "User"]
 
 _AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-_CONTINUE_EXPIRED = (
-    "The provided continue parameter is too old to display a consistent list result. You can start a new "
-    "list without the continue parameter, or use the continue token in this response to retrieve the "
-    "remainder of the results. Continuing with the provided token results in an inconsistent list - objects "
-    "that were created, modified, or deleted between the time the first chunk was returned and now may show "
-    "up in the list.")
 
 
 @dataclass(frozen=True)
@@ -365,14 +373,14 @@ class FakeKube:
         except ApiError as exc:
             response = _json(exc.status(), exc.code)
         for warning in options.warnings:
-            response.headers.add("Warning", f'299 - "{_escape(warning)}"')
+            response.headers.add("Warning", f'299 - "{escape(warning)}"')
         return response
 
     async def _dispatch(self, request: web.Request, body: Any, options: WriteOptions) -> web.StreamResponse:
         segments = [s for s in request.path.split("/") if s]
         if self.rbac:
             user = self.authenticator.authenticate(request.headers.get("Authorization"))
-            attrs = _attributes(request, segments)
+            attrs = attributes(request, segments)
             info = None
             if attrs.resource is not None:
                 info = self._lookup(attrs.api_group, segments[1] if segments[0] == "api" else segments[2],
@@ -411,7 +419,7 @@ class FakeKube:
         if method == "GET":
             return _json(present(info, self.store.get(info, ns, name)))
         if method == "PUT":
-            return _json(present(info, self.store.replace(info, ns, name, _object_body(body), status=status,
+            return _json(present(info, self.store.replace(info, ns, name, object_body(body), status=status,
                                                           options=options)))
         if method == "PATCH":
             content_type = (request.headers.get("Content-Type") or "").split(";")[0].strip()
@@ -420,10 +428,10 @@ class FakeKube:
             return _json(present(info, self.store.patch(info, ns, name, content_type, body, status=status,
                                                         options=options)))
         if method == "DELETE" and not status:
-            delete_options = _delete_options(request, body)
-            obj, gone = self.store.delete(info, ns, name, delete_options, options)
+            deletion = delete_options(request, body)
+            obj, gone = self.store.delete(info, ns, name, deletion, options)
             if not gone:
-                return _json(present(info, obj), 202 if delete_options.get("orphanDependents") is False else 200)
+                return _json(present(info, obj), 202 if deletion.get("orphanDependents") is False else 200)
             if not info.returns_deleted:
                 return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "details": {"name": name, "group": info.group, "kind": info.plural,
@@ -435,64 +443,38 @@ class FakeKube:
                           options: WriteOptions) -> web.StreamResponse:
         info, method = target.info, request.method
         if method == "GET":
-            selector = _selector(request)
+            selector = selector_of(request)
             if request.query.get("watch", "").lower() in ("true", "1", "t"):
-                return await self._watch(request, target, selector)
-            return _json(self._list(request, target, selector))
+                return await serve_watch(request, self.store, target.info, target.namespace, selector,
+                                         bookmark_interval=self._bookmark_interval)
+            return _json(list_page(request, self.store, target.info, target.namespace, selector))
         if method == "POST":
             if target.namespace is None and info.namespaced:
                 raise ApiError.method_not_allowed()
-            created = self.store.create(info, target.namespace or "", _object_body(body), options)
+            created = self.store.create(info, target.namespace or "", object_body(body), options)
             return _json(present(info, created), 201)
         if method == "DELETE":
-            selector = _selector(request)
+            selector = selector_of(request)
             deleted = [present(info, self.store.delete(info, o["metadata"].get("namespace", ""),
-                                                       o["metadata"]["name"], _delete_options(request, body),
+                                                       o["metadata"]["name"], delete_options(request, body),
                                                        options)[0])
                        for o in self.store.list_objects(info, target.namespace, selector)]
             return _json({"kind": f"{info.kind}List", "apiVersion": info.api_version,
                           "metadata": {"resourceVersion": str(self.store.current_rv)}, "items": deleted})
         raise ApiError.method_not_allowed()
 
-    def _list(self, request: web.Request, target: _Target, selector: Selector) -> Obj:
-        info = target.info
-        items = self.store.list_objects(info, target.namespace, selector)
-        rv, start = self.store.current_rv, ""
-        token = request.query.get("continue")
-        meta: Obj = {}
-        if token:
-            try:
-                decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
-                rv, start = int(decoded["rv"]), str(decoded["start"])
-            except (ValueError, KeyError, TypeError):
-                raise ApiError.bad_request("continue key is not valid: incorrect encoded start "
-                                           "resourceVersion (version meta.k8s.io/v1)") from None
-            if rv < self.store.compacted_rv:
-                fresh = _continue_token(self.store.current_rv, start)
-                raise ApiError(410, "Expired", _CONTINUE_EXPIRED, metadata={"continue": fresh})
-            items = [o for o in items if _item_key(o) > start]
-        limit = int(request.query.get("limit") or 0)
-        if limit > 0 and len(items) > limit:
-            meta["continue"] = _continue_token(rv, _item_key(items[limit - 1]))
-            if not request.query.get("labelSelector") and not request.query.get("fieldSelector"):
-                meta["remainingItemCount"] = len(items) - limit
-            items = items[:limit]
-        meta["resourceVersion"] = str(rv)
-        return {"kind": f"{info.kind}List", "apiVersion": info.api_version, "metadata": meta,
-                "items": [present(info, o) for o in items]}
-
     def _scale(self, method: str, info: KindInfo, ns: str, name: str, body: Any,
                options: WriteOptions) -> web.Response:
         obj = self.store.get(info, ns, name)
         spec_path, status_path, selector_path = info.scale_paths
 
-        def at(doc: Obj, path: str) -> Any:
+        def at(doc: Any, path: str) -> Any:
             for part in path.strip(".").split("."):
                 doc = doc.get(part) if isinstance(doc, dict) else None
             return doc
 
         if method in ("PUT", "PATCH"):
-            replicas = ((_object_body(body).get("spec") or {}).get("replicas"))
+            replicas = ((object_body(body).get("spec") or {}).get("replicas"))
             if not isinstance(replicas, int):
                 raise ApiError.invalid(info, name, "spec.replicas: Invalid value: must be an integer")
             doc = present(info, obj)
@@ -516,14 +498,14 @@ class FakeKube:
         if sub == "finalize" and info.plural == "namespaces" and method == "PUT":
             current = self.store.get(info, "", name)
             current["spec"] = {**(current.get("spec") or {}),
-                               "finalizers": (_object_body(body).get("spec") or {}).get("finalizers") or []}
+                               "finalizers": (object_body(body).get("spec") or {}).get("finalizers") or []}
             return _json(self.store.system_update(info, current))
         if sub == "binding" and info.plural == "pods" and method == "POST":
             pod = self.store.get(info, ns, name)
             if pod["spec"].get("nodeName"):
                 raise ApiError.conflict(info, name, f"pod {name} is already assigned to node "
                                         f"\"{pod['spec']['nodeName']}\"")
-            pod["spec"]["nodeName"] = ((_object_body(body).get("target") or {}).get("name") or "")
+            pod["spec"]["nodeName"] = ((object_body(body).get("target") or {}).get("name") or "")
             self.store.system_update(info, pod)
             return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
                          201)
@@ -531,7 +513,7 @@ class FakeKube:
             self.store.get(info, ns, name)
             return _json({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
                           "metadata": {"name": name, "namespace": ns},
-                          "spec": (_object_body(body).get("spec") or {}),
+                          "spec": (object_body(body).get("spec") or {}),
                           "status": {"token": self.token_for(ns, name),
                                      "expirationTimestamp": "2099-01-01T00:00:00Z"}}, 201)
         raise ApiError.method_not_allowed()
@@ -591,129 +573,4 @@ class FakeKube:
             return _json(resources)
         return None
 
-    async def _watch(self, request: web.Request, target: _Target, selector: Selector) -> web.StreamResponse:
-        info = target.info
-        group, plural = info.storage
-        query = request.query
-        watcher = Watcher(group, plural, target.namespace, selector,
-                          bookmarks=query.get("allowWatchBookmarks", "").lower() == "true")
-        rv_param = query.get("resourceVersion", "")
-        initial = query.get("sendInitialEvents", "").lower() == "true"
-        response = web.StreamResponse(headers={"Content-Type": "application/json"})
-        await response.prepare(request)
-        try:
-            if rv_param in ("", "0") or initial:
-                backlog = [("ADDED", o) for o in self.store.list_objects(info, target.namespace, selector)]
-                if initial and watcher.bookmarks:
-                    backlog.append((BOOKMARK, {"metadata": {
-                        "resourceVersion": str(self.store.current_rv),
-                        "annotations": {"k8s.io/initial-events-end": "true"}}}))
-            else:
-                backlog = self.store.events_since(watcher, int(rv_param))
-        except (ApiError, ValueError) as exc:
-            error = (exc if isinstance(exc, ApiError)
-                     else ApiError.bad_request(f"invalid resourceVersion {rv_param}"))
-            await response.write(_line({"type": "ERROR", "object": error.status()}))
-            return response
-        self.store.watchers.add(watcher)
-        loop = asyncio.get_running_loop()
-        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
-        deadline = None if timeout is None else loop.time() + timeout
-        next_bookmark = loop.time() + self._bookmark_interval
-        try:
-            for event_type, obj in backlog:
-                await response.write(self._event_line(info, event_type, obj))
-            while True:
-                now = loop.time()
-                if watcher.bookmarks and now >= next_bookmark:
-                    next_bookmark = now + self._bookmark_interval
-                    watcher.queue.put_nowait((BOOKMARK, {"metadata": {"resourceVersion": str(self.store.current_rv)}}))
-                wait = 0.5 if deadline is None else min(0.5, deadline - now)
-                if wait <= 0:
-                    break
-                try:
-                    item = await asyncio.wait_for(watcher.queue.get(), wait)
-                except TimeoutError:
-                    if request.transport is None or request.transport.is_closing():
-                        break
-                    continue
-                if item is None:
-                    break
-                await response.write(self._event_line(info, *item))
-        except (ConnectionResetError, ConnectionError):
-            pass
-        finally:
-            self.store.watchers.discard(watcher)
-        with contextlib.suppress(ConnectionError):
-            await response.write_eof()
-        return response
 
-    def _event_line(self, info: KindInfo, event_type: str, obj: Obj) -> bytes:
-        if event_type == BOOKMARK:
-            return _line({"type": BOOKMARK, "object": {"kind": info.kind, "apiVersion": info.api_version,
-                                                       "metadata": obj["metadata"]}})
-        return _line({"type": event_type, "object": present(info, obj)})
-
-
-def _attributes(request: web.Request, segments: list[str]) -> Attributes:
-    """The request as the RBAC authorizer sees it (kube-apiserver's RequestInfo)."""
-    if segments[:1] == ["api"] and len(segments) >= 3:
-        group, rest = "", segments[2:]
-    elif segments[:1] == ["apis"] and len(segments) >= 4:
-        group, rest = segments[1], segments[3:]
-    else:
-        return Attributes(verb=verb_of(request.method, named=True, watch=False).replace("create", "post"),
-                          path=request.path)
-    namespace = ""
-    if rest[0] == "namespaces" and len(rest) > 1:
-        namespace = rest[1]
-        if len(rest) > 2 and rest[2] not in ("status", "finalize"):
-            rest = rest[2:]
-    name = rest[1] if len(rest) > 1 else ""
-    watch = request.query.get("watch", "").lower() in ("true", "1")
-    return Attributes(verb=verb_of(request.method, named=bool(name), watch=watch), path=request.path,
-                      api_group=group, resource=rest[0], subresource=rest[2] if len(rest) > 2 else "",
-                      namespace=namespace, name=name.split(":")[0] if len(rest) > 2 and rest[2] == "proxy" else name)
-
-
-def _item_key(obj: Obj) -> str:
-    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
-
-
-def _continue_token(rv: int, start: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "start": start}).encode()).decode()
-
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(text=json.dumps(body), status=status, content_type="application/json")
-
-
-def _line(event: Obj) -> bytes:
-    return (json.dumps(event) + "\n").encode()
-
-
-def _object_body(body: Any) -> Obj:
-    if not isinstance(body, dict):
-        raise ApiError.bad_request("the request body is not a JSON object")
-    return body
-
-
-def _delete_options(request: web.Request, body: Any) -> Obj:
-    options: Obj = dict(body) if isinstance(body, dict) else {}
-    for key in ("propagationPolicy", "gracePeriodSeconds", "orphanDependents"):
-        if key in request.query:
-            value: Any = request.query[key]
-            if key == "gracePeriodSeconds":
-                value = int(value)
-            elif key == "orphanDependents":
-                value = value.lower() == "true"
-            options[key] = value
-    return options
-
-
-def _selector(request: web.Request) -> Selector:
-    return Selector.parse(request.query.get("labelSelector"), request.query.get("fieldSelector"))

@@ -279,7 +279,7 @@ def _qos_class(spec: Obj) -> str:
     if not any(r.get("requests") or r.get("limits") for r in resources):
         return "BestEffort"
     guaranteed = all(
-        set((r.get("limits") or {})) >= {"cpu", "memory"}
+        set(r.get("limits") or {}) >= {"cpu", "memory"}
         and all((r.get("requests") or r.get("limits") or {}).get(k) == (r.get("limits") or {}).get(k)
                 for k in ("cpu", "memory"))
         for r in resources)

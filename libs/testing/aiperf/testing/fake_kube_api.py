@@ -30,7 +30,8 @@ class KindInfo:
     resources (served from a CRD, `crd` names it) are the opposite.
     `schema`: the CRD version's `openAPIV3Schema` (custom resources only).
     `store_group`/`store_plural`: where objects live when another type shares the storage
-    (events.k8s.io/v1 Events are core/v1 Events); empty means `group`/`plural`.
+    (events.k8s.io/v1 Events are core/v1 Events); None/empty means `group`/`plural` (the core
+    group is "", so `store_group=""` names it).
     `subresources`: subresources besides `status` and `scale` (pods: log, proxy, ...).
     `is_storage`: this version is the one objects are stored at (one per CRD).
     """
@@ -49,7 +50,7 @@ class KindInfo:
     scale_paths: tuple[str, str, str] = (".spec.replicas", ".status.replicas", "")
     crd: str = ""
     schema: Obj | None = field(default=None, compare=False, hash=False)
-    store_group: str = ""
+    store_group: str | None = None
     store_plural: str = ""
     subresources: tuple[str, ...] = ()
     returns_deleted: bool = False
@@ -72,7 +73,8 @@ class KindInfo:
     @property
     def storage(self) -> tuple[str, str]:
         """(group, plural) under which the store keeps these objects."""
-        return (self.store_group or self.group, self.store_plural or self.plural)
+        group = self.group if self.store_group is None else self.store_group
+        return (group, self.store_plural or self.plural)
 
 
 _NO_VALUE = object()

@@ -231,8 +231,8 @@ def validate_crd(crd: Obj) -> list[FieldError]:
     """The checks the apiserver makes on a CRD that the fake depends on: names, scope, one
     storage version, a structural root schema on every version."""
     errors: list[FieldError] = []
-    spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
-    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    spec: Obj = crd["spec"] if isinstance(crd.get("spec"), dict) else {}
+    names: Obj = spec["names"] if isinstance(spec.get("names"), dict) else {}
     group, plural = spec.get("group") or "", names.get("plural") or ""
     if not group:
         errors.append(FieldError("Required", "spec.group"))

@@ -31,7 +31,6 @@ import anyio
 import kopf
 from kopf._cogs.structs.credentials import Vault  # not re-exported; operator(vault=...) is public
 
-
 from aiperf.testing.fake_kube import FakeKube
 
 

@@ -20,8 +20,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
-import celpy  # type: ignore[import-untyped]
-from celpy import celtypes  # type: ignore[import-untyped]
+import celpy
+from celpy import celtypes
 
 from aiperf.testing.fake_kube_api import FieldError, Obj
 
