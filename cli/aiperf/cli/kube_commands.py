@@ -32,6 +32,7 @@ from aiperf.config import (
     CommsOptions,
     ConfigError,
     FileDataset,
+    HttpOptions,
     MetricsOptions,
     RunConfig,
     RuntimeOptions,
@@ -158,7 +159,7 @@ def build_deployment(target: KubeTarget, deploy: KubeDeployFlags, flags: Profile
     run_config = RunConfig(run_id=deploy.name, mode="profile", artifact_dir="artifacts",
                            comms=CommsOptions(ipc_dir="/aiperf/ipc"), benchmark=built.benchmark,
                            runtime=RuntimeOptions(log_level=deploy.log_level),
-                           metrics=MetricsOptions.from_env(os.environ))
+                           metrics=MetricsOptions.from_env(os.environ), http=HttpOptions.from_env(os.environ))
     known = [*secrets.headers.values(), *([secrets.api_key] if secrets.api_key else []),
              *secret_values_from_env(os.environ)]
     try:

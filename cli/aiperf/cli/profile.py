@@ -20,6 +20,7 @@ from aiperf.config import (
     CommsOptions,
     ConfigError,
     FileDataset,
+    HttpOptions,
     MetricsOptions,
     RunConfig,
     RuntimeOptions,
@@ -80,7 +81,7 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
         print(f"error: --artifact-dir {benchmark.artifacts.dir}: {exc.strerror}", file=sys.stderr)
         return EXIT_USER_ERROR
     try:
-        metrics = MetricsOptions.from_env(os.environ)
+        metrics, http = MetricsOptions.from_env(os.environ), HttpOptions.from_env(os.environ)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -94,7 +95,7 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
         run_id=run_id, mode="profile", artifact_dir=str(out), t0_wall_ns=t0_wall_ns, benchmark=benchmark,
         comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host="127.0.0.1"), services=service_counts(benchmark),
         runtime=RuntimeOptions(heartbeat_interval_s=1.0, log_level=log_level), dataset_dir=dataset_dir,
-        metrics=metrics,
+        metrics=metrics, http=http,
     )
     config_path = out / "run_config.json"
     dump_run_config(config, config_path)

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import orjson
 
 from aiperf.mock_server.config import MockConfig
+from aiperf.mock_server.faults import Fault, serve_fault
 from aiperf.mock_server.stats import ENDPOINTS, Counter, StatsBoard, request_slot
 from aiperf.mock_server.tokens import (
     VOCAB_JSON,
@@ -118,6 +119,7 @@ class MockApp:
         self._itl = config.itl_ms / 1000.0
         self._jitter = config.jitter_ms / 1000.0
         self._headers_delay = config.headers_delay_ms / 1000.0
+        self._fault = Fault(config.fault) if config.fault else None
         close = [(b"connection", b"close")] if config.close_connections else []
         self._sse_headers = [*_SSE_HEADERS, *close]
         self._json_headers = [*_JSON_HEADERS, *close]
@@ -191,6 +193,9 @@ class MockApp:
             await self._error(send, endpoint, 500, "injected error (mock server --error-rate)",
                               "server_error", code="mock_injected_error")
             return
+        if self._fault is not None and self._errors_rng.random() < self._config.fault_rate:
+            await self._faulty(receive, send)
+            return
         model = body.get("model")
         model = model if isinstance(model, str) and model else self._config.model
         stats.add(Counter.IN_FLIGHT)
@@ -206,6 +211,19 @@ class MockApp:
                 await self._complete(t0, endpoint, model, n, finish, prompt_tokens, send)
         finally:
             stats.add(Counter.IN_FLIGHT, -1)
+
+    async def _faulty(self, receive: Receive, send: Send) -> None:
+        """`--fault`: answer like a broken server until done or the client leaves."""
+        assert self._fault is not None
+        self._stats.add(Counter.INJECTED_ERRORS)
+        peer = _Peer()
+        async with asyncio.TaskGroup() as tg:
+            watcher = tg.create_task(_watch_disconnect(receive, peer))
+            fault = tg.create_task(serve_fault(self._fault, send, self._sse_headers,
+                                               trickle_ms=self._config.trickle_ms))
+            await asyncio.wait([watcher, fault], return_when=asyncio.FIRST_COMPLETED)
+            for task in (watcher, fault):
+                task.cancel()
 
     # ---- request interpretation -------------------------------------------------------------
 

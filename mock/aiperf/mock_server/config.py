@@ -27,7 +27,9 @@ class MockConfig(msgspec.Struct, frozen=True, kw_only=True):
     back the response headers (the first byte) of inference requests; ``close_connections`` answers
     with ``Connection: close`` so every request needs a fresh connection; ``wire_stats`` puts a
     byte-counting relay in front of the app (see :mod:`aiperf.mock_server.wire`), and
-    ``app_port`` is then where the app itself listens.
+    ``app_port`` is then where the app itself listens. ``fault`` (a
+    :class:`aiperf.mock_server.faults.Fault`) answers a ``fault_rate`` share of the inference
+    requests the way a broken server would (``trickle_ms`` apart for a trickle).
     """
 
     host: str = "127.0.0.1"
@@ -48,6 +50,9 @@ class MockConfig(msgspec.Struct, frozen=True, kw_only=True):
     close_connections: bool = False
     wire_stats: bool = False
     app_port: int = 0
+    fault: str | None = None
+    fault_rate: float = 1.0
+    trickle_ms: float = 1000.0
 
     def to_env(self) -> str:
         """Encode for :data:`CONFIG_ENV`; the inverse of :meth:`from_env`."""

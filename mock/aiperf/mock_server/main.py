@@ -23,6 +23,7 @@ from typing import NoReturn
 import msgspec
 
 from aiperf.mock_server.config import CONFIG_ENV, DEFAULT_MODEL, MockConfig
+from aiperf.mock_server.faults import Fault
 
 PROG = "aiperf mock-server"
 APP_FACTORY = "aiperf.mock_server.app:app_from_env"
@@ -67,6 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 0)")
     p.add_argument("--close-connections", action="store_true",
                    help="answer with Connection: close, so every request opens a fresh connection")
+    p.add_argument("--fault", choices=[f.value for f in Fault], default=None,
+                   help="answer inference requests like a broken server: reset (connection dropped "
+                        "mid-body), hang-headers, hang-stream, trickle (one byte per --trickle-ms), "
+                        "endless (a stream that never ends), malformed-sse, invalid-utf8, huge-event "
+                        "(one 8 MiB event)")
+    p.add_argument("--fault-rate", type=float, default=1.0,
+                   help="share of inference requests that get the --fault (default 1)")
+    p.add_argument("--trickle-ms", type=float, default=1000.0,
+                   help="ms between the bytes of --fault trickle (default 1000)")
     p.add_argument("--wire-stats", action="store_true",
                    help="count the bytes on the wire of inference connections (/stats wire_bytes_in/out) "
                         "through a relay in front of the app (one extra loopback hop)")
@@ -88,6 +98,8 @@ def parse_config(argv: Sequence[str] | None = None) -> MockConfig:
         (ns.embedding_dim >= 1, "--embedding-dim must be >= 1"),
         (bool(ns.model), "--model must not be empty"),
         (ns.headers_delay_ms >= 0, "--headers-delay-ms must be >= 0"),
+        (0.0 <= ns.fault_rate <= 1.0, "--fault-rate must be a fraction between 0 and 1"),
+        (ns.trickle_ms > 0, "--trickle-ms must be > 0"),
     )
     for ok, problem in checks:
         if not ok:
@@ -97,7 +109,8 @@ def parse_config(argv: Sequence[str] | None = None) -> MockConfig:
         output_tokens=ns.output_tokens, default_output_tokens=ns.default_output_tokens,
         error_rate=ns.error_rate, workers=ns.workers, seed=ns.seed, model=ns.model,
         embedding_dim=ns.embedding_dim, log_level=ns.log_level, headers_delay_ms=ns.headers_delay_ms,
-        close_connections=ns.close_connections, wire_stats=ns.wire_stats,
+        close_connections=ns.close_connections, wire_stats=ns.wire_stats, fault=ns.fault,
+        fault_rate=ns.fault_rate, trickle_ms=ns.trickle_ms,
     )
 
 

@@ -59,10 +59,12 @@ async def test_waiting_bytes_and_reuse_on_a_keepalive_connection() -> None:
         assert ex.start_ns <= t.send_start_ns <= t.send_end_ns < t.recv_first_ns <= ex.chunk_ns[0]
         assert t.recv_last_ns <= ex.end_ns and t.recv_last_ns >= ex.chunk_ns[-1] - MS
         assert t.writes >= 1 and t.reads >= 2 and t.pool_wait_start_ns == 0
-    # the mock holds the first byte 25 ms (never less; more only when this machine is busy: the
-    # precise check is tests/e2e's, against the configured delay)
+    # the mock holds the first byte 25 ms from when it has the request, which is after the send
+    # started (so never less from there; the end-of-send stamp can come late on a busy machine)
+    # and more only when this machine is busy: the precise check is tests/e2e's
+    from_send_start = [(t.recv_first_ns - t.send_start_ns) / MS for t in traces if t is not None]
     waits = [(t.recv_first_ns - t.send_end_ns) / MS for t in traces if t is not None]
-    assert min(waits) >= 25.0 and statistics.median(waits) < 25.0 + 15.0, waits
+    assert min(from_send_start) >= 25.0 and statistics.median(waits) < 25.0 + 15.0, (from_send_start, waits)
     assert stats["wire_connections"] == 1
     assert sum(t.sent_bytes for t in traces if t) == stats["wire_bytes_in"]
     assert sum(t.recv_bytes for t in traces if t) == stats["wire_bytes_out"]

@@ -29,8 +29,11 @@ from aiperf.config.benchmark import (
 )
 from aiperf.config.loader import ConfigError, Secrets, decode_benchmark, normalize
 from aiperf.config.run_config import (
+    MAX_RESPONSE_BYTES_ENV,
+    READ_IDLE_TIMEOUT_ENV,
     SECRET_ENV_VARS,
     CommsOptions,
+    HttpOptions,
     MetricsOptions,
     RunConfig,
     RunMode,
@@ -45,7 +48,7 @@ from aiperf.config.run_config import (
 __all__ = [
     "SECRET_ENV_VARS", "Artifacts", "Benchmark", "Cancellation", "CommsOptions", "ConcurrencyPhase",
     "ConfigError", "ConstantPhase", "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind",
-    "FileDataset", "FixedSchedulePhase", "GammaPhase", "Length", "MetricsOptions", "Phase", "PhaseKind", "PoissonPhase",
+    "FileDataset", "FixedSchedulePhase", "GammaPhase", "Length", "HttpOptions", "MAX_RESPONSE_BYTES_ENV", "MetricsOptions", "READ_IDLE_TIMEOUT_ENV", "Phase", "PhaseKind", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "RunConfig", "RunMode", "Runtime", "RuntimeOptions",
     "Secrets", "ServiceCounts", "SyntheticDataset", "TokenizerSpec", "benchmark_schema", "decode_benchmark",
     "dump_run_config", "group_id", "group_index", "load_run_config", "normalize",

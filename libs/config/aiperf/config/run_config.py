@@ -8,9 +8,10 @@ variables (see `SECRET_ENV_VARS`).
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -154,19 +155,60 @@ class MetricsOptions(msgspec.Struct, frozen=True, kw_only=True):
     def from_env(cls, env: Mapping[str, str]) -> MetricsOptions:
         """The options AIPerf's environment variables set in `env` (defaults where unset).
         Raises `ConfigError` naming the variable for a value that is not a number in range."""
-        try:
-            pct = float(env.get(OSL_MISMATCH_PCT_ENV) or 5.0)
-        except ValueError:
-            raise ConfigError(f"{OSL_MISMATCH_PCT_ENV}={env[OSL_MISMATCH_PCT_ENV]!r} is not a number") from None
-        try:
-            tokens = int(env.get(OSL_MISMATCH_TOKENS_ENV) or 50)
-        except ValueError:
-            raise ConfigError(f"{OSL_MISMATCH_TOKENS_ENV}={env[OSL_MISMATCH_TOKENS_ENV]!r} is not an integer") \
-                from None
+        default = cls()
+        pct = _env_number(env, OSL_MISMATCH_PCT_ENV, float, default.osl_mismatch_pct_threshold)
+        tokens = _env_number(env, OSL_MISMATCH_TOKENS_ENV, int, default.osl_mismatch_max_token_threshold)
         try:
             return cls(osl_mismatch_pct_threshold=pct, osl_mismatch_max_token_threshold=tokens)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+
+
+READ_IDLE_TIMEOUT_ENV = "AIPERF_HTTP_READ_IDLE_TIMEOUT"
+MAX_RESPONSE_BYTES_ENV = "AIPERF_HTTP_MAX_RESPONSE_BYTES"
+
+
+class HttpOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """Bounds on one response, so that a faulty server cannot hold a worker or its memory:
+    `read_idle_timeout_s` without a byte (waiting for the headers included) fails the request as
+    `ReadIdleTimeout`; a body beyond `max_response_bytes` fails it as `ResponseTooLarge` and
+    drops the connection. Set from `AIPERF_HTTP_READ_IDLE_TIMEOUT` (seconds, default 300) and
+    `AIPERF_HTTP_MAX_RESPONSE_BYTES` (default 256 MiB). A request also ends at the endpoint's
+    timeout (`--request-timeout-seconds`), whichever comes first."""
+
+    read_idle_timeout_s: float = 300.0
+    max_response_bytes: int = 256 << 20
+
+    def __post_init__(self) -> None:
+        if not self.read_idle_timeout_s > 0:
+            raise ValueError(f"{READ_IDLE_TIMEOUT_ENV}={self.read_idle_timeout_s:g} must be > 0")
+        if self.max_response_bytes < 1024:
+            raise ValueError(f"{MAX_RESPONSE_BYTES_ENV}={self.max_response_bytes} must be >= 1024")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> HttpOptions:
+        """The options set in `env` (defaults where unset). Raises `ConfigError` naming the
+        variable for a value that is not a number in range."""
+        default = cls()
+        idle = _env_number(env, READ_IDLE_TIMEOUT_ENV, float, default.read_idle_timeout_s)
+        size = _env_number(env, MAX_RESPONSE_BYTES_ENV, int, default.max_response_bytes)
+        try:
+            return cls(read_idle_timeout_s=idle, max_response_bytes=size)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _env_number(env: Mapping[str, str], name: str, kind: type[float] | type[int], default: float) -> Any:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if kind is float and not math.isfinite(value):
+        raise ConfigError(f"{name}={raw!r} is not a finite number")
+    return value
 
 
 class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -179,7 +221,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     start-up figure (command start to first request). `dataset_dir` is the working folder of
     the dataset files ("" means `<artifact_dir>/dataset`, where Kubernetes pods serve them
     from); a local run points it outside the artifacts unless asked to keep them. `metrics`
-    holds the metric settings AIPerf reads from its environment.
+    holds the metric settings AIPerf reads from its environment, `http` the response bounds.
     """
 
     run_id: str
@@ -193,6 +235,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     kubernetes: bool = False
     dataset_dir: str = ""
     metrics: MetricsOptions = MetricsOptions()
+    http: HttpOptions = HttpOptions()
 
     @property
     def dataset_path(self) -> str:

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
+from aiperf.config import MAX_RESPONSE_BYTES_ENV, READ_IDLE_TIMEOUT_ENV, HttpOptions
 from aiperf.messages import ErrorDetails, HttpTrace
 
 _perf_ns = time.perf_counter_ns
@@ -36,6 +37,9 @@ KEEPALIVE_S = 15.0
 
 _WRITING: ContextVar[Exchange | None] = ContextVar("aiperf_worker_exchange", default=None)
 """The exchange whose request the current task is sending (set by `AiohttpTransport.post`)."""
+
+
+DEFAULT_LIMITS = HttpOptions()
 
 
 class Exchange:
@@ -243,34 +247,60 @@ def new_session(*, trace: bool = True) -> aiohttp.ClientSession:
                                  raise_for_status=False, trace_configs=[trace_config()] if trace else None)
 
 
+class ResponseTooLarge(Exception):
+    """The body passed `HttpOptions.max_response_bytes`."""
+
+
 class AiohttpTransport:
-    """`Transport` over one shared `aiohttp.ClientSession` (owned by the caller)."""
+    """`Transport` over one shared `aiohttp.ClientSession` (owned by the caller), within the
+    response bounds of `limits` (`HttpOptions`: an idle-read timeout and a body size cap)."""
 
-    __slots__ = ("_session",)
+    __slots__ = ("_session", "_limits", "_timeout")
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
-        self._session = session
+    def __init__(self, session: aiohttp.ClientSession, limits: HttpOptions = DEFAULT_LIMITS) -> None:
+        self._session, self._limits = session, limits
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_read=limits.read_idle_timeout_s)
 
     async def post(self, ex: Exchange, url: str, body: bytes, headers: Mapping[str, str], *,
                    streaming: bool) -> None:
         """See `Transport.post`. Streaming records each `iter_any()` read as one chunk;
-        non-streaming records the whole body as one chunk stamped when it was complete."""
-        chunks, chunk_ns = ex.chunks, ex.chunk_ns
+        non-streaming records the whole body as one chunk stamped when it was complete. No byte
+        for `read_idle_timeout_s` (headers included) sets a `ReadIdleTimeout` error; a body
+        beyond `max_response_bytes` a `ResponseTooLarge` one (the chunks so far are kept, the
+        connection is dropped)."""
+        chunks, chunk_ns, cap = ex.chunks, ex.chunk_ns, self._limits.max_response_bytes
         token = _WRITING.set(ex)
         ex.start_wall_ns = time.time_ns()
         ex.start_ns = _perf_ns()
         try:
-            async with self._session.post(url, data=body, headers=headers, trace_request_ctx=ex) as resp:
+            async with self._session.post(url, data=body, headers=headers, trace_request_ctx=ex,
+                                          timeout=self._timeout) as resp:
                 ex.headers_ns = _perf_ns()
                 ex.status = resp.status
+                size = 0
                 if streaming:
                     async for data in resp.content.iter_any():
                         chunk_ns.append(_perf_ns())
                         chunks.append(data)
+                        size += len(data)
+                        if size > cap:
+                            raise ResponseTooLarge
                 else:
-                    data = await resp.read()
+                    parts = []
+                    async for data in resp.content.iter_any():
+                        parts.append(data)
+                        size += len(data)
+                        if size > cap:
+                            raise ResponseTooLarge
                     chunk_ns.append(_perf_ns())
-                    chunks.append(data)
+                    chunks.append(b"".join(parts))
+        except ResponseTooLarge:
+            ex.error = ErrorDetails(type="ResponseTooLarge",
+                                    message=f"response body over {cap} bytes ({MAX_RESPONSE_BYTES_ENV})")
+        except aiohttp.ServerTimeoutError:
+            ex.error = ErrorDetails(type="ReadIdleTimeout",
+                                    message=f"no data from the server for {self._limits.read_idle_timeout_s:g}s "
+                                            f"({READ_IDLE_TIMEOUT_ENV})")
         except aiohttp.ClientConnectorError as exc:
             ex.error = ErrorDetails(type="ConnectionError",
                                     message=f"cannot connect to {url}: {_reason(exc.os_error)}")

@@ -78,7 +78,7 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
                               handshake_timeout_s=config.runtime.registration_timeout_s)
     worker = Worker(settings=settings, endpoint=config.benchmark.endpoint, model=config.benchmark.model,
                     credits=credits, returns=returns,
-                    records=records, transport=AiohttpTransport(session),
+                    records=records, transport=AiohttpTransport(session, config.http),
                     probe=functools.partial(probe_return_channel, returns, log=log))
     stack.callback(worker.close)
     return worker
