@@ -11,7 +11,7 @@ its two error types, which say what happens next).
   follow the JobSet into the status; finished runs get their clean-up re-checked.
 - `cancel`: the `spec.cancel` edit: suspend the JobSet, phase Cancelled.
 
-Status writes go through `_write`: read the live CR, compute the change, send it as a JSON Patch
+Status writes go through `write_status`: read the live CR, compute the change, send it as a JSON Patch
 fenced on UID, resourceVersion and phase; a lost race re-reads and recomputes (up to
 `MAX_ATTEMPTS`), so a stale view never overwrites a newer one. Deletes carry the JobSet's UID as
 a precondition. Nothing here deletes the CR's dependents on CR deletion: their owner references
@@ -79,14 +79,14 @@ class JobReconciler:
         meta = body["metadata"]
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
         if (body.get("spec") or {}).get("cancel") is True:
-            await self._write(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.CANCELLED, [
+            await self.write_status(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.CANCELLED, [
                 Cond("Cancelled", True, "Cancelled", "spec.cancel was true at creation; nothing was started")]))
             return
         try:
             plan = plan_job(body, defaults=self._defaults)
         except InvalidSpec as exc:
             problem = str(exc)
-            await self._write(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.FAILED, [
+            await self.write_status(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.FAILED, [
                 Cond("ConfigValid", False, "InvalidSpec", problem)]))
             raise kopf.PermanentError(f"invalid spec: {problem}") from None
         now = timestamp(self._clock())
@@ -101,11 +101,11 @@ class JobReconciler:
                 values["runEpoch"] = epoch
             return StatusChange(values=values, conditions=[Cond("ConfigValid", True, "Valid", "the spec is valid")])
 
-        live = await self._write(ns, name, uid, pending)
+        live = await self.write_status(ns, name, uid, pending)
         if live is None or phase_of(live) in TERMINAL:
             return
         await self._create_objects(plan, ns, name, uid)
-        await self._write(ns, name, uid, lambda cr: None if phase_of(cr) in TERMINAL else StatusChange(
+        await self.write_status(ns, name, uid, lambda cr: None if phase_of(cr) in TERMINAL else StatusChange(
             values={"phase": p.value} if (p := forward(phase_of(cr), JobPhase.INITIALIZING)) else {},
             conditions=[Cond("ResourcesCreated", True, "Created",
                              f"{', '.join(o['kind'] for o in plan.objects)} created")]))
@@ -136,10 +136,10 @@ class JobReconciler:
             return
         if verdict.verdict is Verdict.WAIT:
             waiting = StatusChange(conditions=[Cond("ResourcesCreated", False, "WaitingForPreviousRun", reason)])
-            await self._write(ns, name, uid, lambda cr: waiting)
+            await self.write_status(ns, name, uid, lambda cr: waiting)
             raise kopf.TemporaryError(reason, delay=self._retry_delay)
         conflict = [Cond("ResourcesCreated", False, "NameConflict", reason)]
-        await self._write(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.FAILED, conflict))
+        await self.write_status(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.FAILED, conflict))
         raise kopf.PermanentError(reason)
 
     # -- sync ----------------------------------------------------------------------------------
@@ -165,12 +165,12 @@ class JobReconciler:
             return  # the create handler is still at work
         jobset = await self._own_jobset(cr)
         if jobset is None:
-            await self._write(ns, name, uid, lambda live: self._terminal_once(live, JobPhase.FAILED, [
+            await self.write_status(ns, name, uid, lambda live: self._terminal_once(live, JobPhase.FAILED, [
                 Cond("ResourcesCreated", False, "JobSetMissing",
                      f"JobSet {jobset_name(name)} was deleted before the run finished")]))
             return
         now = self._clock()
-        await self._write(ns, name, uid, lambda live: observe_jobset(live, jobset, now=now))
+        await self.write_status(ns, name, uid, lambda live: observe_jobset(live, jobset, now=now))
 
     async def jobset_event(self, jobset: Mapping[str, Any]) -> None:
         """A JobSet changed (or was listed, or deleted): sync the AIPerfJob that controls it."""
@@ -189,21 +189,21 @@ class JobReconciler:
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
         if (body.get("spec") or {}).get("cancel") is True and phase_of(body) not in TERMINAL:
             await self._suspend_jobset(body)
-            await self._write(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.CANCELLED, [
+            await self.write_status(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.CANCELLED, [
                 Cond("Cancelled", True, "Cancelled", "spec.cancel set; the JobSet was suspended")]))
             log.info("run.cancelled", namespace=ns, name=name)
         await self.acknowledge(ns, name, uid)
 
     async def acknowledge(self, ns: str, name: str, uid: str) -> None:
         """Record the CR's current generation in `status.observedGeneration` (a consumed edit)."""
-        await self._write(ns, name, uid, lambda cr: None if (cr.get("status") or {}).get(
+        await self.write_status(ns, name, uid, lambda cr: None if (cr.get("status") or {}).get(
             "observedGeneration") == cr["metadata"].get("generation") else StatusChange(
             values={"observedGeneration": cr["metadata"].get("generation", 1)}))
 
     async def _time_out(self, cr: Mapping[str, Any]) -> None:
         meta = cr["metadata"]
         seconds = (cr.get("spec") or {}).get("timeoutSeconds")
-        written = await self._write(meta["namespace"], meta["name"], meta["uid"], lambda live: self._terminal_once(
+        written = await self.write_status(meta["namespace"], meta["name"], meta["uid"], lambda live: self._terminal_once(
             live, JobPhase.FAILED, [Cond("TimedOut", True, "Timeout", f"the run exceeded timeoutSeconds {seconds}")]))
         log.info("run.timed_out", namespace=meta["namespace"], name=meta["name"], seconds=seconds)
         if written is not None:
@@ -258,7 +258,7 @@ class JobReconciler:
             values["observedGeneration"] = cr["metadata"].get("generation", 1)
         return StatusChange(values=values, conditions=change.conditions, remove=change.remove)
 
-    async def _write(self, ns: str, name: str, uid: str,
+    async def write_status(self, ns: str, name: str, uid: str,
                      compute: Callable[[Obj], StatusChange | None]) -> Obj | None:
         """Read CR `ns/name`, apply `compute(cr)` as a fenced status patch, re-read and recompute
         after a lost race. Returns the CR as written (or as read when `compute` gave None), None
