@@ -113,3 +113,15 @@ async def test_cancel_in_operator_mode_sets_spec_cancel_fenced_on_the_uid(aiperf
     again = await aiperf("kube", "cancel", "demo", "--kubeconfig", kube.kubeconfig_path, "-n", NS)
     assert again.code == 0 and again.out.strip() == "run demo already Cancelled; nothing to cancel"
     assert len(kube.requests_for("PATCH")) == 1
+
+
+async def test_delete_in_operator_mode_deletes_the_cr_fenced_on_its_uid(aiperf: Run, kube: FakeKube) -> None:
+    kube.install_crd(build_crd(JOB_KIND))
+    assert (await aiperf(*args(kube, "--detach", "--operator"))).code == 0
+    uid = stored(kube)["metadata"]["uid"]  # type: ignore[index]
+    result = await aiperf("kube", "delete", "demo", "--kubeconfig", kube.kubeconfig_path, "-n", NS)
+    assert result.code == 0, result.err
+    assert result.out == f"deleted AIPerfJob {NS}/demo; what it owns goes with it\n"
+    (request,) = kube.requests_for("DELETE")
+    assert request.path == f"{CR_PATH}/demo" and request.body["preconditions"] == {"uid": uid}
+    await kube.wait_until(lambda: stored(kube) is None)

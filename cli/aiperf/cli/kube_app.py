@@ -205,7 +205,7 @@ def cancel(name: str, *, target: KubeTarget = _TARGET) -> int:
 
 @kube_app.command
 def delete(name: str, *, target: KubeTarget = _TARGET) -> int:
-    """Delete a run: its JobSet (with its pods), ConfigMap, RoleBinding and Role.
+    """Delete a run: its AIPerfJob (operator mode), else its JobSet, ConfigMap, RoleBinding and Role.
 
     Parameters
     ----------

@@ -401,11 +401,20 @@ def cancel(target: KubeTarget, name: str) -> int:
 
 
 def delete(target: KubeTarget, name: str) -> int:
-    """`kube delete`: delete the run's JobSet, ConfigMap, RoleBinding and Role."""
+    """`kube delete`: in operator mode (an AIPerfJob `name` exists) delete the AIPerfJob with its
+    UID as a precondition (garbage collection removes what it owns); in direct mode delete the
+    run's JobSet, ConfigMap, RoleBinding and Role."""
 
     async def work() -> int:
         api, namespace = await _open(target)
         async with api:
+            job = await jobs.get_job(api, name, namespace)
+            if job is not None:
+                if await jobs.delete_job(api, job):
+                    print(f"deleted AIPerfJob {namespace}/{name}; what it owns goes with it")
+                    return EXIT_OK
+                _error(f"AIPerfJob {name} was deleted or replaced meanwhile; check `aiperf kube list -n {namespace}`")
+                return EXIT_FAILED
             deleted = await ops.delete(api, name, namespace)
         if not deleted:
             _error(f"no run {name} in namespace {namespace}; "

@@ -4,7 +4,7 @@ Like `aiperf.kube.ops`: every function takes an `ApiClient`, raises `KubeError` 
 for what the user can fix and `KubeClusterError` for a failure of the cluster. An AIPerfJob's
 `status.phase` is written by the operator; these functions only create the CR, read it, set
 `spec.cancel` (a JSON Patch that tests the UID first, so a same-name replacement is never
-cancelled by mistake) and watch it.
+cancelled by mistake), delete it (UID precondition) and watch it.
 """
 
 from __future__ import annotations
@@ -112,6 +112,22 @@ async def cancel_job(api: ApiClient, job: Mapping[str, Any]) -> CancelOutcome:
     return CancelOutcome.REQUESTED
 
 
+async def delete_job(api: ApiClient, job: Mapping[str, Any]) -> bool:
+    """Delete the AIPerfJob read as `job`, with its UID as a precondition (a same-name replacement
+    is never deleted) and Background propagation: garbage collection removes what it owns. True
+    when deleted (or already being deleted), False when it is gone or was replaced meanwhile."""
+    meta = job["metadata"]
+    body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background",
+            "preconditions": {"uid": meta["uid"]}}
+    try:
+        await _call(api, "DELETE", _path(CR_API_VERSION, PLURAL, meta["namespace"], meta["name"]), body=body)
+    except ApiException as exc:
+        if exc.status in (404, 409):
+            return False
+        raise KubeClusterError(f"deleting AIPerfJob {meta['name']} failed: {_describe(exc)}") from None
+    return True
+
+
 async def watch_job_until_done(api: ApiClient, name: str, namespace: str,
                                on_event: Callable[[Obj], None] | None = None, *,
                                watch_timeout_s: int = 300) -> JobPhase:
@@ -160,5 +176,6 @@ async def watch_job_until_done(api: ApiClient, name: str, namespace: str,
         job = fresh
 
 
-__all__ = ["CR_API_VERSION", "PLURAL", "TERMINAL_PHASES", "CancelOutcome", "cancel_job", "create_job", "get_job",
+__all__ = ["CR_API_VERSION", "PLURAL", "TERMINAL_PHASES", "CancelOutcome", "cancel_job", "create_job", "delete_job",
+           "get_job",
            "operator_installed", "phase_of", "watch_job_until_done"]
