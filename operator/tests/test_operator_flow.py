@@ -157,3 +157,18 @@ async def _delete_cr(kube: FakeKube) -> None:
     async with await new_client_from_config(kube.kubeconfig_path, persist_config=False) as client:
         await CustomObjectsApi(client).delete_namespaced_custom_object("aiperf.nvidia.com", "v1alpha1", NS,
                                                                        "aiperfjobs", "run")
+
+
+async def test_an_object_this_cr_already_owns_is_adopted_not_replaced(kube: FakeKube) -> None:
+    # As after an operator crash in the middle of creating the run's objects.
+    uid = kube.create(job())["metadata"]["uid"]
+    owner = {"apiVersion": "aiperf.nvidia.com/v1alpha1", "kind": "AIPerfJob", "name": "run", "uid": uid,
+             "controller": True, "blockOwnerDeletion": True}
+    kube.create({"apiVersion": "v1", "kind": "ConfigMap", "data": {"run_config.json": "{}"}, "metadata": {
+        "name": "aiperf-run-config", "namespace": NS, "labels": {"example.com/marker": "first"},
+        "ownerReferences": [owner]}})
+    async with operator(kube):
+        await kube.wait_until(lambda: phase(kube) == "Initializing", timeout=20)
+    config_map = kube.get("v1", "ConfigMap", NS, "aiperf-run-config")
+    assert config_map is not None and config_map["metadata"]["labels"]["example.com/marker"] == "first"
+    assert jobset(kube) is not None and condition(kube, "ResourcesCreated")["status"] == "True"
