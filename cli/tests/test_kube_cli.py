@@ -21,7 +21,9 @@ NS = "bench"
 JS_API = "jobset.x-k8s.io/v1alpha2"
 JS_PATH = f"/apis/{JS_API}/namespaces/{NS}/jobsets"
 RBAC_PATH = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}"
+PROBE = ("GET", "/apis/aiperf.nvidia.com/v1alpha1")  # is the AIPerfJob CRD served? (no: direct mode)
 CREATE_REQUESTS = [
+    PROBE,
     ("GET", f"/api/v1/namespaces/{NS}"),
     ("POST", f"{RBAC_PATH}/roles"),
     ("POST", f"{RBAC_PATH}/rolebindings"),
@@ -73,8 +75,8 @@ async def test_profile_detach_creates_the_four_objects_in_order(aiperf: Run, kub
     result = await aiperf("kube", "profile", *BENCH, *kube_args(kube, "--name", "demo", "--detach"))
     assert result.code == 0, result.err
     assert [(r.method, r.path) for r in kube.requests] == CREATE_REQUESTS
-    assert [r.body["kind"] for r in kube.requests[1:]] == ["Role", "RoleBinding", "ConfigMap", "JobSet"]
-    assert all(r.body["metadata"]["namespace"] == NS for r in kube.requests[1:])
+    assert [r.body["kind"] for r in kube.requests[2:]] == ["Role", "RoleBinding", "ConfigMap", "JobSet"]
+    assert all(r.body["metadata"]["namespace"] == NS for r in kube.requests[2:])
     assert result.out.splitlines()[:4] == [
         f"created Role {NS}/aiperf-demo", f"created RoleBinding {NS}/aiperf-demo",
         f"created ConfigMap {NS}/aiperf-demo-config", f"created JobSet {NS}/aiperf-demo"]
@@ -88,7 +90,7 @@ async def test_profile_in_a_missing_namespace_creates_nothing(aiperf: Run, kube:
     assert result.err == ("error: namespace absent does not exist; create it first "
                           "(it is never created for you)\n")
     assert kube.requests_for("POST") == []
-    assert [(r.method, r.path) for r in kube.requests] == [("GET", "/api/v1/namespaces/absent")]
+    assert [(r.method, r.path) for r in kube.requests] == [PROBE, ("GET", "/api/v1/namespaces/absent")]
 
 
 async def test_profile_rejects_invalid_flags_before_any_request(aiperf: Run, kube: FakeKube) -> None:
