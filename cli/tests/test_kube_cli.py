@@ -25,6 +25,7 @@ PROBE = ("GET", "/apis/aiperf.nvidia.com/v1alpha1")  # is the AIPerfJob CRD serv
 CREATE_REQUESTS = [
     PROBE,
     ("GET", f"/api/v1/namespaces/{NS}"),
+    ("POST", f"/api/v1/namespaces/{NS}/serviceaccounts"),
     ("POST", f"{RBAC_PATH}/roles"),
     ("POST", f"{RBAC_PATH}/rolebindings"),
     ("POST", f"/api/v1/namespaces/{NS}/configmaps"),
@@ -71,14 +72,15 @@ async def api_container(request: web.Request, path: str) -> web.StreamResponse:
 
 # -- profile ------------------------------------------------------------------------------------
 
-async def test_profile_detach_creates_the_four_objects_in_order(aiperf: Run, kube: FakeKube) -> None:
+async def test_profile_detach_creates_the_five_objects_in_order(aiperf: Run, kube: FakeKube) -> None:
     result = await aiperf("kube", "profile", *BENCH, *kube_args(kube, "--name", "demo", "--detach"))
     assert result.code == 0, result.err
     assert [(r.method, r.path) for r in kube.requests] == CREATE_REQUESTS
-    assert [r.body["kind"] for r in kube.requests[2:]] == ["Role", "RoleBinding", "ConfigMap", "JobSet"]
+    assert [r.body["kind"] for r in kube.requests[2:]] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap",
+                                                          "JobSet"]
     assert all(r.body["metadata"]["namespace"] == NS for r in kube.requests[2:])
-    assert result.out.splitlines()[:4] == [
-        f"created Role {NS}/aiperf-demo", f"created RoleBinding {NS}/aiperf-demo",
+    assert result.out.splitlines()[:5] == [
+        f"created ServiceAccount {NS}/aiperf-demo", f"created Role {NS}/aiperf-demo", f"created RoleBinding {NS}/aiperf-demo",
         f"created ConfigMap {NS}/aiperf-demo-config", f"created JobSet {NS}/aiperf-demo"]
     assert "aiperf kube results demo --from-pods" in result.out
 
@@ -108,7 +110,7 @@ async def test_profile_twice_says_to_delete_first(aiperf: Run, kube: FakeKube) -
     await start_detached(aiperf, kube)
     result = await aiperf("kube", "profile", *BENCH, *kube_args(kube, "--name", "demo", "--detach"))
     assert result.code == 2
-    assert result.err == ("error: Role aiperf-demo already exists in namespace bench; run "
+    assert result.err == ("error: ServiceAccount aiperf-demo already exists in namespace bench; run "
                           "`aiperf kube delete demo -n bench` first (or choose another --name)\n")
 
 
@@ -182,7 +184,7 @@ async def test_dry_run_prints_exactly_what_generate_prints_and_touches_no_api(ai
     assert kube.requests == []
     kinds = [(d["kind"], d["metadata"]["name"], d["metadata"]["namespace"])
              for d in yaml.safe_load_all(generated.out)]
-    assert kinds == [("Role", "aiperf-demo", NS), ("RoleBinding", "aiperf-demo", NS),
+    assert kinds == [("ServiceAccount", "aiperf-demo", NS), ("Role", "aiperf-demo", NS), ("RoleBinding", "aiperf-demo", NS),
                      ("ConfigMap", "aiperf-demo-config", NS), ("JobSet", "aiperf-demo", NS)]
 
 
@@ -208,7 +210,7 @@ async def test_mapping_flags_in_all_three_forms_give_the_same_manifests(aiperf: 
     outputs = [await aiperf("kube", "generate", *base, *form) for form in forms]
     assert [o.code for o in outputs] == [0, 0, 0]
     assert outputs[0].out == outputs[1].out == outputs[2].out
-    jobset = list(yaml.safe_load_all(outputs[0].out))[3]
+    jobset = list(yaml.safe_load_all(outputs[0].out))[4]
     assert jobset["metadata"]["labels"]["team"] == "perf"
     assert jobset["metadata"]["annotations"] == {"owner": "me"}
     pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
@@ -284,16 +286,17 @@ async def test_cancel_sends_a_uid_fenced_json_patch(aiperf: Run, kube: FakeKube)
                                               "not found)\n")
 
 
-async def test_delete_removes_the_four_objects(aiperf: Run, kube: FakeKube) -> None:
+async def test_delete_removes_the_five_objects(aiperf: Run, kube: FakeKube) -> None:
     await start_detached(aiperf, kube)
     result = await aiperf("kube", "delete", "demo", *kube_args(kube))
     assert result.code == 0, result.err
     assert result.out == ("deleted JobSet/aiperf-demo, ConfigMap/aiperf-demo-config, "
                           "RoleBinding/aiperf-demo, "
-                          "Role/aiperf-demo in namespace bench\n")
+                          "Role/aiperf-demo, ServiceAccount/aiperf-demo in namespace bench\n")
     assert [r.path for r in kube.requests_for("DELETE")] == [
         f"{JS_PATH}/aiperf-demo", f"/api/v1/namespaces/{NS}/configmaps/aiperf-demo-config",
-        f"{RBAC_PATH}/rolebindings/aiperf-demo", f"{RBAC_PATH}/roles/aiperf-demo"]
+        f"{RBAC_PATH}/rolebindings/aiperf-demo", f"{RBAC_PATH}/roles/aiperf-demo",
+        f"/api/v1/namespaces/{NS}/serviceaccounts/aiperf-demo"]
     assert [k for k, _ in kube.store.all_objects() if k[1] not in ("namespaces", "customresourcedefinitions")] == []
     again = await aiperf("kube", "delete", "demo", *kube_args(kube))
     assert again.code == 2 and again.err.startswith("error: no run demo in namespace bench")

@@ -20,7 +20,7 @@ Run = Callable[..., Awaitable[Any]]
 
 
 def run_config(generated: str) -> dict[str, Any]:
-    config_map = list(yaml.safe_load_all(generated))[2]
+    config_map = next(d for d in yaml.safe_load_all(generated) if d["kind"] == "ConfigMap")
     return json.loads(config_map["data"]["run_config.json"])
 
 
@@ -38,7 +38,7 @@ async def test_init_writes_a_config_that_generate_accepts(aiperf: Run, tmp_path:
     assert result.code == 0, result.err
     docs = list(yaml.safe_load_all(result.out))
     assert [(d["kind"], d["metadata"]["name"], d["metadata"]["namespace"]) for d in docs] == [
-        ("Role", "aiperf-my-benchmark", "perf"), ("RoleBinding", "aiperf-my-benchmark", "perf"),
+        ("ServiceAccount", "aiperf-my-benchmark", "perf"), ("Role", "aiperf-my-benchmark", "perf"), ("RoleBinding", "aiperf-my-benchmark", "perf"),
         ("ConfigMap", "aiperf-my-benchmark-config", "perf"), ("JobSet", "aiperf-my-benchmark", "perf")]
     benchmark = run_config(result.out)["benchmark"]
     assert (benchmark["models"], benchmark["phases"][-1]["concurrency"], benchmark["endpoint"]["streaming"]) == (

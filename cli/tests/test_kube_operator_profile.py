@@ -48,7 +48,8 @@ async def test_without_the_crd_the_probe_falls_back_to_direct_mode(aiperf: Run, 
     result = await aiperf(*args(kube, "--detach"))
     assert result.code == 0, result.err
     assert kube.requests[0].path == f"/apis/{CR_API}"
-    assert [r.body["kind"] for r in kube.requests_for("POST")] == ["Role", "RoleBinding", "ConfigMap", "JobSet"]
+    assert [r.body["kind"] for r in kube.requests_for("POST")] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap",
+                                                                 "JobSet"]
 
 
 async def test_no_operator_forces_direct_mode_without_a_probe(aiperf: Run, kube: FakeKube) -> None:
@@ -56,7 +57,8 @@ async def test_no_operator_forces_direct_mode_without_a_probe(aiperf: Run, kube:
     result = await aiperf(*args(kube, "--detach", "--no-operator"))
     assert result.code == 0, result.err
     assert kube.requests_for("GET", f"/apis/{CR_API}") == [] and stored(kube) is None
-    assert [r.body["kind"] for r in kube.requests_for("POST")] == ["Role", "RoleBinding", "ConfigMap", "JobSet"]
+    assert [r.body["kind"] for r in kube.requests_for("POST")] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap",
+                                                                 "JobSet"]
 
 
 async def test_operator_forces_operator_mode_without_a_probe(aiperf: Run, kube: FakeKube) -> None:

@@ -30,8 +30,6 @@ from aiperf.config import CommsOptions, FileDataset, RunConfig, RuntimeOptions
 from aiperf.config.loader import describe_error
 from aiperf.kube import DEFAULT_RESOURCES, ContainerResources, KubeConfigError, KubeSettings, build_all
 from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, AIPerfJobSpec, ResourceMode, decode_spec
-from aiperf.kube.metadata import object_meta
-from aiperf.kube.names import jobset_name
 
 Obj = dict[str, Any]
 CR_API_VERSION = f"{API_GROUP}/{API_VERSION}"
@@ -107,7 +105,7 @@ def settings_for(name: str, namespace: str, spec: AIPerfJobSpec, defaults: Defau
         "resources": _resources(spec), "env_vars": env_vars, "env_from_secrets": env_secrets,
         "ttl_seconds": defaults.ttl_seconds if spec.ttl_seconds_after_finished is None
         else spec.ttl_seconds_after_finished,
-        "service_account": (t.service_account_name if t and t.service_account_name else jobset_name(name)),
+        "service_account": t.service_account_name if t else None,  # None: the run's own (build_all)
         "api_key_secret": f"{api_key.name}/{api_key.key}" if api_key else None,
         "headers_secret": f"{headers.name}/{headers.key}" if headers else None,
     }
@@ -133,12 +131,6 @@ def run_config_for(name: str, spec: AIPerfJobSpec) -> RunConfig:
                      benchmark=spec.benchmark, runtime=RuntimeOptions(log_level=spec.log_level or "info"))
 
 
-def _service_account(settings: KubeSettings) -> Obj:
-    return {"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": object_meta(settings, settings.service_account_name),
-            "automountServiceAccountToken": True}
-
-
 def plan_job(body: Mapping[str, Any], *, defaults: Defaults) -> JobPlan:
     """The plan of the AIPerfJob `body` (metadata.name, namespace and uid set). Raises
     `InvalidSpec` (one line) when the spec does not decode or cannot be deployed."""
@@ -150,8 +142,6 @@ def plan_job(body: Mapping[str, Any], *, defaults: Defaults) -> JobPlan:
         objects = build_all(settings, run_config_for(name, spec))
     except KubeConfigError as exc:
         raise InvalidSpec(str(exc)) from None
-    if spec.pod_template is None or spec.pod_template.service_account_name is None:
-        objects.insert(0, _service_account(settings))
     priority = spec.pod_template.priority_class_name if spec.pod_template else None
     owner = owner_reference(body)
     for obj in objects:

@@ -20,7 +20,6 @@ from aiperf.kube.names import (
     WORKERS_LAST_JOB,
     is_dns1123_label,
     is_dns1123_subdomain,
-    jobset_name,
     is_env_name,
     is_secret_key,
     jobset_name,
