@@ -38,8 +38,9 @@ async def test_init_writes_a_config_that_generate_accepts(aiperf: Run, tmp_path:
     assert result.code == 0, result.err
     docs = list(yaml.safe_load_all(result.out))
     assert [(d["kind"], d["metadata"]["name"], d["metadata"]["namespace"]) for d in docs] == [
-        ("Role", "aiperf-my-benchmark", "perf"), ("RoleBinding", "aiperf-my-benchmark", "perf"),
-        ("Secret", "aiperf-my-benchmark-curve", "perf"), ("ConfigMap", "aiperf-my-benchmark-config", "perf"), ("JobSet", "aiperf-my-benchmark", "perf")]
+        ("ServiceAccount", "aiperf-my-benchmark", "perf"), ("Role", "aiperf-my-benchmark", "perf"),
+        ("RoleBinding", "aiperf-my-benchmark", "perf"), ("Secret", "aiperf-my-benchmark-curve", "perf"),
+        ("ConfigMap", "aiperf-my-benchmark-config", "perf"), ("JobSet", "aiperf-my-benchmark", "perf")]
     benchmark = run_config(result.out)["benchmark"]
     assert (benchmark["models"], benchmark["phases"][-1]["concurrency"], benchmark["endpoint"]["streaming"]) == (
         ["Qwen/Qwen3-0.6B"], 16, True)

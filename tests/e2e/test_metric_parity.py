@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import socket
 import statistics
 import time
@@ -21,9 +22,12 @@ from typing import Any
 
 import orjson
 import pytest
-from e2e._harness import Run, aiperf
+from e2e._harness import Run, aiperf, aiperf_process, finish
+from e2e._references import RunQueueWait
 
 from aiperf.mock_server.testing import MockProcess, running_mock
+
+WORKER = r"aiperf\.worker\.main"
 
 pytestmark = pytest.mark.slow
 
@@ -182,9 +186,9 @@ def test_effective_concurrency_is_the_configured_one_in_steady_state(
     assert abs(steady - CONCURRENCY) <= 0.02 * CONCURRENCY, (eff["avg"], steady)
 
 
-def _raw_ttfb_ms(port: int, n: int) -> list[float]:
-    """Time from the last byte of a request written to the first byte read, by a plain socket
-    client on a fresh connection each time (the loopback's own share of the wait)."""
+def _raw_ttfb_ms(port: int, n: int) -> list[tuple[int, float]]:
+    """(wall ns at the send, ms from the last byte of a request written to the first byte read)
+    by a plain socket client on a fresh connection each time (the loopback's own share)."""
     body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
                          "max_completion_tokens": 2})
     request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -193,9 +197,9 @@ def _raw_ttfb_ms(port: int, n: int) -> list[float]:
     for _ in range(n):
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(request)
-            t0 = time.perf_counter()
+            wall, t0 = time.time_ns(), time.perf_counter()
             sock.recv(1)
-            waits.append((time.perf_counter() - t0) * 1e3)
+            waits.append((wall, (time.perf_counter() - t0) * 1e3))
             while sock.recv(65536):
                 pass
     return waits
@@ -204,19 +208,36 @@ def _raw_ttfb_ms(port: int, n: int) -> list[float]:
 def test_http_req_waiting_is_the_configured_time_to_first_byte(tmp_path: Path) -> None:
     headers_ms = 25.0
     with running_mock("--headers-delay-ms", str(headers_ms), "--ttft-ms", "30", "--itl-ms", "1") as server:
-        reference = _raw_ttfb_ms(server.port, 15)
-        run = aiperf("profile", "--model", "mock", "--url", server.url, "--streaming", "--concurrency", "1",
-                     "--request-count", "30", "--isl", "32", "--osl", "4", "--keep-dataset-files",
-                     artifacts=tmp_path / "a")
-        reference += _raw_ttfb_ms(server.port, 15)
+        assert server.proc is not None
+        with RunQueueWait({os.getpid(): None, server.proc.pid: None}) as ref_waits:
+            reference = _raw_ttfb_ms(server.port, 15)
+        proc = aiperf_process("profile", "--model", "mock", "--url", server.url, "--streaming", "--concurrency",
+                              "1", "--request-count", "30", "--isl", "32", "--osl", "4", "--keep-dataset-files",
+                              artifacts=tmp_path / "a")
+        with RunQueueWait({proc.pid: WORKER, server.proc.pid: None}) as run_waits:
+            run = finish(proc, tmp_path / "a")
     assert run.code == 0, run.stderr
-    waiting = [r["metrics"]["http_req_waiting"]["value"] for r in run.records()]
-    ours, loopback = statistics.median(waiting), statistics.median(reference)
-    # The mock holds the first byte for exactly `headers_ms` after the request arrives; what
-    # a loaded machine adds on top (scheduling, loopback) is measured by the plain client in
-    # the same minute. Ours must be that, within 0.5 ms.
-    assert headers_ms <= loopback, loopback
-    assert abs(ours - loopback) <= 0.5, (ours, loopback, headers_ms)
-    assert headers_ms <= ours, ours
+    ours, ours_less = [], []
+    for r in run.records():
+        m, start = r["metrics"], r["metadata"]["request_start_ns"]
+        waiting = m["http_req_waiting"]["value"]
+        first_byte_ms = sum(m[k]["value"] for k in ("http_req_blocked", "http_req_connecting",
+                                                    "http_req_sending")) + waiting
+        ours.append(waiting)
+        ours_less.append(waiting - run_waits.waited_ms(start, start + round(first_byte_ms * 1e6)))
+    ref = [w for _, w in reference]
+    ref_less = [w - ref_waits.waited_ms(wall, wall + round(w * 1e6)) for wall, w in reference]
+    print(f"http_req_waiting median {statistics.median(ours):.3f} ms (less run-queue waits "
+          f"{statistics.median(ours_less):.3f}); plain client {statistics.median(ref):.3f} ms (less waits "
+          f"{statistics.median(ref_less):.3f}); mock holds {headers_ms} ms")
+    # The mock holds the first byte for exactly `headers_ms` after the request arrives; what the
+    # machine adds on top (scheduling, loopback) is what a plain client measures against the
+    # same mock. Ours must be that within 0.5 ms: from above with what the worker and the mock
+    # waited for a CPU taken out of ours, from below with it taken out of the plain client's
+    # (tests/e2e/_references.py says why both are sound; on a quiet machine nothing waits).
+    assert headers_ms <= statistics.median(ref), ref
+    assert statistics.median(ours_less) <= statistics.median(ref) + 0.5
+    assert statistics.median(ours) >= statistics.median(ref_less) - 0.5
+    assert headers_ms <= statistics.median(ours), ours
     # --keep-dataset-files keeps the working files in the artifacts
     assert sorted(p.name for p in (run.artifacts / "dataset").iterdir() if p.suffix == ".dat")

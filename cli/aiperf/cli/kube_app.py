@@ -103,13 +103,15 @@ def validate(files: list[str], *,
 def profile(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
             dry_run: bool = False, detach: bool = False,
             artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
-            = "artifacts") -> int:
-    """Run a benchmark on Kubernetes: create the run's objects, watch it, download its results.
+            = "artifacts", operator: bool | None = None) -> int:
+    """Run a benchmark on Kubernetes: submit the run, watch it, download its results.
 
-    Checks the flags and that the namespace exists (it is never created), creates Role,
-    RoleBinding, ConfigMap and JobSet in that order, prints each state change of the run until it
-    ends, then copies the result files from the controller pod to ARTIFACT_DIR/NAME/. Exit 0 when
-    the run completed, 1 when it failed or was cancelled, 2 for a mistake in the flags.
+    Checks the flags and that the namespace exists (it is never created). When the cluster serves
+    the AIPerfJob CRD (operator mode), creates the run's AIPerfJob and the operator creates the
+    rest; otherwise (direct mode) creates Role, RoleBinding, ConfigMap and JobSet in that order.
+    Prints each state change of the run until it ends, then copies the result files from the
+    controller pod to ARTIFACT_DIR/NAME/. Exit 0 when the run completed, 1 when it failed or was
+    cancelled, 2 for a mistake in the flags.
 
     Parameters
     ----------
@@ -119,10 +121,14 @@ def profile(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target:
         Return once the objects are created; follow with `kube list`, `kube results`.
     artifact_dir
         Results go to ARTIFACT_DIR/NAME/.
+    operator
+        --operator submits an AIPerfJob without probing for the CRD; --no-operator forces direct
+        mode. Default: probe (a dry run never probes: it prints the direct-mode manifests).
     """
     from aiperf.cli.kube_commands import profile as run
 
-    return run(target, deploy, flags, dry_run=dry_run, detach=detach, artifact_dir=artifact_dir)
+    return run(target, deploy, flags, dry_run=dry_run, detach=detach, artifact_dir=artifact_dir,
+               operator=operator)
 
 
 @kube_app.command(name="list")
@@ -185,7 +191,7 @@ def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
 
 @kube_app.command
 def cancel(name: str, *, target: KubeTarget = _TARGET) -> int:
-    """Cancel a run: its JobSet is suspended and its pods stop (`kube delete` removes it).
+    """Cancel a run: operator mode sets the AIPerfJob's spec.cancel, direct mode suspends the JobSet; its pods stop.
 
     Parameters
     ----------
@@ -199,8 +205,9 @@ def cancel(name: str, *, target: KubeTarget = _TARGET) -> int:
 
 @kube_app.command
 def delete(name: str, *, uid: str | None = None, target: KubeTarget = _TARGET) -> int:
-    """Delete a run: its JobSet (with its pods), ConfigMap, RoleBinding and Role. Each object is
-    deleted only if it is still the one just read (UID precondition).
+    """Delete a run: its AIPerfJob (operator mode), else its JobSet (with its pods), ConfigMap,
+    RoleBinding, Role and ServiceAccount. Each object is deleted only if it is still the one
+    just read (UID precondition).
 
     Parameters
     ----------

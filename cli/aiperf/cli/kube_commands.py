@@ -43,6 +43,7 @@ from aiperf.kube import (
     KubeConfigError,
     KubeSettings,
     build_all,
+    jobs,
     ops,
     secret_values_from_env,
     to_yaml,
@@ -254,18 +255,29 @@ async def _fetch(api: ApiClient, name: str, namespace: str, artifact_dir: str) -
 
 
 def profile(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, *, dry_run: bool,
-            detach: bool, artifact_dir: str) -> int:
-    """`kube profile`: build, then (unless `dry_run`, which prints the manifests exactly as
-    `kube generate` does and touches no API) check the namespace, create the objects and (unless
-    `detach`) watch the run until it ends and download its results. Exit 0 on a completed run,
-    1 on a failed or cancelled one."""
+            detach: bool, artifact_dir: str, operator: bool | None = None) -> int:
+    """`kube profile`: build, then (unless `dry_run`, which prints what `kube generate` prints,
+    with `--operator` the AIPerfJob, and touches no API) check the namespace, submit the run and
+    (unless `detach`) watch it until it ends and download its results. Exit 0 on a completed run,
+    1 on a failed or cancelled one.
+
+    `operator` None probes the cluster for the AIPerfJob CRD: operator mode when it is served
+    (create the AIPerfJob, the operator does the rest), direct mode otherwise (create the run's
+    objects, the CURVE key Secret filled with fresh keys, with the user's own credentials); True or False forces one mode without probing."""
     if dry_run:
+        if operator:
+            from aiperf.cli.kube_operator import generate_job
+            return generate_job(target, deploy, flags, None)
         return generate(target, deploy, flags, None)
 
     async def work() -> int:
         deployment = build_deployment(target, deploy, flags)
         name, namespace = deployment.settings.name, deployment.settings.namespace
         async with await load_client(target.kubeconfig, target.kube_context) as api:
+            if operator is True or (operator is None and await jobs.operator_installed(api)):
+                from aiperf.cli.kube_operator import submit_job
+                return await submit_job(api, deployment, log_level=deploy.log_level, detach=detach,
+                                        artifact_dir=artifact_dir)
             await ops.ensure_namespace_exists(api, namespace)
             # The run's CURVE keys exist only here and in the Secret: never in a manifest.
             objects = with_curve_keys(deployment.objects, CurveKeys.generate())
@@ -365,11 +377,22 @@ def results(target: KubeTarget, name: str, *, from_pods: bool, artifact_dir: str
 
 
 def cancel(target: KubeTarget, name: str) -> int:
-    """`kube cancel`: suspend the run's JobSet (its pods stop; `kube delete` removes it)."""
+    """`kube cancel`: in operator mode (an AIPerfJob `name` exists) set its `spec.cancel` (the
+    operator suspends the JobSet); in direct mode suspend the run's JobSet (its pods stop; `kube
+    delete` removes it)."""
 
     async def work() -> int:
         api, namespace = await _open(target)
         async with api:
+            job = await jobs.get_job(api, name, namespace)
+            if job is not None:
+                outcome = await jobs.cancel_job(api, job)
+                if outcome == jobs.CancelOutcome.FINISHED:
+                    print(f"run {name} already {jobs.phase_of(job)}; nothing to cancel")
+                else:
+                    print(f"cancelled run {name}: spec.cancel is true on AIPerfJob {namespace}/{name}; "
+                          "the operator stops its pods")
+                return EXIT_OK
             state = await ops.cancel(api, name, namespace)
         if state == ops.JobState.SUSPENDED:
             print(f"cancelled run {name}: JobSet {jobset_name(name)} suspended, its pods stop; "
@@ -382,11 +405,24 @@ def cancel(target: KubeTarget, name: str) -> int:
 
 
 def delete(target: KubeTarget, name: str, *, uid: str | None = None) -> int:
-    """`kube delete`: delete the run's JobSet, ConfigMap, RoleBinding and Role (UID-fenced)."""
+    """`kube delete`: in operator mode (an AIPerfJob `name` exists) delete the AIPerfJob with its
+    UID as a precondition (garbage collection removes what it owns); in direct mode delete the
+    run's JobSet, ConfigMap, RoleBinding, Role and ServiceAccount (each UID-fenced)."""
 
     async def work() -> int:
         api, namespace = await _open(target)
         async with api:
+            job = await jobs.get_job(api, name, namespace)
+            if job is not None:
+                if uid is not None and job["metadata"]["uid"] != uid:
+                    _error(f"AIPerfJob {name} is now uid {job['metadata']['uid']}, not {uid}: "
+                           "a new run with the same name; nothing deleted")
+                    return EXIT_FAILED
+                if await jobs.delete_job(api, job):
+                    print(f"deleted AIPerfJob {namespace}/{name}; what it owns goes with it")
+                    return EXIT_OK
+                _error(f"AIPerfJob {name} was deleted or replaced meanwhile; check `aiperf kube list -n {namespace}`")
+                return EXIT_FAILED
             deleted = await ops.delete(api, name, namespace, uid=uid)
         if not deleted:
             _error(f"no run {name} in namespace {namespace}; "

@@ -10,25 +10,30 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 import yaml
+from kubernetes_asyncio.client import ApiClient
 
 from aiperf.cli.kube_commands import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USER_ERROR,
     Deployment,
+    _error,
+    _fetch,
     build_deployment,
     guarded,
 )
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import ProfileFlags
-from aiperf.kube import KubeConfigError, SecretRef
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
+from aiperf.kube import KubeConfigError, SecretRef, jobs, ops
+from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, JobPhase
 from aiperf.kube.crd_validation import Problem, validate_resource
 
 _DEFAULT_REGISTRY, _DEFAULT_TAG = "localhost", "latest"
@@ -127,6 +132,69 @@ def generate_job(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlag
         return EXIT_OK
 
     return guarded(work)
+
+
+class JobProgress:
+    """Prints a line each time an AIPerfJob's phase, sub-phase or request count changes (the
+    watch's `on_event`). `clock` returns seconds (injected for tests)."""
+
+    def __init__(self, name: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self._name, self._clock, self._t0 = name, clock, clock()
+        self._last: tuple[Any, ...] | None = None
+
+    def __call__(self, job: dict[str, Any]) -> None:
+        status = job.get("status") or {}
+        line = (status.get("phase") or "Submitted", status.get("subPhase"), status.get("requestsCompleted"),
+                status.get("requestsTotal"))
+        if line == self._last:
+            return
+        self._last = line
+        detail = f" ({line[1]})" if line[1] else ""
+        if line[2] is not None:
+            detail += f", {line[2]}/{line[3] if line[3] is not None else '?'} requests"
+        print(f"[{self._clock() - self._t0:6.1f}s] run {self._name}: {line[0]}{detail}", flush=True)
+
+
+def _why(job: dict[str, Any]) -> str:
+    """The message of the first False condition of a failed run (what `kubectl describe` shows)."""
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("status") == ("True" if cond.get("type") == "TimedOut" else "False") and cond.get("message"):
+            return str(cond["message"])
+    return "see `kubectl describe aiperfjob`"
+
+
+async def submit_job(api: ApiClient, deployment: Deployment, *, log_level: str, detach: bool,
+                     artifact_dir: str) -> int:
+    """`kube profile` in operator mode: create the run's AIPerfJob (checked against the CRD
+    first), then unless `detach` watch its `status.phase` until it ends and, when Completed,
+    download the results from the controller pod. Exit 0 completed, 1 failed or cancelled."""
+    job = build_job(deployment, log_level=log_level)
+    problems = validate_resource(job)
+    if problems:
+        raise KubeConfigError("the AIPerfJob would be rejected: " + "; ".join(map(str, problems)))
+    name, namespace = deployment.settings.name, deployment.settings.namespace
+    await ops.ensure_namespace_exists(api, namespace)
+    await jobs.create_job(api, job)
+    print(f"created AIPerfJob {namespace}/{name}; the operator creates and runs its JobSet")
+    if detach:
+        print(f"run {name} submitted; follow it with `kubectl get aiperfjob {name} -n {namespace} -w`, "
+              f"cancel it with `aiperf kube cancel {name} -n {namespace}`")
+        return EXIT_OK
+    last: dict[str, Any] = {}
+    progress = JobProgress(name)
+
+    def on_event(obj: dict[str, Any]) -> None:
+        last.update(obj)
+        progress(obj)
+
+    phase = await jobs.watch_job_until_done(api, name, namespace, on_event)
+    if phase == JobPhase.CANCELLED:
+        _error(f"run {name} was cancelled")
+        return EXIT_FAILED
+    if phase == JobPhase.FAILED:
+        _error(f"run {name} failed: {_why(last)}")
+        return EXIT_FAILED
+    return await _fetch(api, name, namespace, artifact_dir)
 
 
 def _documents(path: str) -> tuple[list[Any], Problem | None]:

@@ -19,7 +19,9 @@ from aiperf.kube import KubeSettings, build_all, build_jobset
 def test_every_object_validates(case: str, request: pytest.FixtureRequest) -> None:
     settings_, run_config = request.getfixturevalue(case)
     objects = build_all(settings_, run_config)
-    assert [o["kind"] for o in objects] == ["Role", "RoleBinding", "Secret", "ConfigMap", "JobSet"]
+    own_account = ["ServiceAccount"] if settings_.service_account is None else []
+    assert [o["kind"] for o in objects] == [*own_account, "Role", "RoleBinding", "Secret", "ConfigMap",
+                                            "JobSet"]
     validate_all(objects)
     assert problems(objects) == []
 
@@ -58,7 +60,7 @@ def test_schema_and_checks_are_not_vacuous(typical) -> None:
 
 
 def test_role_binding_without_api_group_is_caught(typical) -> None:
-    binding = build_all(*typical)[1]
+    binding = next(o for o in build_all(*typical) if o["kind"] == "RoleBinding")
     validate_builtin(binding)
     del binding["roleRef"]["apiGroup"]
     assert any("roleRef.apiGroup" in p for p in problems([binding]))

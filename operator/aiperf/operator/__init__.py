@@ -1,6 +1,9 @@
-"""The aiperf operator: reconciles `AIPerfJob` and `AIPerfSweep` custom resources (kopf).
+"""The aiperf operator: reconciles `AIPerfJob` custom resources (kopf).
 
-Today only its command line (`aiperf.operator.main`) exists; the reconciler comes next. The
-CRDs it serves are generated from `aiperf.kube.crd_model` (`./pants run operator:crds`), and
-it builds every object of a run with the same pure builders direct mode uses (`aiperf.kube`).
+`main` wires the process (flags, cluster configuration, `/healthz` and `/metrics`, kopf);
+`handlers` maps kopf events onto `reconciler.JobReconciler`, whose methods work over an
+injected kubernetes_asyncio `ApiClient`; `desired` (the objects a CR should own, built with the
+same `aiperf.kube` builders direct mode uses), `ownership` (same-name recreation fencing) and
+`status` (phases, conditions, fenced JSON Patches) are pure and tested without kopf. The CRDs
+are generated from `aiperf.kube.crd_model` (`./pants run operator:crds`).
 """

@@ -1,57 +1,115 @@
-"""Entry point of the operator: `aiperf-operator --help`.
+"""Entry point of the operator: `aiperf-operator [--kubeconfig FILE] [--namespace NS ...]`.
 
-The flags are final; the reconciler behind them is not written yet, so anything but `--help`
-prints the help and a line saying so, and exits 2.
+Wires the process: reads the flags and the cluster configuration (kubeconfig, or the pod's
+ServiceAccount in a cluster), serves `/healthz` and `/metrics`, and runs kopf with the handlers
+of `aiperf.operator.handlers` until SIGINT/SIGTERM (kopf's own signal handling). Exit codes: 0
+after a clean stop, 2 for a configuration the user must fix (one line on stderr), 1 when the
+operator failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import sys
 from collections.abc import Sequence
 
+import kopf
+import structlog
+
+from aiperf.kube.client import KubeError
 from aiperf.kube.crd_model import API_GROUP, API_VERSION
+from aiperf.operator.connection import client_factory, connection_info, load_configuration, pod_namespace
+from aiperf.operator.desired import Defaults
+from aiperf.operator.handlers import build_registry, tune
+from aiperf.operator.metrics import Metrics
+from aiperf.operator.probes import build_app, serving
 
 PROG = "aiperf-operator"
 DEFAULT_HEALTH_PORT = 8080
 DEFAULT_RESULTS_PORT = 8081
 DEFAULT_METRICS_PORT = 8082
 DEFAULT_RESULTS_DIR = "/results"
+DEFAULT_RESYNC_S = 30.0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The operator's flags."""
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description=f"Reconcile AIPerfJob and AIPerfSweep resources ({API_GROUP}/{API_VERSION}): "
-                    "create each run's ServiceAccount, Role, RoleBinding, ConfigMap and JobSet, follow "
-                    "it to the end, and keep its results on the results volume, served over HTTP.",
-    )
+        description=f"Reconcile AIPerfJob resources ({API_GROUP}/{API_VERSION}): create each run's "
+                    "ServiceAccount, Role, RoleBinding, CURVE key Secret, ConfigMap and JobSet, and follow it "
+                    "to the end in "
+                    "status.phase.")
     parser.add_argument("--kubeconfig", metavar="FILE",
-                        help="kubeconfig to use (default: the in-cluster ServiceAccount, else $KUBECONFIG)")
+                        help="kubeconfig to use (default: the in-cluster ServiceAccount, else $KUBECONFIG "
+                             "or ~/.kube/config)")
+    parser.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
     parser.add_argument("--namespace", "-n", action="append", metavar="NS", default=None,
                         help="watch this namespace (repeatable; default: every namespace)")
     parser.add_argument("--standalone", action="store_true",
                         help="run without peering with other operator replicas (a single replica)")
+    parser.add_argument("--image-registry", default="localhost", metavar="REG",
+                        help="registry of the service images when a CR sets no spec.image (default localhost)")
+    parser.add_argument("--image-tag", default="latest", metavar="TAG",
+                        help="tag of the service images when a CR sets no spec.image (default latest)")
+    parser.add_argument("--resync-interval", type=float, default=DEFAULT_RESYNC_S, metavar="S",
+                        help=f"seconds between status checks of every run (default {DEFAULT_RESYNC_S:g})")
     parser.add_argument("--health-port", type=int, default=DEFAULT_HEALTH_PORT, metavar="PORT",
                         help=f"port of GET /healthz, the liveness and readiness probe (default {DEFAULT_HEALTH_PORT})")
-    parser.add_argument("--results-dir", default=DEFAULT_RESULTS_DIR, metavar="DIR",
-                        help=f"results volume: <ns>/<name>/<epoch>/ per run (default {DEFAULT_RESULTS_DIR})")
-    parser.add_argument("--results-port", type=int, default=DEFAULT_RESULTS_PORT, metavar="PORT",
-                        help=f"port of the results server (default {DEFAULT_RESULTS_PORT})")
     parser.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT, metavar="PORT",
-                        help=f"port of the Prometheus metrics (default {DEFAULT_METRICS_PORT})")
+                        help=f"port of GET /metrics, Prometheus text format (default {DEFAULT_METRICS_PORT})")
+    parser.add_argument("--results-dir", default=DEFAULT_RESULTS_DIR, metavar="DIR",
+                        help=f"results volume, <ns>/<name>/<epoch>/ per run (default {DEFAULT_RESULTS_DIR}; "
+                             "reserved: results are not copied yet)")
+    parser.add_argument("--results-port", type=int, default=DEFAULT_RESULTS_PORT, metavar="PORT",
+                        help=f"port of the results server (default {DEFAULT_RESULTS_PORT}; reserved: not served yet)")
     return parser
 
 
+async def serve(args: argparse.Namespace) -> None:
+    """Run the operator until kopf stops. Raises `KubeError` for an unusable configuration."""
+    config = await load_configuration(args.kubeconfig, args.context)
+    metrics = Metrics()
+    registry = build_registry(connect=client_factory(config), metrics=metrics, resync_interval=args.resync_interval,
+                              defaults=Defaults(image_registry=args.image_registry, image_tag=args.image_tag))
+    default_namespace = pod_namespace()
+
+    def login(**_: object) -> kopf.ConnectionInfo:
+        return connection_info(config, default_namespace)
+
+    kopf.on.login(registry=registry)(login)
+    ready = asyncio.Event()
+    health = build_app(metrics=metrics if args.metrics_port == args.health_port else None, ready=ready.is_set)
+    async with serving(health, host="0.0.0.0", port=args.health_port):  # noqa: S104 - probes come from the kubelet
+        if args.metrics_port != args.health_port:
+            async with serving(build_app(metrics=metrics, ready=None), host="0.0.0.0", port=args.metrics_port):  # noqa: S104
+                await _operate(registry, args, ready)
+        else:
+            await _operate(registry, args, ready)
+
+
+async def _operate(registry: kopf.OperatorRegistry, args: argparse.Namespace, ready: asyncio.Event) -> None:
+    namespaces = args.namespace or []
+    await kopf.operator(registry=registry, settings=tune(kopf.OperatorSettings()), standalone=args.standalone,
+                        clusterwide=not namespaces, namespaces=namespaces, ready_flag=ready)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse the flags; `--help` prints the help and exits 0. The reconciler is not implemented
-    yet: any other invocation prints the help and one line on stderr, and returns 2."""
-    parser = build_parser()
-    parser.parse_args(sys.argv[1:] if argv is None else list(argv))
-    parser.print_help()
-    print(f"{PROG}: the reconciler is not implemented yet", file=sys.stderr)
-    return 2
+    """Parse the flags and run the operator (see the module doc for the exit codes)."""
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
+    try:
+        asyncio.run(serve(args))
+    except KubeError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"{PROG}: cannot serve the probes: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":

@@ -108,7 +108,7 @@ def container(settings: KubeSettings, *, name: str, service_type: ServiceType, s
     env += [ref.to_env(var) for var, ref in settings.plain_secret_env().items()]
     return {
         "name": name,
-        "image": image(settings.image_registry, service_type, settings.image_tag),
+        "image": settings.image or image(settings.image_registry, service_type, settings.image_tag),
         "imagePullPolicy": settings.image_pull_policy,
         "args": args,
         "env": env,

@@ -12,7 +12,7 @@ from aiperf.config import RunConfig
 from aiperf.kube.config_map import build_config_map
 from aiperf.kube.curve_secret import build_curve_secret
 from aiperf.kube.jobset import build_jobset
-from aiperf.kube.rbac import build_role, build_role_binding
+from aiperf.kube.rbac import build_role, build_role_binding, build_service_account
 from aiperf.kube.settings import API_KEY_ENV, HEADERS_ENV, KubeConfigError, KubeSettings
 
 MIN_CHECKED_SECRET_LEN = 6
@@ -21,13 +21,16 @@ MIN_CHECKED_SECRET_LEN = 6
 
 def build_all(settings: KubeSettings, run_config: RunConfig, *,
               known_secrets: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """Role, RoleBinding, the CURVE key Secret (without data: `with_curve_keys` fills it at
-    creation), ConfigMap, JobSet: the objects to create, in that order.
+    """[ServiceAccount,] Role, RoleBinding, the CURVE key Secret (without data: `with_curve_keys`
+    fills it at creation), ConfigMap, JobSet: the objects to create, in that order (the
+    ServiceAccount unless the settings name an existing one).
 
     Raises `KubeConfigError` when the run needs a secret that no Secret reference supplies, or
     when any of `known_secrets` (secret values the caller holds, e.g. from
     `secret_values_from_env`) appears anywhere in the objects."""
-    objects = [build_role(settings), build_role_binding(settings), build_curve_secret(settings),
+    account = build_service_account(settings)
+    objects = [*([account] if account else []), build_role(settings), build_role_binding(settings),
+               build_curve_secret(settings),
                build_config_map(settings, run_config), build_jobset(settings, run_config)]
     check_no_secrets(objects, known_secrets)
     return objects

@@ -418,8 +418,9 @@ async def cancel(api: ApiClient, name: str, namespace: str) -> JobState:
 
 async def delete(api: ApiClient, name: str, namespace: str, *, uid: str | None = None) -> list[str]:
     """Delete run `name`'s JobSet (its pods and service go with it), ConfigMap, CURVE key
-    Secret, RoleBinding and Role, with propagationPolicy Foreground. Objects already gone are skipped. Returns what was
-    deleted, as `kind/name`; an empty list means nothing of the run was there.
+    Secret, RoleBinding, Role and own ServiceAccount, with propagationPolicy Foreground. Objects
+    already gone are skipped. Returns what was deleted, as `kind/name`; an empty list means
+    nothing of the run was there.
 
     Every delete is fenced on the UID read just before (`preconditions.uid`): an object replaced
     by a same-name one meanwhile is left alone (KubeClusterError). With `uid` (the JobSet's, as
@@ -433,7 +434,8 @@ async def delete(api: ApiClient, name: str, namespace: str, *, uid: str | None =
                ("ConfigMap", "v1", "configmaps", config_map_name(name)),
                ("Secret", "v1", "secrets", curve_secret_name(name)),
                ("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings", jobset_name(name)),
-               ("Role", "rbac.authorization.k8s.io/v1", "roles", jobset_name(name))]
+               ("Role", "rbac.authorization.k8s.io/v1", "roles", jobset_name(name)),
+               ("ServiceAccount", "v1", "serviceaccounts", jobset_name(name))]
     deleted: list[str] = []
     for kind, api_version, plural, object_name in targets:
         path = _path(api_version, plural, namespace, object_name)

@@ -94,21 +94,23 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Deployment of one run named `name` into `namespace`.
 
     Images are `<image_registry>/aiperf/<svc>:<image_tag>` (`aiperf/<svc>:<tag>` with an empty
-    registry). `total_workers` are split into pods of `workers_per_pod`; the last pod may hold
+    registry), or `image` for every container when set (an AIPerfJob's `spec.image`). `total_workers` are split into pods of `workers_per_pod`; the last pod may hold
     fewer. `record_processors_per_pod` defaults to max(1, workers_per_pod // 4).
 
     Secrets only travel as Secret references: `env_from_secrets` maps `ENV` to `secret/key` for
     every container; `api_key_secret` and `headers_secret` (`secret/key`) feed `AIPERF_API_KEY`
     and `AIPERF_HEADERS_JSON` into worker containers only (those two may also be given through
     `env_from_secrets`, with the same effect). `require_api_key` says the run authenticates with
-    an API key, so generation fails without a Secret for it. `service_account` None uses the
-    namespace's `default` account.
+    an API key, so generation fails without a Secret for it. `service_account` None gives the
+    run its own ServiceAccount `aiperf-<name>` (created and deleted with the run); a name uses
+    that existing account instead.
     """
 
     name: str
     namespace: str = "default"
     image_registry: str = "localhost"
     image_tag: str = "latest"
+    image: str | None = None
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     total_workers: int = 10
     workers_per_pod: int = 10
@@ -146,8 +148,9 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def service_account_name(self) -> str:
-        """The ServiceAccount the pods run as and the RoleBinding binds."""
-        return self.service_account or "default"
+        """The ServiceAccount the pods run as and the RoleBinding binds: the run's own
+        (`aiperf-<name>`) unless `service_account` names one."""
+        return self.service_account or jobset_name(self.name)
 
     def resources_for(self, service_type: ServiceType) -> ContainerResources:
         """Resources of a container running `service_type`."""
@@ -181,6 +184,8 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
         need(is_dns1123_label(self.namespace), f"namespace {self.namespace!r}: must be a DNS-1123 label")
         need(bool(self.image_tag) and "/" not in self.image_tag and ":" not in self.image_tag,
              f"image_tag {self.image_tag!r}: must be a plain tag such as latest or 0.1.0")
+        need(self.image is None or (bool(self.image) and not any(c.isspace() for c in self.image)),
+             f"image {self.image!r}: must be an image reference such as registry.example/aiperf/all:0.1.0")
         need(self.total_workers >= 1, f"total_workers {self.total_workers}: must be at least 1")
         need(1 <= self.workers_per_pod <= MAX_PER_POD,
              f"workers_per_pod {self.workers_per_pod}: must be 1-{MAX_PER_POD}")

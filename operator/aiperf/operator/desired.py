@@ -1,0 +1,154 @@
+"""What one AIPerfJob should own, computed from its body alone (pure: no API calls).
+
+    plan = plan_job(body, defaults=Defaults())          # raises InvalidSpec for a bad CR
+    plan.objects    # ServiceAccount?, Role, RoleBinding, Secret, ConfigMap, JobSet, in creation order
+
+`spec.benchmark` is decoded with the typed model (`aiperf.kube.crd_model.decode_spec`), the
+deployment envelope is mapped onto `KubeSettings`, and the objects come from the same builders
+direct mode uses (`aiperf.kube`). Every object carries a controller owner reference to the CR
+(name and UID), which is what makes it the CR's: garbage collection deletes it with the CR, and
+the reconciler adopts an existing object only when that reference matches. The CURVE key
+Secret is planned without data, as `kube generate` prints it; the reconciler fills it with a
+fresh key pair just before creating it (`with_curve_keys`), so keys never appear in a plan.
+
+Mapping of the envelope: `image` is every container's image (else the operator's
+`Defaults`); `workersPerPod`, `recordProcessorsPerPod`, `ttlSecondsAfterFinished`,
+`logLevel` as named; `benchmark.runtime.workers` is the total worker count (default
+`Defaults.total_workers`); `podTemplate` fields go to the pods (`serviceAccountName` unset: a
+ServiceAccount `aiperf-<name>` is created for the run); `secrets` become the endpoint's Secret
+references; `resourceMode: burstable` drops the default limits. `connectionsPerWorker` is
+accepted and not used yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from aiperf.config import CommsOptions, FileDataset, RunConfig, RuntimeOptions
+from aiperf.config.loader import describe_error
+from aiperf.kube import DEFAULT_RESOURCES, ContainerResources, KubeConfigError, KubeSettings, build_all
+from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, AIPerfJobSpec, ResourceMode, decode_spec
+
+Obj = dict[str, Any]
+CR_API_VERSION = f"{API_GROUP}/{API_VERSION}"
+
+
+class InvalidSpec(ValueError):
+    """The CR can never run as written; the message is one line for `kubectl describe`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Defaults:
+    """The operator's defaults for what a CR leaves out (its command-line flags)."""
+
+    image_registry: str = "localhost"
+    image_tag: str = "latest"
+    total_workers: int = 1
+    ttl_seconds: int = 300
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobPlan:
+    """The decoded spec, the deployment settings and the objects to create, in order."""
+
+    spec: AIPerfJobSpec
+    settings: KubeSettings
+    objects: list[Obj]
+
+
+def owner_reference(body: Mapping[str, Any]) -> Obj:
+    """The controller owner reference to the CR `body` (apiVersion, kind, name, uid)."""
+    meta = body["metadata"]
+    return {"apiVersion": CR_API_VERSION, "kind": JOB_KIND, "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def decode(spec: Any) -> AIPerfJobSpec:
+    """The typed spec; raises `InvalidSpec` naming the field and the problem."""
+    try:
+        decoded = decode_spec(spec, JOB_KIND)
+    except msgspec.ValidationError as exc:
+        where, what = describe_error(exc)
+        raise InvalidSpec(f"spec.{where}: {what}" if where else f"spec: {what}") from None
+    assert isinstance(decoded, AIPerfJobSpec)
+    if isinstance(decoded.benchmark.dataset, FileDataset):
+        raise InvalidSpec("spec.benchmark.datasets: a file dataset is not supported in a cluster yet "
+                          "(the file would have to be in every pod); use a synthetic dataset")
+    return decoded
+
+
+def _resources(spec: AIPerfJobSpec) -> dict[str, ContainerResources]:
+    out: dict[str, ContainerResources] = {}
+    if spec.resource_mode is ResourceMode.BURSTABLE:
+        out = {str(svc): ContainerResources(requests=dict(r.requests)) for svc, r in DEFAULT_RESOURCES.items()}
+    template = spec.pod_template
+    for svc, req in (template.resources if template else {}).items():
+        out[str(svc)] = ContainerResources(requests=dict(req.requests), limits=dict(req.limits))
+    return out
+
+
+def settings_for(name: str, namespace: str, spec: AIPerfJobSpec, defaults: Defaults) -> KubeSettings:
+    """The deployment settings of the run (see the module doc); raises `InvalidSpec`."""
+    t = spec.pod_template
+    env_vars = {e.name: e.value for e in (t.env if t else []) if e.value is not None}
+    env_secrets = {e.name: f"{e.value_from.secret_key_ref.name}/{e.value_from.secret_key_ref.key}"
+                   for e in (t.env if t else []) if e.value_from is not None}
+    secrets = spec.secrets
+    api_key = secrets.api_key if secrets else None
+    headers = secrets.headers if secrets else None
+    options: dict[str, Any] = {
+        "name": name, "namespace": namespace, "image_registry": defaults.image_registry,
+        "image_tag": defaults.image_tag, "image": spec.image,
+        "total_workers": spec.benchmark.runtime.workers or defaults.total_workers,
+        "resources": _resources(spec), "env_vars": env_vars, "env_from_secrets": env_secrets,
+        "ttl_seconds": defaults.ttl_seconds if spec.ttl_seconds_after_finished is None
+        else spec.ttl_seconds_after_finished,
+        "service_account": t.service_account_name if t else None,  # None: the run's own (build_all)
+        "api_key_secret": f"{api_key.name}/{api_key.key}" if api_key else None,
+        "headers_secret": f"{headers.name}/{headers.key}" if headers else None,
+    }
+    if spec.workers_per_pod is not None:
+        options["workers_per_pod"] = spec.workers_per_pod
+    if spec.record_processors_per_pod is not None:
+        options["record_processors_per_pod"] = spec.record_processors_per_pod
+    if t is not None:
+        options.update(node_selector=dict(t.node_selector), labels=dict(t.labels),
+                       annotations=dict(t.annotations), image_pull_secrets=[s.name for s in t.image_pull_secrets],
+                       tolerations=[msgspec.to_builtins(x) for x in t.tolerations])
+        if t.image_pull_policy is not None:
+            options["image_pull_policy"] = t.image_pull_policy
+    try:
+        return KubeSettings(**options)
+    except KubeConfigError as exc:
+        raise InvalidSpec(str(exc)) from None
+
+
+def run_config_for(name: str, spec: AIPerfJobSpec) -> RunConfig:
+    """The run's configuration (the ConfigMap adapts it to the cluster)."""
+    return RunConfig(run_id=name, mode="profile", artifact_dir="artifacts", comms=CommsOptions(ipc_dir="/aiperf/ipc"),
+                     benchmark=spec.benchmark, runtime=RuntimeOptions(log_level=spec.log_level or "info"))
+
+
+def plan_job(body: Mapping[str, Any], *, defaults: Defaults) -> JobPlan:
+    """The plan of the AIPerfJob `body` (metadata.name, namespace and uid set). Raises
+    `InvalidSpec` (one line) when the spec does not decode or cannot be deployed."""
+    meta = body["metadata"]
+    name, namespace = meta["name"], meta["namespace"]
+    spec = decode(body.get("spec") or {})
+    settings = settings_for(name, namespace, spec, defaults)
+    try:
+        objects = build_all(settings, run_config_for(name, spec))
+    except KubeConfigError as exc:
+        raise InvalidSpec(str(exc)) from None
+    priority = spec.pod_template.priority_class_name if spec.pod_template else None
+    owner = owner_reference(body)
+    for obj in objects:
+        obj["metadata"]["ownerReferences"] = [dict(owner)]
+        if obj["kind"] == "JobSet" and priority:
+            for job in obj["spec"]["replicatedJobs"]:
+                job["template"]["spec"]["template"]["spec"]["priorityClassName"] = priority
+    return JobPlan(spec=spec, settings=settings, objects=objects)

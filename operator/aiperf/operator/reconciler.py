@@ -1,0 +1,303 @@
+"""The AIPerfJob reconciler: plain async methods over an injected `ApiClient` (no kopf here but
+its two error types, which say what happens next).
+
+- `create`: decode and check the spec, then create the run's objects in order (ServiceAccount,
+  Role, RoleBinding, CURVE key Secret filled with a fresh key pair, ConfigMap, JobSet), each with
+  a controller owner reference to the CR, and move the run to Initializing. A name already taken is adopted only when the object is this
+  CR's (`ownership.claim`); an older incarnation's or a terminating one is waited for
+  (`kopf.TemporaryError`), anything else fails the run (`kopf.PermanentError`).
+- `sync`: the one idempotent step every trigger runs (JobSet events, the resync timer, resume,
+  edits of `spec.timeoutSeconds`): cancel when `spec.cancel`, time out past the deadline, else
+  follow the JobSet into the status; finished runs get their clean-up re-checked.
+- `cancel`: the `spec.cancel` edit: suspend the JobSet, phase Cancelled.
+
+Status writes go through `write_status`: read the live CR, compute the change, send it as a JSON Patch
+fenced on UID, resourceVersion and phase; a lost race re-reads and recomputes (up to
+`MAX_ATTEMPTS`), so a stale view never overwrites a newer one. Deletes carry the JobSet's UID as
+a precondition. Nothing here deletes the CR's dependents on CR deletion: their owner references
+make the garbage collector do it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+import structlog
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from aiperf.comms import CurveKeys
+from aiperf.kube import with_curve_keys
+from aiperf.kube.crd_model import JOB_KIND, JobPhase
+from aiperf.kube.names import jobset_name
+from aiperf.kube.ops import JOBSET_API_VERSION, JobState, jobset_state
+from aiperf.operator import api
+from aiperf.operator.desired import CR_API_VERSION, Defaults, InvalidSpec, JobPlan, plan_job
+from aiperf.operator.metrics import Metrics
+from aiperf.operator.ownership import Verdict, claim, controller_of
+from aiperf.operator.status import (
+    TERMINAL,
+    Cond,
+    StatusChange,
+    deadline,
+    forward,
+    is_true,
+    observe_jobset,
+    phase_of,
+    status_patch,
+    terminal,
+    timestamp,
+)
+
+Obj = dict[str, Any]
+MAX_ATTEMPTS = 5
+log = structlog.get_logger("aiperf.operator")
+
+
+def utc_now() -> datetime:
+    """The wall clock, in UTC (the default `clock`)."""
+    return datetime.now(UTC)
+
+
+class JobReconciler:
+    """Reconciles AIPerfJobs through `api`. `defaults` fill what a CR leaves out; `clock` returns
+    an aware datetime (injected for tests); `retry_delay` is the seconds kopf waits before
+    retrying a create that waits for an older incarnation's objects to go."""
+
+    def __init__(self, *, api: ApiClient, defaults: Defaults, metrics: Metrics,
+                 clock: Callable[[], datetime] = utc_now, retry_delay: float = 5.0) -> None:
+        self._api, self._defaults, self._metrics = api, defaults, metrics
+        self._clock, self._retry_delay = clock, retry_delay
+
+    # -- create --------------------------------------------------------------------------------
+
+    async def create(self, body: Mapping[str, Any]) -> None:
+        """Create the run of the new CR `body` (see the module doc). Raises `kopf.PermanentError`
+        for a spec that can never run or a name held by a foreign object (the status says why,
+        phase Failed), `kopf.TemporaryError` while an older incarnation's objects still exist."""
+        meta = body["metadata"]
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        if (body.get("spec") or {}).get("cancel") is True:
+            await self.write_status(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.CANCELLED, [
+                Cond("Cancelled", True, "Cancelled", "spec.cancel was true at creation; nothing was started")]))
+            return
+        try:
+            plan = plan_job(body, defaults=self._defaults)
+        except InvalidSpec as exc:
+            problem = str(exc)
+            await self.write_status(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.FAILED, [
+                Cond("ConfigValid", False, "InvalidSpec", problem)]))
+            raise kopf.PermanentError(f"invalid spec: {problem}") from None
+        now = timestamp(self._clock())
+
+        def pending(cr: Obj) -> StatusChange | None:
+            if phase_of(cr) is not None:
+                return None
+            epoch = _epoch(cr)
+            values: dict[str, Any] = {"phase": JobPhase.PENDING.value, "startTime": now,
+                                      "observedGeneration": cr["metadata"].get("generation", 1)}
+            if epoch is not None:
+                values["runEpoch"] = epoch
+            return StatusChange(values=values, conditions=[Cond("ConfigValid", True, "Valid", "the spec is valid")])
+
+        live = await self.write_status(ns, name, uid, pending)
+        if live is None or phase_of(live) in TERMINAL:
+            return
+        await self._create_objects(plan, ns, name, uid)
+        await self.write_status(ns, name, uid, lambda cr: None if phase_of(cr) in TERMINAL else StatusChange(
+            values={"phase": p.value} if (p := forward(phase_of(cr), JobPhase.INITIALIZING)) else {},
+            conditions=[Cond("ResourcesCreated", True, "Created",
+                             f"{', '.join(o['kind'] for o in plan.objects)} created")]))
+        log.info("run.created", namespace=ns, name=name, uid=uid)
+        await self.sync(ns, name, uid)  # a cancel that arrived meanwhile, or a JobSet already running
+
+    async def _create_objects(self, plan: JobPlan, ns: str, name: str, uid: str) -> None:
+        # The run's CURVE keys exist only here and in the Secret (never in the plan, a log or the
+        # status): without them every pod exits 2 at start. A Secret this CR already owns (a
+        # retried create) is adopted with the keys it holds.
+        for obj in with_curve_keys(plan.objects, CurveKeys.generate()):
+            await self._ensure(obj, ns, name, uid)
+
+    async def _ensure(self, obj: Obj, ns: str, name: str, uid: str) -> None:
+        """Create `obj`, or adopt the object holding its name when it is this CR's (see the
+        module doc for the other outcomes)."""
+        kind, obj_name = obj["kind"], obj["metadata"]["name"]
+        try:
+            await api.create(self._api, obj)
+            return
+        except ApiException as exc:
+            if exc.status != 409:
+                raise kopf.TemporaryError(f"creating {kind} {obj_name} failed: {api.describe(exc)}",
+                                          delay=self._retry_delay) from None
+        existing = await api.get(self._api, obj["apiVersion"], kind, ns, obj_name)
+        if existing is None:  # gone between the create and the read: just try again
+            raise kopf.TemporaryError(f"{kind} {obj_name} was being replaced; retrying", delay=1)
+        verdict = claim(existing, owner_name=name, owner_uid=uid)
+        reason = verdict.reason
+        if verdict.verdict is Verdict.ADOPT:
+            return
+        if verdict.verdict is Verdict.WAIT:
+            waiting = StatusChange(conditions=[Cond("ResourcesCreated", False, "WaitingForPreviousRun", reason)])
+            await self.write_status(ns, name, uid, lambda cr: waiting)
+            raise kopf.TemporaryError(reason, delay=self._retry_delay)
+        conflict = [Cond("ResourcesCreated", False, "NameConflict", reason)]
+        await self.write_status(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.FAILED, conflict))
+        raise kopf.PermanentError(reason)
+
+    # -- sync ----------------------------------------------------------------------------------
+
+    async def sync(self, ns: str, name: str, uid: str) -> None:
+        """Bring the status of CR `ns/name` (only while it has `uid`) up to date with its JobSet,
+        its deadline and `spec.cancel` (see the module doc). Idempotent; safe to call any time."""
+        cr = await api.get(self._api, CR_API_VERSION, JOB_KIND, ns, name)
+        if cr is None or cr["metadata"]["uid"] != uid:
+            return
+        phase = phase_of(cr)
+        if phase in TERMINAL:
+            await self._clean_up_finished(cr)
+            return
+        if (cr.get("spec") or {}).get("cancel") is True:
+            await self.cancel(cr)
+            return
+        due = deadline(cr)
+        if due is not None and self._clock() >= due:
+            await self._time_out(cr)
+            return
+        if not is_true(cr, "ResourcesCreated"):
+            return  # the create handler is still at work
+        jobset = await self._own_jobset(cr)
+        if jobset is None:
+            await self.write_status(ns, name, uid, lambda live: self._terminal_once(live, JobPhase.FAILED, [
+                Cond("ResourcesCreated", False, "JobSetMissing",
+                     f"JobSet {jobset_name(name)} was deleted before the run finished")]))
+            return
+        now = self._clock()
+        await self.write_status(ns, name, uid, lambda live: observe_jobset(live, jobset, now=now))
+
+    async def jobset_event(self, jobset: Mapping[str, Any]) -> None:
+        """A JobSet changed (or was listed, or deleted): sync the AIPerfJob that controls it."""
+        ref = controller_of(jobset)
+        if ref is None or ref.get("kind") != JOB_KIND or ref.get("apiVersion") != CR_API_VERSION:
+            return
+        await self.sync(jobset["metadata"]["namespace"], str(ref["name"]), str(ref["uid"]))
+
+    # -- cancel and timeout --------------------------------------------------------------------
+
+    async def cancel(self, body: Mapping[str, Any]) -> None:
+        """Honour `spec.cancel: true` on CR `body`: suspend its JobSet (UID-fenced; its pods stop,
+        the JobSet stays as the run's record until the CR goes), then phase Cancelled. Always
+        records the spec's generation in `status.observedGeneration`. A finished run is left as is."""
+        meta = body["metadata"]
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        if (body.get("spec") or {}).get("cancel") is True and phase_of(body) not in TERMINAL:
+            await self._suspend_jobset(body)
+            await self.write_status(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.CANCELLED, [
+                Cond("Cancelled", True, "Cancelled", "spec.cancel set; the JobSet was suspended")]))
+            log.info("run.cancelled", namespace=ns, name=name)
+        await self.acknowledge(ns, name, uid)
+
+    async def acknowledge(self, ns: str, name: str, uid: str) -> None:
+        """Record the CR's current generation in `status.observedGeneration` (a consumed edit)."""
+        await self.write_status(ns, name, uid, lambda cr: None if (cr.get("status") or {}).get(
+            "observedGeneration") == cr["metadata"].get("generation") else StatusChange(
+            values={"observedGeneration": cr["metadata"].get("generation", 1)}))
+
+    async def _time_out(self, cr: Mapping[str, Any]) -> None:
+        meta = cr["metadata"]
+        seconds = (cr.get("spec") or {}).get("timeoutSeconds")
+        written = await self.write_status(meta["namespace"], meta["name"], meta["uid"], lambda live: self._terminal_once(
+            live, JobPhase.FAILED, [Cond("TimedOut", True, "Timeout", f"the run exceeded timeoutSeconds {seconds}")]))
+        log.info("run.timed_out", namespace=meta["namespace"], name=meta["name"], seconds=seconds)
+        if written is not None:
+            await self._clean_up_finished(written)
+
+    async def _clean_up_finished(self, cr: Mapping[str, Any]) -> None:
+        """A timed-out run's JobSet is deleted, a cancelled one's suspended (idempotent)."""
+        if phase_of(cr) == JobPhase.CANCELLED:
+            await self._suspend_jobset(cr)
+        elif is_true(cr, "TimedOut"):
+            jobset = await self._own_jobset(cr)
+            if jobset is not None and not jobset["metadata"].get("deletionTimestamp"):
+                await api.delete(self._api, JOBSET_API_VERSION, "JobSet", cr["metadata"]["namespace"],
+                                 jobset["metadata"]["name"], uid=jobset["metadata"]["uid"])
+
+    async def _suspend_jobset(self, cr: Mapping[str, Any]) -> None:
+        jobset = await self._own_jobset(cr)
+        if jobset is None or jobset_state(jobset) != JobState.RUNNING or (jobset.get("spec") or {}).get("suspend"):
+            return
+        meta = jobset["metadata"]
+        try:
+            await api.json_patch(self._api, JOBSET_API_VERSION, "JobSet", meta["namespace"], meta["name"], [
+                {"op": "test", "path": "/metadata/uid", "value": meta["uid"]},
+                {"op": "add", "path": "/spec/suspend", "value": True}])
+        except ApiException as exc:
+            if exc.status == 404 or api.lost_race(exc):
+                log.debug("jobset.suspend_lost_race", name=meta["name"])
+                return
+            raise kopf.TemporaryError(f"suspending JobSet {meta['name']} failed: {api.describe(exc)}",
+                                      delay=self._retry_delay) from None
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    async def _own_jobset(self, cr: Mapping[str, Any]) -> Obj | None:
+        """The CR's JobSet when its controller owner is this CR (name and UID), else None."""
+        meta = cr["metadata"]
+        jobset = await api.get(self._api, JOBSET_API_VERSION, "JobSet", meta["namespace"], jobset_name(meta["name"]))
+        if jobset is None:
+            return None
+        ref = controller_of(jobset)
+        if ref is None or ref.get("uid") != meta["uid"] or ref.get("kind") != JOB_KIND:
+            return None
+        return jobset
+
+    def _terminal_once(self, cr: Mapping[str, Any], phase: JobPhase, conditions: list[Cond]) -> StatusChange | None:
+        """The terminal change, unless the run already ended (the first verdict stands)."""
+        if phase_of(cr) in TERMINAL:
+            return None
+        change = terminal(phase, conditions, now=self._clock())
+        values = dict(change.values)
+        if (cr.get("status") or {}).get("observedGeneration") is None:
+            values["observedGeneration"] = cr["metadata"].get("generation", 1)
+        return StatusChange(values=values, conditions=change.conditions, remove=change.remove)
+
+    async def write_status(self, ns: str, name: str, uid: str,
+                     compute: Callable[[Obj], StatusChange | None]) -> Obj | None:
+        """Read CR `ns/name`, apply `compute(cr)` as a fenced status patch, re-read and recompute
+        after a lost race. Returns the CR as written (or as read when `compute` gave None), None
+        when the CR is gone or replaced (a new UID). `kopf.TemporaryError` after `MAX_ATTEMPTS`
+        lost races or an unexpected rejection."""
+        for _ in range(MAX_ATTEMPTS):
+            cr = await api.get(self._api, CR_API_VERSION, JOB_KIND, ns, name)
+            if cr is None or cr["metadata"]["uid"] != uid:
+                return None
+            change = compute(cr)
+            if change is None:
+                return cr
+            ops = status_patch(cr, change, now=self._clock())
+            try:
+                written = await api.json_patch(self._api, CR_API_VERSION, JOB_KIND, ns, name, ops, status=True)
+            except ApiException as exc:
+                if api.lost_race(exc):
+                    log.debug("status.lost_race", namespace=ns, name=name, detail=api.describe(exc))
+                    continue
+                if exc.status == 404:
+                    return None
+                log.warning("status.rejected", namespace=ns, name=name, detail=api.describe(exc))
+                raise kopf.TemporaryError(f"status write refused: {api.describe(exc)}",
+                                          delay=self._retry_delay) from None
+            if change.phase is not None and change.phase != phase_of(cr):
+                self._metrics.entered_phase(change.phase.value)
+            return written
+        raise kopf.TemporaryError(f"status of {ns}/{name} kept changing under {MAX_ATTEMPTS} writes; retrying",
+                                  delay=1)
+
+
+def _epoch(cr: Mapping[str, Any]) -> str | None:
+    created = cr["metadata"].get("creationTimestamp")
+    try:
+        return str(int(datetime.fromisoformat(str(created).replace("Z", "+00:00")).timestamp())) if created else None
+    except ValueError:
+        return None
