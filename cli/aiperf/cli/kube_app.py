@@ -1,5 +1,5 @@
-"""`aiperf kube ...`: run and manage benchmarks on Kubernetes (direct mode: Role, RoleBinding,
-ConfigMap and JobSet, created with the user's own credentials).
+"""`aiperf kube ...`: run and manage benchmarks on Kubernetes (direct mode: ServiceAccount,
+Role, RoleBinding, CURVE key Secret, ConfigMap and JobSet, created with the user's own credentials).
 
 Only flag declarations live here; the work is in `aiperf.cli.kube_commands`, imported when a
 command runs. `aiperf.cli.main` rewrites dotted mapping flags and applies `--config` files
@@ -55,7 +55,8 @@ def init(*, target: KubeTarget = _TARGET,
 def generate(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
              output: Annotated[str | None, Parameter(name=["--output", "-o"])] = None,
              operator: bool = False) -> int:
-    """Print the manifests of a run (Role, RoleBinding, ConfigMap, JobSet) as YAML; no API calls.
+    """Print the manifests of a run ([ServiceAccount,] Role, RoleBinding, CURVE key Secret without
+    data, ConfigMap, JobSet) as YAML; no API calls.
 
     Takes every `aiperf profile` flag but --workers-max (use --total-workers). Secrets (--api-key,
     --header values) never appear in the output: the pods read them from the Secrets named by
@@ -108,7 +109,8 @@ def profile(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target:
 
     Checks the flags and that the namespace exists (it is never created). When the cluster serves
     the AIPerfJob CRD (operator mode), creates the run's AIPerfJob and the operator creates the
-    rest; otherwise (direct mode) creates Role, RoleBinding, ConfigMap and JobSet in that order.
+    rest; otherwise (direct mode) creates [ServiceAccount,] Role, RoleBinding, the CURVE key Secret
+    (with a fresh key pair), ConfigMap and JobSet in that order.
     Prints each state change of the run until it ends, then copies the result files from the
     controller pod to ARTIFACT_DIR/NAME/. Exit 0 when the run completed, 1 when it failed or was
     cancelled, 2 for a mistake in the flags.
