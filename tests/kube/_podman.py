@@ -10,7 +10,9 @@
   through literally);
 - `ports:` are stripped (podman binds a containerPort on the host even without hostPort);
 - emptyDir / ConfigMap volume names are made unique per pod and run (podman's volumes are
-  host-global); the ConfigMap is a file given to `--configmap`;
+  host-global); the ConfigMap is a file given to `--configmap`; a Secret volume is a
+  read-only hostPath on a folder holding the Secret's decoded files (podman 4.3 crashes on
+  Secret volumes in `kube play`);
 - one internal network per run (`podman network create --internal`): aardvark-dns answers the
   headless-service names through network aliases, one `kube play` per pod; the mock LLM server
   runs on it as its own container with the alias `mock` (the profile's URL is http://mock:8000).
@@ -26,6 +28,7 @@ tools/docker-shim/docker and scripts/images/env.sh).
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -46,8 +49,9 @@ from aiperf.cli.benchmark_flags import build_benchmark
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 from aiperf.comms import CurveKeys
 from aiperf.config import CommsOptions, RunConfig, RuntimeOptions
-from aiperf.kube import KubeSettings, build_all, curve_secret_name, jobset_name, with_curve_keys
+from aiperf.kube import KubeSettings, build_all, jobset_name, with_curve_keys
 from aiperf.kube.containers import ARTIFACTS_VOLUME, JOB_INDEX_ANNOTATION
+from aiperf.kube.curve_secret import CURVE_FILE_MODE
 from aiperf.kube.names import pod_hostname
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,8 +104,12 @@ def expand_refs(text: str, env: dict[str, str]) -> str:
 
 
 def pod_from_template(template: dict[str, Any], *, pod: str, subdomain: str, job_index: int,
-                      volume_prefix: str) -> dict[str, Any]:
-    """The Pod that JobSet's Job `job_index` creates from `template` (see the module doc)."""
+                      volume_prefix: str, secret_dirs: dict[str, Path]) -> dict[str, Any]:
+    """The Pod that JobSet's Job `job_index` creates from `template` (see the module doc).
+
+    A Secret volume becomes a read-only hostPath on `secret_dirs[secretName]`, the folder
+    holding that Secret's files: podman 4.3 (Debian 12) crashes in `kube play` on a Secret
+    volume (nil dereference in VolumeFromSecret)."""
     meta = copy.deepcopy(template.get("metadata", {}))
     annotations = {**meta.get("annotations", {}), JOB_INDEX_ANNOTATION: str(job_index),
                    "jobset.sigs.k8s.io/jobset-name": subdomain}
@@ -111,6 +119,9 @@ def pod_from_template(template: dict[str, Any], *, pod: str, subdomain: str, job
     renamed = {v["name"]: f"{volume_prefix}-{v['name']}" for v in spec.get("volumes", [])}
     for volume in spec.get("volumes", []):
         volume["name"] = renamed[volume["name"]]
+        if "secret" in volume:
+            secret = volume.pop("secret")
+            volume["hostPath"] = {"path": str(secret_dirs[secret["secretName"]]), "type": "Directory"}
     for c in spec["containers"]:
         c.pop("ports", None)
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
@@ -134,7 +145,8 @@ def pod_from_template(template: dict[str, Any], *, pod: str, subdomain: str, job
             "spec": spec}
 
 
-def jobset_pods(jobset: dict[str, Any], *, volume_tag: str) -> list[dict[str, Any]]:
+def jobset_pods(jobset: dict[str, Any], *, volume_tag: str,
+                secret_dirs: dict[str, Path]) -> list[dict[str, Any]]:
     """Every Pod of `jobset`, controller first, in JobSet's naming."""
     name = jobset["metadata"]["name"]
     pods = []
@@ -142,7 +154,8 @@ def jobset_pods(jobset: dict[str, Any], *, volume_tag: str) -> list[dict[str, An
         for job_index in range(rjob["replicas"]):
             pod = f"{name}-{rjob['name']}-{job_index}-0"
             pods.append(pod_from_template(rjob["template"]["spec"]["template"], pod=pod, subdomain=name,
-                                          job_index=job_index, volume_prefix=f"{pod}-{volume_tag}"))
+                                          job_index=job_index, volume_prefix=f"{pod}-{volume_tag}",
+                                          secret_dirs=secret_dirs))
     return pods
 
 
@@ -204,7 +217,9 @@ class PodRun:
         (self.curve_secret,) = (o for o in objects if o["kind"] == "Secret")
         (self.config_map,) = (o for o in objects if o["kind"] == "ConfigMap")
         (jobset,) = (o for o in objects if o["kind"] == "JobSet")
-        self.pods = jobset_pods(jobset, volume_tag=self.tag)
+        self.secret_dir = workdir / "curve-keys"
+        self.pods = jobset_pods(jobset, volume_tag=self.tag,
+                                secret_dirs={self.curve_secret["metadata"]["name"]: self.secret_dir})
         self.controller = self.pods[0]["metadata"]["name"]
         assert self.controller == pod_hostname(self.settings.name, "controller", 0)
         self.pod_files: dict[str, Path] = {}
@@ -222,8 +237,10 @@ class PodRun:
         self.workdir.mkdir(parents=True, exist_ok=True)
         cm_file = self.workdir / "configmap.yaml"
         cm_file.write_text(yaml.safe_dump(self.config_map, sort_keys=False))
-        secret_file = self.workdir / "curve-secret.yaml"
-        secret_file.write_text(yaml.safe_dump(self.curve_secret, sort_keys=False))
+        self.secret_dir.mkdir()
+        for key, value in self.curve_secret["data"].items():
+            (self.secret_dir / key).write_bytes(base64.b64decode(value))
+            (self.secret_dir / key).chmod(CURVE_FILE_MODE)
         for pod in self.pods:
             name = pod["metadata"]["name"]
             path = self.workdir / f"{name}.yaml"
@@ -231,15 +248,13 @@ class PodRun:
             self.pod_files[name] = path
             # emptyDirs by their (renamed) volume name; a ConfigMap volume by the ConfigMap's name.
             self._volumes += [v["configMap"]["name"] if "configMap" in v else v["name"]
-                              for v in pod["spec"]["volumes"]]
+                              for v in pod["spec"]["volumes"] if "hostPath" not in v]
         self._volumes = sorted(set(self._volumes))
         podman("network", "create", "--internal", self.network)
         podman("run", "-d", "--name", self.mock, "--network", self.network, "--network-alias", MOCK_ALIAS,
                MOCK_IMAGE, "--port", str(MOCK_PORT), *self.mock_args)
         self._wait_mock()
         self._mark("mock_ready_s")
-        # A Kubernetes Secret played by podman becomes a podman secret the pods' secret volume reads.
-        podman("kube", "play", str(secret_file))
         for name, path in self.pod_files.items():
             host = f"{name}.{self.jobset}"
             podman("kube", "play", "--configmap", str(cm_file),
@@ -350,7 +365,6 @@ class PodRun:
         podman("rm", "-f", "-t", "0", self.mock, check=False)
         if self._volumes:
             podman("volume", "rm", "-f", *self._volumes, check=False)
-        podman("secret", "rm", curve_secret_name(self.settings.name), check=False)
         podman("network", "rm", "-f", self.network, check=False)
         self._mark("cleaned_up_s")
 
