@@ -52,8 +52,8 @@ def test_a_broken_server_gives_bounded_counted_errors(tmp_path: Path, fault: str
     with running_mock("--fault", fault, "--trickle-ms", "200") as server:
         started = time.monotonic()
         run = subprocess.run(
-            [sys.executable, "-c", _PEAK_RSS, sys.executable, "-m", "aiperf.cli", "profile", "--model", "mock", "--url", server.url,
-             "--streaming", "--concurrency", "2", "--request-count", str(REQUESTS),
+            [sys.executable, "-c", _PEAK_RSS, sys.executable, "-m", "aiperf.cli", "profile", "--model", "mock",
+             "--url", server.url, "--streaming", "--concurrency", "2", "--request-count", str(REQUESTS),
              "--request-timeout-seconds", "4", "--artifact-dir", str(artifacts)],
             env={**env(), **BOUNDS}, capture_output=True, text=True, timeout=RUN_BOUND_S)
         took = time.monotonic() - started

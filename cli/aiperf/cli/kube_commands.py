@@ -194,18 +194,23 @@ def generate(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, o
     """`kube generate`: print the manifests (or write them to `output`)."""
 
     def work() -> int:
-        text = build_deployment(target, deploy, flags).yaml
-        if output is None:
-            sys.stdout.write(text)
-            return EXIT_OK
-        try:
-            Path(output).write_text(text)
-        except OSError as exc:
-            raise FlagError(f"--output {output}: {exc.strerror}") from None
-        print(f"wrote {output}", file=sys.stderr)
-        return EXIT_OK
+        return write_output(build_deployment(target, deploy, flags).yaml, output)
 
     return guarded(work)
+
+
+def write_output(text: str, output: str | None) -> int:
+    """Print `text`, or write it to the file `output` (FlagError naming `--output` when it
+    cannot be written); EXIT_OK."""
+    if output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    try:
+        Path(output).write_text(text)
+    except OSError as exc:
+        raise FlagError(f"--output {output}: {exc.strerror}") from None
+    print(f"wrote {output}", file=sys.stderr)
+    return EXIT_OK
 
 
 # -- profile -----------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ the generated CRD (schema and CEL) before it is printed.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ from aiperf.cli.kube_commands import (
     _fetch,
     build_deployment,
     guarded,
+    write_output,
 )
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.profile_args import FlagError
@@ -120,16 +120,7 @@ def generate_job(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlag
         problems = validate_resource(job)
         if problems:
             raise KubeConfigError("the AIPerfJob would be rejected: " + "; ".join(map(str, problems)))
-        text = yaml.safe_dump(job, sort_keys=False)
-        if output is None:
-            sys.stdout.write(text)
-            return EXIT_OK
-        try:
-            Path(output).write_text(text)
-        except OSError as exc:
-            raise FlagError(f"--output {output}: {exc.strerror}") from None
-        print(f"wrote {output}", file=sys.stderr)
-        return EXIT_OK
+        return write_output(yaml.safe_dump(job, sort_keys=False), output)
 
     return guarded(work)
 

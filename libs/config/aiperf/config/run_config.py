@@ -11,7 +11,7 @@ import functools
 import math
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -159,13 +159,8 @@ class MetricsOptions(msgspec.Struct, frozen=True, kw_only=True):
     def from_env(cls, env: Mapping[str, str]) -> MetricsOptions:
         """The options AIPerf's environment variables set in `env` (defaults where unset).
         Raises `ConfigError` naming the variable for a value that is not a number in range."""
-        default = cls()
-        pct = _env_number(env, OSL_MISMATCH_PCT_ENV, float, default.osl_mismatch_pct_threshold)
-        tokens = _env_number(env, OSL_MISMATCH_TOKENS_ENV, int, default.osl_mismatch_max_token_threshold)
-        try:
-            return cls(osl_mismatch_pct_threshold=pct, osl_mismatch_max_token_threshold=tokens)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        return _options_from_env(cls, env, {"osl_mismatch_pct_threshold": OSL_MISMATCH_PCT_ENV,
+                                             "osl_mismatch_max_token_threshold": OSL_MISMATCH_TOKENS_ENV})
 
 
 READ_IDLE_TIMEOUT_ENV = "AIPERF_HTTP_READ_IDLE_TIMEOUT"
@@ -193,13 +188,24 @@ class HttpOptions(msgspec.Struct, frozen=True, kw_only=True):
     def from_env(cls, env: Mapping[str, str]) -> HttpOptions:
         """The options set in `env` (defaults where unset). Raises `ConfigError` naming the
         variable for a value that is not a number in range."""
-        default = cls()
-        idle = _env_number(env, READ_IDLE_TIMEOUT_ENV, float, default.read_idle_timeout_s)
-        size = _env_number(env, MAX_RESPONSE_BYTES_ENV, int, default.max_response_bytes)
-        try:
-            return cls(read_idle_timeout_s=idle, max_response_bytes=size)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        return _options_from_env(cls, env, {"read_idle_timeout_s": READ_IDLE_TIMEOUT_ENV,
+                                             "max_response_bytes": MAX_RESPONSE_BYTES_ENV})
+
+
+_Options = TypeVar("_Options", "MetricsOptions", "HttpOptions")
+
+
+def _options_from_env(cls: type[_Options], env: Mapping[str, str], variables: Mapping[str, str]) -> _Options:
+    """`cls` with each field of `variables` (field -> environment variable) read from `env` as
+    the type of its default (the default where unset); `ConfigError` naming the variable for a
+    value that is not a number or that `cls` refuses."""
+    default = cls()
+    values = {field: _env_number(env, name, type(getattr(default, field)), getattr(default, field))
+              for field, name in variables.items()}
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _env_number(env: Mapping[str, str], name: str, kind: type[float] | type[int], default: float) -> Any:
