@@ -159,6 +159,19 @@ def jobset_pods(jobset: dict[str, Any], *, volume_tag: str,
     return pods
 
 
+def wait_mock_healthy(container: str, timeout: float = 60) -> None:
+    """Until the mock server in `container` answers /health (RuntimeError with its log after `timeout`)."""
+    probe = (f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{MOCK_PORT}/health', "
+             "timeout=1).read()")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if podman("exec", container, "python3", "-c", probe, check=False).returncode == 0:
+            return
+        time.sleep(0.3)
+    raise RuntimeError(f"mock server not healthy within {timeout}s: "
+                       f"{podman('logs', container, check=False).stderr[-2000:]}")
+
+
 def run_config(flags: ProfileFlags, *, runtime: RuntimeOptions) -> RunConfig:
     """The run config `aiperf profile` would build from `flags` (libs/kube adapts it to the pods)."""
     built = build_benchmark(flags, LocalFlags(ui="none"))
@@ -253,7 +266,7 @@ class PodRun:
         podman("network", "create", "--internal", self.network)
         podman("run", "-d", "--name", self.mock, "--network", self.network, "--network-alias", MOCK_ALIAS,
                MOCK_IMAGE, "--port", str(MOCK_PORT), *self.mock_args)
-        self._wait_mock()
+        wait_mock_healthy(self.mock)
         self._mark("mock_ready_s")
         for name, path in self.pod_files.items():
             host = f"{name}.{self.jobset}"
@@ -262,17 +275,6 @@ class PodRun:
                    str(path), timeout=180)
             self._mark(f"played_{name}_s")
         return self
-
-    def _wait_mock(self, timeout: float = 60) -> None:
-        probe = (f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{MOCK_PORT}/health', "
-                 "timeout=1).read()")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if podman("exec", self.mock, "python3", "-c", probe, check=False).returncode == 0:
-                return
-            time.sleep(0.3)
-        raise RuntimeError(f"mock server not healthy within {timeout}s: "
-                           f"{podman('logs', self.mock, check=False).stderr[-2000:]}")
 
     # -- during the run -----------------------------------------------------------------
 

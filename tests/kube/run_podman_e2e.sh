@@ -19,6 +19,6 @@ if [ ! -x "$PY" ]; then
   PY="$(ls -d dist/export/python/virtualenvs/python-default/*/bin/python | head -1)"
 fi
 
-PYTHONPATH="$(ls -d libs/* services/* cli mock tests | tr '\n' ':')"
+PYTHONPATH="$(ls -d libs/* services/* cli mock operator tests | tr '\n' ':')"
 export PYTHONPATH AIPERF_PODMAN_E2E=1
 t "$PY" -m pytest -q -p no:cacheprovider -s -rA tests/kube "$@"

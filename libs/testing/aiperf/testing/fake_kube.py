@@ -124,10 +124,11 @@ class FakeKube:
     written to `kubeconfig_path` (server `url`; with `rbac`, the admin token). `jobset`: install
     the JobSet CRD. `gc`: "auto" (a background task finishes deletions after each write) or
     "manual" (only `collect_garbage()` does). `history_limit`: watch events kept.
-    `bookmark_interval`: seconds between BOOKMARKs on watches that allow them.
+    `bookmark_interval`: seconds between BOOKMARKs on watches that allow them. `host`: the
+    address to listen on (a podman network's gateway lets that network's containers reach it).
     """
 
-    def __init__(self, *, namespaces: Iterable[str] = (), context: str = "fake",
+    def __init__(self, *, namespaces: Iterable[str] = (), context: str = "fake", host: str = "127.0.0.1",
                  default_namespace: str | None = None, shutdown_timeout: float = 2.0, jobset: bool = True,
                  rbac: bool = False, gc: str = "auto", history_limit: int = 10_000,
                  bookmark_interval: float = 60.0) -> None:
@@ -146,6 +147,7 @@ class FakeKube:
         self._wake, self._changed = asyncio.Event(), asyncio.Event()
         self._gc_task: asyncio.Task[None] | None = None
         self._context, self._default_namespace = context, default_namespace
+        self._host = host
         self._shutdown_timeout = shutdown_timeout
         self._runner: web.AppRunner | None = None
         self._tmp: Path | None = None
@@ -163,7 +165,7 @@ class FakeKube:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=self._shutdown_timeout)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self._host, 0)
         await site.start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{host}:{port}"

@@ -1,0 +1,322 @@
+"""A cluster for end-to-end tests of the operator: the fake API server (`FakeKube`), with the
+JobSet controller and the kubelet played on podman (`PodmanCluster`).
+
+What it plays, for every JobSet stored in the fake:
+
+- the JobSet controller: the Pods a JobSet creates (JobSet's naming, owned by the JobSet,
+  labelled with the template's labels and `jobset.sigs.k8s.io/jobset-name`), created through
+  the fake's store; the JobSet's `Completed`/`Failed` condition once its controller job's pod
+  ends (Failed as soon as any pod fails, as JobSet's default failure policy does);
+- the kubelet: each Pod is played with `podman kube play` on the run's own internal network,
+  translated as tests/kube/_podman.py does (volumes made unique, `$(VAR)` expanded, Secret
+  volumes as hostPath folders of the Secret's decoded files), plus what a kubelet adds: the
+  ServiceAccount token, CA and namespace at /var/run/secrets/kubernetes.io/serviceaccount (a
+  token the fake maps to the pod's ServiceAccount) and KUBERNETES_SERVICE_HOST/PORT naming the
+  fake API server, which listens on the network's gateway so pods reach it as in a cluster.
+  Container states (running, terminated with the exit code) are mirrored into the fake; a pod
+  whose image podman does not have stays Pending with `ErrImagePull`; `pods/proxy` to a running
+  container's port is forwarded to the container's IP;
+- deletion: a JobSet that goes (or is being deleted) has its pods torn down in podman and
+  their fake Pods finished.
+
+What it does not play: scheduling (every pod fits), restarts (pods are `restartPolicy: Never`),
+readiness probes (stripped, see _podman.py), WebSocket upgrades through pods/proxy.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import yaml
+from aiohttp import web
+
+from aiperf.kube.containers import JOB_INDEX_ANNOTATION
+from aiperf.kube.curve_secret import CURVE_FILE_MODE
+from aiperf.kube.ops import JOBSET_API_VERSION
+from aiperf.testing.fake_kube import FakeKube
+from aiperf.testing.fake_kube_api import ApiError
+from aiperf.testing.fake_kube_select import Selector
+
+from _podman import podman, pod_from_template
+
+Obj = dict[str, Any]
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+POLL_S = 0.5
+"""How often container states are read from podman (a controller loop, not a test wait)."""
+
+
+def network_gateway(network: str) -> str:
+    """The host-side address of podman network `network` (exists once a container joined)."""
+    info = json.loads(podman("network", "inspect", network).stdout)[0]
+    return str(info["subnets"][0]["gateway"])
+
+
+@dataclass
+class _PlayedPod:
+    namespace: str
+    name: str
+    jobset: str
+    controller: bool
+    file: Path
+    containers: list[str]
+    volumes: list[str]
+    ip: str | None = None
+    running: bool = False
+    ended: dict[str, int] = field(default_factory=dict)
+    pull_error: str | None = None
+
+
+class PodmanCluster:
+    """Plays JobSets stored in `kube` on podman network `network` (see the module doc).
+
+    Use inside a task group: `tg.start_soon(cluster.run)`; `close()` tears down every pod it
+    played. `api_host`/`api_port`: where pods reach the fake API server."""
+
+    def __init__(self, kube: FakeKube, *, network: str, workdir: Path, api_host: str, api_port: int) -> None:
+        self.kube = kube
+        self.network = network
+        self.workdir = workdir
+        self.api_host, self.api_port = api_host, api_port
+        self.pods: dict[tuple[str, str], _PlayedPod] = {}
+        self._jobsets: dict[str, str] = {}  # uid -> "ns/name" of every JobSet started
+        self._finished: set[str] = set()  # uids whose terminal condition is written
+        self._session: aiohttp.ClientSession | None = None
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Forever: start new JobSets, mirror container states, tear down deleted JobSets."""
+        self._session = aiohttp.ClientSession()
+        try:
+            async with anyio.create_task_group() as tg:
+                while True:
+                    for uid, jobset in self._stored_jobsets().items():
+                        if uid not in self._jobsets and not jobset["metadata"].get("deletionTimestamp"):
+                            self._jobsets[uid] = self._key(jobset)
+                            tg.start_soon(self._start, copy.deepcopy(jobset))
+                    await anyio.to_thread.run_sync(self._mirror)
+                    await self._teardown_gone()
+                    await anyio.sleep(POLL_S)
+        finally:
+            await self._session.close()
+
+    @staticmethod
+    def _key(obj: Obj) -> str:
+        return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+
+    def _stored_jobsets(self) -> dict[str, Obj]:
+        info = self.kube.kind(JOBSET_API_VERSION, "JobSet")
+        return {o["metadata"]["uid"]: o for o in self.kube.store.list_objects(info, None, Selector.parse(None, None))}
+
+    # -- the JobSet controller ----------------------------------------------------------------------
+
+    async def _start(self, jobset: Obj) -> None:
+        """Create the JobSet's Pods in the fake, then play each on podman (controller first)."""
+        ns, name = jobset["metadata"]["namespace"], jobset["metadata"]["name"]
+        owner = {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "name": name,
+                 "uid": jobset["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+        for rjob in jobset["spec"]["replicatedJobs"]:
+            for index in range(rjob["replicas"]):
+                pod_name = f"{name}-{rjob['name']}-{index}-0"
+                template = rjob["template"]["spec"]["template"]
+                meta = template.get("metadata") or {}
+                spec = copy.deepcopy(template["spec"])
+                spec.update(hostname=pod_name, subdomain=name)
+                self.kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+                    "name": pod_name, "namespace": ns, "ownerReferences": [owner],
+                    "labels": {**(meta.get("labels") or {}), JOBSET_LABEL: name},
+                    "annotations": {**(meta.get("annotations") or {}), JOB_INDEX_ANNOTATION: str(index),
+                                    JOBSET_LABEL: name}},
+                    "spec": spec})
+                await anyio.to_thread.run_sync(self._play, jobset, template, pod_name, index,
+                                               rjob is jobset["spec"]["replicatedJobs"][0])
+
+    def _play(self, jobset: Obj, template: Obj, pod_name: str, index: int, controller: bool) -> None:
+        """`podman kube play` one pod, as the kubelet would run it (see the module doc)."""
+        ns, name = jobset["metadata"]["namespace"], jobset["metadata"]["name"]
+        folder = self.workdir / pod_name
+        folder.mkdir(parents=True, exist_ok=True)
+        tag = jobset["metadata"]["uid"][:6]
+        secret_dirs = {}
+        for volume in template["spec"].get("volumes") or []:
+            if "secret" in volume:
+                secret_name = volume["secret"]["secretName"]
+                secret_dirs[secret_name] = self._secret_dir(ns, secret_name, folder)
+        pod = pod_from_template(template, pod=pod_name, subdomain=name, job_index=index,
+                                volume_prefix=f"{pod_name}-{tag}", secret_dirs=secret_dirs)
+        pod["metadata"]["namespace"] = ns
+        self._add_service_account(pod, ns, folder)
+        config_maps = [v["configMap"]["name"] for v in pod["spec"]["volumes"] if "configMap" in v]
+        args = []
+        for cm_name in config_maps:
+            cm = self.kube.get("v1", "ConfigMap", ns, cm_name)
+            cm_file = folder / f"{cm_name}.yaml"
+            cm_file.write_text(yaml.safe_dump({k: cm[k] for k in ("apiVersion", "kind", "metadata", "data")}))
+            args += ["--configmap", str(cm_file)]
+        path = folder / "pod.yaml"
+        path.write_text(yaml.safe_dump(pod, sort_keys=False))
+        host = f"{pod_name}.{name}"
+        played = _PlayedPod(namespace=ns, name=pod_name, jobset=name, controller=controller, file=path,
+                            containers=[c["name"] for c in pod["spec"]["containers"]],
+                            volumes=[v["configMap"]["name"] if "configMap" in v else v["name"]
+                                     for v in pod["spec"]["volumes"] if "hostPath" not in v])
+        self.pods[(ns, pod_name)] = played
+        result = podman("kube", "play", *args, "--network",
+                        f"{self.network}:alias={host},alias={host}.{ns}.svc.cluster.local", str(path),
+                        check=False, timeout=180)
+        if result.returncode != 0:
+            played.pull_error = result.stderr.strip()[-500:]
+            return
+        info = json.loads(podman("pod", "inspect", pod_name).stdout)
+        infra = (info[0] if isinstance(info, list) else info)["InfraContainerID"]
+        networks = json.loads(podman("inspect", infra).stdout)[0]["NetworkSettings"]["Networks"]
+        played.ip = networks[self.network]["IPAddress"]
+
+    def _secret_dir(self, ns: str, secret_name: str, folder: Path) -> Path:
+        """A folder holding the Secret's keys as files (what a Secret volume shows)."""
+        secret = self.kube.get("v1", "Secret", ns, secret_name) or {}
+        out = folder / f"secret-{secret_name}"
+        out.mkdir(exist_ok=True)
+        for key, value in (secret.get("data") or {}).items():
+            (out / key).write_bytes(base64.b64decode(value))
+            (out / key).chmod(CURVE_FILE_MODE)
+        return out
+
+    def _add_service_account(self, pod: Obj, ns: str, folder: Path) -> None:
+        """What the kubelet and the ServiceAccount admission plugin add to every container."""
+        account = pod["spec"].get("serviceAccountName") or "default"
+        sa_dir = folder / "serviceaccount"
+        sa_dir.mkdir(exist_ok=True)
+        (sa_dir / "token").write_text(self.kube.token_for(ns, account))
+        (sa_dir / "namespace").write_text(ns)
+        (sa_dir / "ca.crt").write_text("")
+        for f in sa_dir.iterdir():
+            f.chmod(0o444)
+        volume = f"{pod['metadata']['name']}-sa"
+        pod["spec"]["volumes"].append({"name": volume, "hostPath": {"path": str(sa_dir), "type": "Directory"}})
+        for c in pod["spec"]["containers"]:
+            c.setdefault("volumeMounts", []).append({"name": volume, "mountPath": SA_DIR, "readOnly": True})
+            c.setdefault("env", []).extend([{"name": "KUBERNETES_SERVICE_HOST", "value": self.api_host},
+                                            {"name": "KUBERNETES_SERVICE_PORT", "value": str(self.api_port)}])
+
+    # -- the kubelet ------------------------------------------------------------------------------
+
+    def _mirror(self) -> None:
+        """Container states from podman into the fake; JobSet conditions from the pods."""
+        out = podman("ps", "-a", "--format", "json", check=False).stdout or "[]"
+        states = {name: c for c in json.loads(out) for name in c.get("Names") or []}
+        for played in list(self.pods.values()):
+            if self.kube.get("v1", "Pod", played.namespace, played.name) is None:
+                continue
+            if played.pull_error is not None:
+                for container in played.containers:
+                    self._set_waiting(played, container, "ErrImagePull", played.pull_error)
+                continue
+            if played.ip is None:
+                continue
+            if not played.running:
+                played.running = True
+                self.kube.run_pod(played.namespace, played.name, ip=played.ip)
+                self._register_proxies(played)
+            for container in played.containers:
+                c = states.get(f"{played.name}-{container}")
+                if c is None or container in played.ended:
+                    continue
+                if c.get("Exited") or c.get("State") == "exited":
+                    played.ended[container] = int(c["ExitCode"])
+                    self._set_terminated(played, container, int(c["ExitCode"]))
+            if len(played.ended) == len(played.containers):
+                self.kube.terminate_pod(played.namespace, played.name, dict(played.ended))
+        self._finish_jobsets()
+
+    def _set_waiting(self, played: _PlayedPod, container: str, reason: str, message: str) -> None:
+        pod = self.kube.get("v1", "Pod", played.namespace, played.name) or {}
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            if status["name"] == container and (status.get("state") or {}).get("waiting", {}).get("reason") == reason:
+                return
+        self.kube.pods.set_container_state(played.namespace, played.name, container,
+                                           {"waiting": {"reason": reason, "message": message}})
+
+    def _set_terminated(self, played: _PlayedPod, container: str, code: int) -> None:
+        self.kube.pods.set_container_state(played.namespace, played.name, container, {"terminated": {
+            "exitCode": code, "reason": "Completed" if code == 0 else "Error"}})
+
+    def _finish_jobsets(self) -> None:
+        for uid, jobset in self._stored_jobsets().items():
+            if uid in self._finished:
+                continue
+            mine = [p for p in self.pods.values()
+                    if p.jobset == jobset["metadata"]["name"] and p.namespace == jobset["metadata"]["namespace"]]
+            pods = [self.kube.get("v1", "Pod", p.namespace, p.name) or {} for p in mine]
+            phases = [(p, (o.get("status") or {}).get("phase")) for p, o in zip(mine, pods, strict=True)]
+            failed = any(phase == "Failed" for _, phase in phases)
+            done = any(p.controller and phase == "Succeeded" for p, phase in phases)
+            if failed or done:
+                self._finished.add(uid)
+                kind = "Failed" if failed else "Completed"
+                self.kube.set_status(JOBSET_API_VERSION, "JobSet", jobset["metadata"]["namespace"],
+                                     jobset["metadata"]["name"], {
+                                         "conditions": [{"type": kind, "status": "True", "reason": f"AllJobs{kind}",
+                                                         "message": f"jobset {kind.lower()}"}],
+                                         "terminalState": kind})
+
+    def _register_proxies(self, played: _PlayedPod) -> None:
+        pod = self.kube.get("v1", "Pod", played.namespace, played.name) or {}
+        for c in pod["spec"]["containers"]:
+            for port in c.get("ports") or []:
+                self.kube.register_proxy(played.namespace, played.name, port["containerPort"],
+                                         self._forwarder(played.ip or "", port["containerPort"]),
+                                         container=c["name"])
+
+    def _forwarder(self, ip: str, port: int) -> Any:
+        async def forward(request: web.Request, subpath: str) -> web.StreamResponse:
+            assert self._session is not None
+            url = f"http://{ip}:{port}/{subpath.lstrip('/')}"
+            try:
+                async with self._session.request(request.method, url, params=request.query,
+                                                 data=await request.read()) as upstream:
+                    body = await upstream.read()
+                    return web.Response(status=upstream.status, body=body,
+                                        content_type=upstream.content_type)
+            except aiohttp.ClientError as exc:
+                raise ApiError(503, "ServiceUnavailable",
+                               f"error trying to reach service: dial tcp {ip}:{port}: {exc}") from None
+        return forward
+
+    # -- deletion ---------------------------------------------------------------------------------
+
+    async def _teardown_gone(self) -> None:
+        live = {self._key(j) for j in self._stored_jobsets().values() if not j["metadata"].get("deletionTimestamp")}
+        for played in list(self.pods.values()):
+            if f"{played.namespace}/{played.jobset}" in live:
+                continue
+            del self.pods[(played.namespace, played.name)]
+            await anyio.to_thread.run_sync(self._down, played)
+            stored = self.kube.get("v1", "Pod", played.namespace, played.name)
+            if stored is not None and stored["metadata"].get("deletionTimestamp"):
+                self.kube.finish_pod(played.namespace, played.name)
+
+    @staticmethod
+    def _down(played: _PlayedPod) -> None:
+        podman("pod", "kill", played.name, check=False)
+        podman("kube", "play", "--down", str(played.file), check=False, timeout=120)
+        if played.volumes:
+            podman("volume", "rm", "-f", *played.volumes, check=False)
+
+    def close(self) -> None:
+        """Tear down every pod still played (never raises)."""
+        for played in list(self.pods.values()):
+            self._down(played)
+        self.pods.clear()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
