@@ -23,8 +23,8 @@ from aiperf.cli.kube_options import KubeTarget
 from aiperf.kube import jobs, ops
 from aiperf.kube.client import KubeError
 from aiperf.kube.crd_model import JOB_KIND
-from aiperf.kube.diagnosis import Blocker, classify
 from aiperf.kube.diagnosis import REPLICATED_JOB_LABEL as ROLE_LABEL
+from aiperf.kube.diagnosis import Blocker, classify
 from aiperf.kube.names import CONTROLLER_JOB, WORKERS_JOB, WORKERS_LAST_JOB, jobset_name
 
 Obj = dict[str, Any]

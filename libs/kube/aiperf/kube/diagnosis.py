@@ -101,8 +101,9 @@ class Blocker:
         text = "\x1f".join((self.category.value, self.role, self.container or "", self.key))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def as_status(self, first_observed_time: str) -> dict[str, Any]:
-        """`status.startupIssue` (camelCase, as `crd_model.StartupIssue` encodes it)."""
+    def as_status(self, first_observed_time: str | None) -> dict[str, Any]:
+        """`status.startupIssue` (camelCase, as `crd_model.StartupIssue` encodes it); the
+        operator always passes a time, a report of a blocker nobody recorded passes None."""
         out: dict[str, Any] = {"reason": self.reason, "message": self.message, "pod": self.pod,
                                "fingerprint": self.fingerprint, "firstObservedTime": first_observed_time,
                                "critical": self.critical}
