@@ -18,7 +18,6 @@ from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.reconciler import utc_now
-from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_kopf import KopfOnFakeKube, fast_settings
 
@@ -43,11 +42,10 @@ def job(name: str = "run", **spec: Any) -> dict[str, Any]:
 
 @asynccontextmanager
 async def operator(kube: FakeKube, metrics: Metrics | None = None, *, resync_interval: float = RESYNC_S,
-                   token: str | None = None, thresholds: StartupThresholds = DEFAULT_THRESHOLDS,
-                   clock: Callable[[], datetime] = utc_now) -> AsyncIterator[Metrics]:
+                   token: str | None = None, clock: Callable[[], datetime] = utc_now) -> AsyncIterator[Metrics]:
     """kopf serving the operator's registry against `kube` while entered; yields its metrics.
     `token`: the bearer token of kopf and of the operator's client (default: the fake's admin);
-    `thresholds` and `clock`: the reconciler's."""
+    `clock`: the reconciler's wall clock."""
     metrics = metrics or Metrics()
     kubeconfig = kube.kubeconfig_path
     if token is not None:
@@ -57,7 +55,7 @@ async def operator(kube: FakeKube, metrics: Metrics | None = None, *, resync_int
         return await new_client_from_config(kubeconfig, persist_config=False)
 
     registry = build_registry(connect=connect, defaults=Defaults(), metrics=metrics,
-                              resync_interval=resync_interval, retry_delay=0.3, thresholds=thresholds, clock=clock)
+                              resync_interval=resync_interval, retry_delay=0.3, clock=clock)
     async with KopfOnFakeKube(kube, registry=registry, namespaces=[NS], settings=tune(fast_settings()), token=token):
         yield metrics
 

@@ -24,7 +24,7 @@ from aiperf.kube import jobs, ops
 from aiperf.kube.client import KubeError
 from aiperf.kube.crd_model import JOB_KIND
 from aiperf.kube.diagnosis import REPLICATED_JOB_LABEL as ROLE_LABEL
-from aiperf.kube.diagnosis import Blocker, classify
+from aiperf.kube.diagnosis import Blocker, classify, describe
 from aiperf.kube.names import CONTROLLER_JOB, WORKERS_JOB, WORKERS_LAST_JOB, jobset_name
 
 Obj = dict[str, Any]
@@ -145,12 +145,11 @@ def verdict(report: Mapping[str, Any]) -> str:
     if job is not None and job.get("cancel"):
         return f"run {name} is being cancelled"
     if blocker is not None:
-        where = f"pod {blocker['pod']}" + (f" container {blocker['container']}" if blocker.get("container") else "")
         since = f" since {blocker['firstObservedTime']}" if blocker.get("firstObservedTime") else ""
         what = ("critical: the operator fails the run if it persists" if job is not None else
                 "critical: it will not resolve by itself") if blocker["critical"] else \
             "retryable: it waits for room in the cluster"
-        return f"blocked by {blocker['reason']} in {where}{since} ({what}): {blocker['message']}".rstrip(": ")
+        return f"blocked by {describe(blocker)}{since} ({what}): {blocker['message']}".rstrip(": ")
     if job is not None and phase in (None, "Pending"):
         waiting = next((c for c in job["conditions"] if c["type"] == "ResourcesCreated" and c["status"] == "False"),
                        None)
@@ -188,8 +187,7 @@ def render(report: Mapping[str, Any]) -> str:
                          + (f": {c['message']}" if c.get("message") else ""))
         issue = job.get("startupIssue")
         if issue:
-            where = f"pod {issue.get('pod')}" + (f" container {issue['container']}" if issue.get("container") else "")
-            lines.append(f"  startupIssue: {issue.get('reason')} in {where} since {issue.get('firstObservedTime')} "
+            lines.append(f"  startupIssue: {describe(issue)} since {issue.get('firstObservedTime')} "
                          f"({'critical' if issue.get('critical') else 'retryable'}): {issue.get('message') or ''}")
     else:
         lines.append(f"run {namespace}/{name} (direct mode: no AIPerfJob)")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from aiperf.kube.diagnosis import Blocker, Category, classify, is_capacity_shortage, pod_blockers
+from aiperf.kube.diagnosis import Blocker, Category, classify, describe, is_capacity_shortage, pod_blockers
 
 IMAGE = "registry.example/aiperf/worker:1.0"
 
@@ -163,5 +163,6 @@ def test_status_form_and_one_line_description() -> None:
         "reason": "ImagePullBackOff", "message": 'Back-off pulling image "x"', "pod": "aiperf-run-workers-0-0-abcde",
         "container": "worker-0", "fingerprint": blocker.fingerprint, "firstObservedTime": "2026-01-01T00:00:00Z",
         "critical": True}
-    assert blocker.describe() == ('ImagePullBackOff in pod aiperf-run-workers-0-0-abcde container worker-0: '
-                                  'Back-off pulling image "x"')
+    assert describe(blocker.as_status(None)) == "ImagePullBackOff in pod aiperf-run-workers-0-0-abcde container worker-0"
+    unscheduled = _only(pod(scheduled=unschedulable("0/1 nodes are available: 1 Insufficient cpu.")))
+    assert describe(unscheduled.as_status(None)) == "Unschedulable in pod aiperf-run-workers-0-0-abcde"

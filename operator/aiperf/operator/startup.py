@@ -37,7 +37,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from aiperf.kube.crd_model import JOB_KIND, JobPhase
-from aiperf.kube.diagnosis import Blocker
+from aiperf.kube.diagnosis import Blocker, describe
 from aiperf.kube.ops import JOBSET_NAME_LABEL
 from aiperf.operator import api
 from aiperf.operator.desired import CR_API_VERSION
@@ -113,9 +113,8 @@ def failure(cr: Mapping[str, Any], fingerprint: str, *, now: datetime,
     limit = thresholds.fail_after(issue)
     if limit is None or age(issue, now) < limit:
         return None
-    where = f"pod {issue.get('pod')}" + (f" container {issue['container']}" if issue.get("container") else "")
     return Cond(FAILED_CONDITION, True, str(issue.get("reason") or "StartupBlocked"),
-                f"{issue.get('reason')} in {where} since {issue.get('firstObservedTime')} (over {limit:g} s): "
+                f"{describe(issue)} since {issue.get('firstObservedTime')} (over {limit:g} s): "
                 f"{issue.get('message') or ''}".rstrip(": "))
 
 
@@ -137,7 +136,6 @@ async def run_pods(client: ApiClient, jobset: Mapping[str, Any]) -> list[Obj]:
 def warning_event(cr: Mapping[str, Any], issue: Mapping[str, Any], *, now: datetime) -> Obj:
     """The Warning Event for `issue` on the CR (named by the CR's UID and the fingerprint)."""
     meta = cr["metadata"]
-    where = f"pod {issue.get('pod')}" + (f" container {issue['container']}" if issue.get("container") else "")
     kind = "will fail the run" if issue.get("critical") else "is retryable (spec.timeoutSeconds bounds it)"
     stamp = timestamp(now)
     return {
@@ -147,7 +145,7 @@ def warning_event(cr: Mapping[str, Any], issue: Mapping[str, Any], *, now: datet
         "involvedObject": {"apiVersion": CR_API_VERSION, "kind": JOB_KIND, "name": meta["name"],
                            "namespace": meta["namespace"], "uid": meta["uid"]},
         "type": "Warning", "reason": WARNING_REASON,
-        "message": f"{issue.get('reason')} in {where} since {issue.get('firstObservedTime')}; it {kind}: "
+        "message": f"{describe(issue)} since {issue.get('firstObservedTime')}; it {kind}: "
                    f"{issue.get('message') or ''}".rstrip(": "),
         "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
         "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,

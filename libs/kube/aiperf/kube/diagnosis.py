@@ -111,10 +111,13 @@ class Blocker:
             out["container"] = self.container
         return out
 
-    def describe(self) -> str:
-        """One line: `ImagePullBackOff in pod P container C: message`."""
-        where = f"pod {self.pod}" + (f" container {self.container}" if self.container else "")
-        return f"{self.reason} in {where}: {self.message}" if self.message else f"{self.reason} in {where}"
+
+
+def describe(issue: Mapping[str, Any]) -> str:
+    """`REASON in pod P container C` (no container part for a pod-level blocker) of a
+    `status.startupIssue` or `Blocker.as_status`."""
+    where = f"pod {issue.get('pod')}" + (f" container {issue['container']}" if issue.get("container") else "")
+    return f"{issue.get('reason')} in {where}"
 
 
 def classify(pods: Iterable[Mapping[str, Any]]) -> Blocker | None:
