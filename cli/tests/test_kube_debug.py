@@ -1,12 +1,13 @@
 """`aiperf kube debug NAME` against the fake API server: a direct-mode run stuck on an image pull
 (pods, container states, the run's events only, the verdict; `-o json`), an operator-mode run
-with the operator's startupIssue and a run it failed, a run still waiting for capacity, and an
-unknown name."""
+with the operator's startupIssue and a run it failed, a run still waiting for capacity, events
+the user may not list, and an unknown name."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -152,3 +153,27 @@ async def test_an_unknown_run_is_one_line_and_exit_2(aiperf: Run, kube: FakeKube
     assert result.code == 2 and result.out == ""
     assert result.err == ("error: no run nope in namespace bench: neither an AIPerfJob nope nor a JobSet aiperf-nope; "
                           "see `aiperf kube list -n bench`\n")
+
+
+async def test_events_the_user_may_not_list_leave_the_rest_of_the_report(aiperf: Run, tmp_path: Path) -> None:
+    async with FakeKube(namespaces=[NS], rbac=True) as kube:
+        kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                     "metadata": {"name": "viewer", "namespace": NS}, "rules": [
+                         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+                         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get"]},
+                         {"apiGroups": ["aiperf.nvidia.com"], "resources": ["aiperfjobs"], "verbs": ["get"]}]})
+        kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                     "metadata": {"name": "viewer", "namespace": NS},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "viewer"},
+                     "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": NS}]})
+        job_status(kube, {"phase": "Initializing"})
+        add_pod(kube, "aiperf-demo-workers-0-0-aaaaa", "workers", ["worker-0"])
+        kube.pods.set_container_state(NS, "aiperf-demo-workers-0-0-aaaaa", "worker-0", {"waiting": {
+            "reason": "CreateContainerConfigError", "message": 'secret "hf" not found'}})
+        config = kube.write_kubeconfig(tmp_path / "viewer", token=kube.token_for(NS, "viewer"))
+        result = await aiperf("kube", "debug", "demo", "--kubeconfig", str(config), "-n", NS)
+    assert result.code == 0, result.err
+    assert any(line.startswith("EVENTS: not available: listing the events of namespace bench failed: 403")
+               for line in result.out.splitlines())
+    assert result.out.splitlines()[-1].startswith("VERDICT: blocked by CreateContainerConfigError in pod "
+                                                  "aiperf-demo-workers-0-0-aaaaa container worker-0")

@@ -8,7 +8,8 @@ else the highest-priority startup blocker of its pods (`aiperf.kube.diagnosis`, 
 operator's first sighting when it recorded the same one), else what it waits for.
 
 Exit 0 whenever the report is printed (whatever the run's state), 2 when neither an AIPerfJob
-nor a JobSet of that name exists, 1 when the cluster cannot be read.
+nor a JobSet of that name exists, 1 when the cluster cannot be read. Events that cannot be
+listed (no RBAC grant) leave the rest of the report intact, with the reason (`eventsError`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, Literal
 from aiperf.cli.kube_commands import EXIT_OK, _open, run_async
 from aiperf.cli.kube_options import KubeTarget
 from aiperf.kube import jobs, ops
-from aiperf.kube.client import KubeError
+from aiperf.kube.client import KubeClusterError, KubeError
 from aiperf.kube.crd_model import JOB_KIND
 from aiperf.kube.diagnosis import REPLICATED_JOB_LABEL as ROLE_LABEL
 from aiperf.kube.diagnosis import Blocker, classify, describe
@@ -47,8 +48,13 @@ def debug(target: KubeTarget, name: str, *, output_format: Literal["text", "json
                 raise KubeError(f"no run {name} in namespace {namespace}: neither an AIPerfJob {name} nor a JobSet "
                                 f"{jobset_name(name)}; see `aiperf kube list -n {namespace}`")
             pods = await ops.list_pods(api, name, namespace)
-            events = await ops.list_events(api, namespace)
+            try:
+                events, events_error = await ops.list_events(api, namespace), None
+            except KubeClusterError as exc:  # e.g. no RBAC grant on events: the rest still helps
+                events, events_error = [], str(exc)
         report = build_report(name, namespace, job=job, jobset=jobset, pods=pods, events=events)
+        if events_error is not None:
+            report["eventsError"] = events_error
         print(json.dumps(report, indent=2) if output_format == "json" else render(report))
         return EXIT_OK
 
@@ -200,7 +206,10 @@ def render(report: Mapping[str, Any]) -> str:
         for c in pod["containers"]:
             lines.append(f"    {'init ' if c['init'] else ''}{c['name']}: {_state(c)}")
     events = report["events"]
-    lines.append(f"EVENTS ({len(events)})" + (f", the last {SHOWN_EVENTS}" if len(events) > SHOWN_EVENTS else ""))
+    if report.get("eventsError"):
+        lines.append(f"EVENTS: not available: {report['eventsError']}")
+    else:
+        lines.append(f"EVENTS ({len(events)})" + (f", the last {SHOWN_EVENTS}" if len(events) > SHOWN_EVENTS else ""))
     for e in events[-SHOWN_EVENTS:]:
         lines.append(f"  {e['time']}  {e['type']}  {e['object']}  {e['reason']}"
                      + (f" (x{e['count']})" if e["count"] > 1 else "") + f": {e['message']}")
