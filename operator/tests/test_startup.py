@@ -6,64 +6,15 @@ first sighting across a recreated pod; a blocker that clears goes from the statu
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Any
-
 import pytest
 from _harness import NS, condition, cr, job, jobset, operator, phase, set_jobset_status
+from _pods import IMAGE, Clock, add_pod, diagnoses, issue, pull_fails, warnings
 
-from aiperf.kube.ops import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
-from aiperf.operator.startup import DEFAULT_THRESHOLDS, JOBSET_UID_LABEL
+from aiperf.operator.startup import DEFAULT_THRESHOLDS
 from aiperf.testing.fake_kube import FakeKube
 
 pytestmark = pytest.mark.anyio
-IMAGE = "registry.example/aiperf/worker:missing"
 WARN, FAIL = DEFAULT_THRESHOLDS.warn_after_s, DEFAULT_THRESHOLDS.fail_after_s
-
-
-class Clock:
-    """The reconciler's wall clock, moved by the test (read from kopf's thread)."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC).replace(microsecond=0)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-def add_pod(kube: FakeKube, pod: str, *, role: str = "workers", container: str = "worker-0") -> None:
-    """A pod of run `run`'s JobSet, as the Job controller would create it."""
-    js = jobset(kube)
-    assert js is not None
-    kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": NS, "labels": {
-        JOBSET_NAME_LABEL: js["metadata"]["name"], JOBSET_UID_LABEL: js["metadata"]["uid"],
-        REPLICATED_JOB_LABEL: role, "app.kubernetes.io/name": "aiperf"}},
-        "spec": {"containers": [{"name": container, "image": IMAGE}]}})
-
-
-def pull_fails(kube: FakeKube, pod: str, reason: str = "ImagePullBackOff") -> None:
-    kube.pods.set_container_state(NS, pod, "worker-0", {"waiting": {
-        "reason": reason, "message": f'Back-off pulling image "{IMAGE}"'}})
-
-
-def issue(kube: FakeKube) -> dict[str, Any]:
-    return (cr(kube).get("status") or {}).get("startupIssue") or {}
-
-
-async def diagnoses(kube: FakeKube, count: int) -> None:
-    """Wait until the operator listed the run's pods `count` more times (one diagnosis each)."""
-    def listed() -> int:
-        return len(kube.requests_for("GET", f"/api/v1/namespaces/{NS}/pods"))
-    start = listed()
-    await kube.wait_until(lambda: listed() >= start + count)
-
-
-def warnings(kube: FakeKube) -> list[dict[str, Any]]:
-    """The StartupBlocked Events on the run's AIPerfJob."""
-    return [e for _, e in kube.store.all_objects() if e.get("kind") == "Event" and e.get("reason") == "StartupBlocked"]
 
 
 async def test_an_image_that_cannot_be_pulled_is_recorded_warned_then_fails_the_run(kube: FakeKube) -> None:
