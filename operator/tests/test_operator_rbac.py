@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from _chart import render
 from _harness import NS, condition, cr, job, jobset, operator, phase, set_jobset_status
-from _repo import chart_dir
 from _pods import Clock, add_pod, issue, pull_fails, warnings
+from _repo import chart_dir
 from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.kube.crd import build_crd
-from aiperf.operator.startup import DEFAULT_THRESHOLDS
 from aiperf.kube.crd_model import JOB_KIND
+from aiperf.operator.startup import DEFAULT_THRESHOLDS
 from aiperf.testing.fake_kube import FakeKube
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ first sighting across a recreated pod; a blocker that clears goes from the statu
 from __future__ import annotations
 
 import pytest
-from _harness import NS, condition, cr, job, jobset, operator, phase, set_jobset_status
+from _harness import NS, condition, job, jobset, operator, phase, set_jobset_status
 from _pods import IMAGE, Clock, add_pod, diagnoses, issue, pull_fails, warnings
 
 from aiperf.operator.startup import DEFAULT_THRESHOLDS
