@@ -172,6 +172,25 @@ def logs(name: str, *, target: KubeTarget = _TARGET, container: str | None = Non
 
 
 @kube_app.command
+def debug(name: str, *, target: KubeTarget = _TARGET,
+          output_format: Annotated[Literal["text", "json"], Parameter(name=["--output", "-o"])] = "text") -> int:
+    """Show what blocks a run: its AIPerfJob's phase, conditions and startupIssue (operator mode),
+    its JobSet, each pod with its containers' states, the recent events of the run's objects, and
+    a one-line verdict. Reads only; exit 0 once the report is printed.
+
+    Parameters
+    ----------
+    name
+        Run name.
+    output_format
+        text (one screen) or json (the same report as one JSON object, every event).
+    """
+    from aiperf.cli.kube_debug import debug as run
+
+    return run(target, name, output_format=output_format)
+
+
+@kube_app.command
 def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
             artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
             = "artifacts") -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 import kopf
@@ -25,7 +26,8 @@ from aiperf.kube.crd_model import API_GROUP, API_VERSION
 from aiperf.kube.ops import APP_LABEL, APP_LABEL_VALUE
 from aiperf.operator.desired import Defaults
 from aiperf.operator.metrics import Metrics
-from aiperf.operator.reconciler import JobReconciler
+from aiperf.operator.reconciler import JobReconciler, utc_now
+from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
 
 JOBS = (API_GROUP, API_VERSION, "aiperfjobs")
 JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
@@ -78,8 +80,11 @@ def tune(settings: kopf.OperatorSettings) -> kopf.OperatorSettings:
 
 
 def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Defaults, metrics: Metrics,
-                   resync_interval: float = 30.0, retry_delay: float = 5.0) -> kopf.OperatorRegistry:
-    """The operator's handlers (see the module doc) in a new registry."""
+                   resync_interval: float = 30.0, retry_delay: float = 5.0,
+                   thresholds: StartupThresholds = DEFAULT_THRESHOLDS,
+                   clock: Callable[[], datetime] = utc_now) -> kopf.OperatorRegistry:
+    """The operator's handlers (see the module doc) in a new registry; `thresholds` and `clock`
+    go to the reconciler."""
     registry = kopf.OperatorRegistry()
     holder = _Holder()
 
@@ -96,7 +101,7 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
     async def open_client(**_: Any) -> None:
         holder.api = await connect()
         holder.reconciler = JobReconciler(api=holder.api, defaults=defaults, metrics=metrics,
-                                          retry_delay=retry_delay)
+                                          retry_delay=retry_delay, thresholds=thresholds, clock=clock)
 
     @kopf.on.cleanup(registry=registry)
     async def close_client(**_: Any) -> None:

@@ -472,6 +472,23 @@ async def list_pods(api: ApiClient, name: str, namespace: str, *,
     return sorted(pods, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
 
 
+async def list_events(api: ApiClient, namespace: str) -> list[Obj]:
+    """The core/v1 Events of `namespace` (callers pick the objects they care about), oldest
+    first by their last occurrence."""
+    try:
+        answer: Obj = await _call(api, "GET", _path("v1", "events", namespace))
+    except ApiException as exc:
+        raise KubeClusterError(f"listing the events of namespace {namespace} failed: {_describe(exc)}") from None
+    events: list[Obj] = answer.get("items") or []
+    return sorted(events, key=event_time)
+
+
+def event_time(event: Mapping[str, Any]) -> str:
+    """When an Event last happened (RFC 3339): lastTimestamp, else eventTime, else creation."""
+    return str(event.get("lastTimestamp") or event.get("eventTime") or
+               (event.get("metadata") or {}).get("creationTimestamp") or "")
+
+
 async def controller_pod(api: ApiClient, name: str, namespace: str) -> str:
     """The name of run `name`'s controller pod (a Running one first, then the newest).
     KubeError when there is none."""
