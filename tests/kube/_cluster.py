@@ -16,8 +16,9 @@ What it plays, for every JobSet stored in the fake:
   Container states (running, terminated with the exit code) are mirrored into the fake; a pod
   whose image podman does not have stays Pending with `ErrImagePull`; `pods/proxy` to a running
   container's port is forwarded to the container's IP;
-- deletion: a JobSet that goes (or is being deleted) has its pods torn down in podman and
-  their fake Pods finished.
+- deletion and suspension: a JobSet that goes, is being deleted or is suspended has its pods
+  torn down in podman (a suspended JobSet's pods are deleted first, as its Jobs' controller
+  does) and their fake Pods finished.
 
 What it does not play: scheduling (every pod fits), restarts (pods are `restartPolicy: Never`),
 readiness probes (stripped, see _podman.py), WebSocket upgrades through pods/proxy.
@@ -45,7 +46,7 @@ from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_api import ApiError
 from aiperf.testing.fake_kube_select import Selector
 
-from _podman import podman, pod_from_template
+from kube._podman import pod_from_template, podman
 
 Obj = dict[str, Any]
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -295,14 +296,18 @@ class PodmanCluster:
     # -- deletion ---------------------------------------------------------------------------------
 
     async def _teardown_gone(self) -> None:
-        live = {self._key(j) for j in self._stored_jobsets().values() if not j["metadata"].get("deletionTimestamp")}
+        stored = self._stored_jobsets().values()
+        live = {self._key(j) for j in stored
+                if not j["metadata"].get("deletionTimestamp") and not j["spec"].get("suspend")}
         for played in list(self.pods.values()):
             if f"{played.namespace}/{played.jobset}" in live:
                 continue
             del self.pods[(played.namespace, played.name)]
+            pod = self.kube.get("v1", "Pod", played.namespace, played.name)
+            if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+                self.kube.store.delete(self.kube.kind("v1", "Pod"), played.namespace, played.name, {})
             await anyio.to_thread.run_sync(self._down, played)
-            stored = self.kube.get("v1", "Pod", played.namespace, played.name)
-            if stored is not None and stored["metadata"].get("deletionTimestamp"):
+            if self.kube.get("v1", "Pod", played.namespace, played.name) is not None:
                 self.kube.finish_pod(played.namespace, played.name)
 
     @staticmethod

@@ -13,25 +13,35 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
+from kubernetes_asyncio.config import new_client_from_config
 from kube._cluster import PodmanCluster, network_gateway
 from kube._podman import MOCK_ALIAS, MOCK_IMAGE, MOCK_PORT, missing_images, podman, wait_mock_healthy
 
 from aiperf.cli.main import main
 from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND
+from aiperf.kube.ops import JOBSET_API_VERSION
 from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
+from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_kopf import KopfOnFakeKube, fast_settings
 
 NS = "bench"
 CR_API = f"{API_GROUP}/{API_VERSION}"
+BENCHMARK = {"models": ["mock"], "endpoint": {"urls": [f"http://{MOCK_ALIAS}:{MOCK_PORT}"], "type": "chat",
+                                               "streaming": True},
+             "datasets": [{"type": "synthetic", "entries": 8, "prompts": {"isl": {"mean": 16}, "osl": {"mean": 8}}}],
+             "phases": [{"type": "concurrency", "name": "profiling", "concurrency": 2, "requests": 20}],
+             "runtime": {"workers": 1}}
 RUN_S = 420.0
 """Bound on one run from submission to a terminal phase: the pods start in 60-90 s on 2 cores
 (see _podman.STARTUP_S), the benchmark itself takes seconds."""
@@ -57,8 +67,52 @@ def _images() -> None:
         pytest.fail(f"AIPERF_PODMAN_E2E=1 but images are missing: {', '.join(missing)}")
 
 
+class Operator:
+    """The operator (real kopf on the fake API server) in a task of its own: `restart()` stops
+    it and starts a fresh one, as a rolled operator Deployment would."""
+
+    def __init__(self, kube: FakeKube, tg: anyio.abc.TaskGroup, thresholds: StartupThresholds) -> None:
+        self.kube, self.tg, self.thresholds = kube, tg, thresholds
+        self.starts = 0
+        self._stop = anyio.Event()
+        self._stopped = anyio.Event()
+
+    async def _serve(self) -> None:
+        async def connect() -> Any:
+            return await new_client_from_config(self.kube.kubeconfig_path, persist_config=False)
+
+        registry = build_registry(connect=connect, defaults=Defaults(), metrics=Metrics(),
+                                  resync_interval=1.0, retry_delay=0.5, thresholds=self.thresholds)
+        try:
+            async with KopfOnFakeKube(self.kube, registry=registry, namespaces=[NS],
+                                      settings=tune(fast_settings())):
+                await self._stop.wait()
+        finally:
+            self._stopped.set()
+
+    def start(self) -> None:
+        self.starts += 1
+        self._stop, self._stopped = anyio.Event(), anyio.Event()
+        self.tg.start_soon(self._serve)
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await self._stopped.wait()
+
+    async def restart(self) -> None:
+        await self.stop()
+        self.start()
+
+
+@dataclass
+class Cluster:
+    kube: FakeKube
+    operator: Operator
+    player: PodmanCluster
+
+
 @asynccontextmanager
-async def cluster(tmp_path: Path) -> AsyncIterator[FakeKube]:
+async def cluster(tmp_path: Path, *, thresholds: StartupThresholds = DEFAULT_THRESHOLDS) -> AsyncIterator[Cluster]:
     """An internal network with the mock LLM server, the fake API server on its gateway with the
     CRDs installed and RBAC on, the kubelet/JobSet player and the operator; all torn down after."""
     tag = uuid.uuid4().hex[:6]
@@ -76,17 +130,12 @@ async def cluster(tmp_path: Path) -> AsyncIterator[FakeKube]:
             port = int(kube.url.rsplit(":", 1)[1])
             player = PodmanCluster(kube, network=network, workdir=tmp_path / "pods", api_host=gateway,
                                    api_port=port)
-
-            async def connect() -> Any:
-                from kubernetes_asyncio.config import new_client_from_config
-                return await new_client_from_config(kube.kubeconfig_path, persist_config=False)
-
-            registry = build_registry(connect=connect, defaults=Defaults(), metrics=Metrics(),
-                                      resync_interval=1.0, retry_delay=0.5)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(player.run)
-                async with KopfOnFakeKube(kube, registry=registry, namespaces=[NS], settings=tune(fast_settings())):
-                    yield kube
+                operator = Operator(kube, tg, thresholds)
+                operator.start()
+                yield Cluster(kube, operator, player)
+                await operator.stop()
                 tg.cancel_scope.cancel()
     finally:
         if player is not None:
@@ -111,9 +160,64 @@ async def profile(kube: FakeKube, name: str, *extra: str) -> int:
 
 @pytest.mark.timeout(900)
 async def test_a_run_completes_through_the_operator(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as kube:
+    async with cluster(tmp_path) as c:
+        kube = c.kube
         assert await profile(kube, "op") == 0
         await kube.wait_until(lambda: status(kube, "op").get("phase") in ("Completed", "Failed", "Cancelled"),
                               timeout=RUN_S)
         final = status(kube, "op")
         assert final["phase"] == "Completed", final
+
+
+def terminal(kube: FakeKube, name: str) -> bool:
+    return status(kube, name).get("phase") in ("Completed", "Failed", "Cancelled")
+
+
+def played_containers(c: Cluster, name: str) -> int:
+    """Containers of run `name` that podman still runs."""
+    out = podman("ps", "--format", "{{.Names}}", check=False).stdout.split()
+    return sum(1 for n in out if n.startswith(f"aiperf-{name}-"))
+
+
+@pytest.mark.timeout(900)
+async def test_cancel_mid_run_after_an_operator_restart(tmp_path: Path) -> None:
+    """The operator restarts while the run is under way; the new one honours `kube cancel`:
+    Cancelled, the JobSet suspended, its pods gone."""
+    async with cluster(tmp_path) as c:
+        kube = c.kube
+        assert await profile(kube, "cx", "--request-count", "100000") == 0
+        await kube.wait_until(lambda: status(kube, "cx").get("phase") == "Running" or terminal(kube, "cx"),
+                              timeout=RUN_S)
+        assert status(kube, "cx")["phase"] == "Running", status(kube, "cx")
+        await c.operator.restart()
+        code = await anyio.to_thread.run_sync(main, ["kube", "cancel", "cx", "--kubeconfig", kube.kubeconfig_path,
+                                                     "-n", NS])
+        assert code == 0
+        await kube.wait_until(lambda: terminal(kube, "cx"), timeout=60)
+        assert status(kube, "cx")["phase"] == "Cancelled", status(kube, "cx")
+        assert (kube.get(JOBSET_API_VERSION, "JobSet", NS, "aiperf-cx") or {})["spec"]["suspend"] is True
+        await kube.wait_until(lambda: played_containers(c, "cx") == 0, timeout=120)
+        assert c.operator.starts == 2
+
+
+@pytest.mark.timeout(600)
+async def test_runs_that_never_start_fail_past_their_bounds(tmp_path: Path) -> None:
+    """Two runs whose image does not exist: one is failed by the startup diagnosis once the pull
+    error outlasts its threshold (startupIssue recorded first), the other by `timeoutSeconds`,
+    which is shorter; both JobSets deleted."""
+    async with cluster(tmp_path, thresholds=StartupThresholds(warn_after_s=2, fail_after_s=15)) as c:
+        kube = c.kube
+        for name, extra in (("pull", {}), ("tm", {"timeoutSeconds": 5})):
+            kube.create({"apiVersion": CR_API, "kind": JOB_KIND, "metadata": {"name": name, "namespace": NS},
+                         "spec": {"benchmark": BENCHMARK, "image": "localhost/aiperf/does-not-exist:latest",
+                                  "workersPerPod": 1, **extra}})
+        await kube.wait_until(lambda: "startupIssue" in status(kube, "pull") or terminal(kube, "pull"), timeout=120)
+        issue = status(kube, "pull")["startupIssue"]
+        assert issue["critical"] is True and issue["fingerprint"] and issue["firstObservedTime"], issue
+        await kube.wait_until(lambda: terminal(kube, "pull") and terminal(kube, "tm"), timeout=120)
+        for name, reason in (("pull", "StartupFailed"), ("tm", "TimedOut")):
+            final = status(kube, name)
+            assert final["phase"] == "Failed", final
+            assert any(cond["type"] == reason and cond["status"] == "True" for cond in final["conditions"]), final
+            await kube.wait_until(lambda n=name: kube.get(JOBSET_API_VERSION, "JobSet", NS, f"aiperf-{n}") is None,
+                                  timeout=60)
