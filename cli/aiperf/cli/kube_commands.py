@@ -61,6 +61,8 @@ from aiperf.messages import ServiceType
 
 EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR = 0, 1, 2
 DEFAULT_LOG_CONTAINER = str(ServiceType.SYSTEM_CONTROLLER)
+DEFAULT_IMAGE_PARTS = (KubeDeployFlags.image_registry, KubeDeployFlags.image_tag)
+"""--image-registry and --image-tag when not given."""
 
 
 def _error(message: str) -> None:
@@ -113,11 +115,14 @@ class Deployment:
 
 def _settings(target: KubeTarget, deploy: KubeDeployFlags, resources: dict[str, ContainerResources], *,
               require_api_key: bool) -> KubeSettings:
-    """KubeSettings from the flags: FlagError for a malformed value, KubeConfigError for an
-    invalid one."""
+    """KubeSettings from the flags: FlagError for a malformed value (or --image beside
+    --image-registry/--image-tag), KubeConfigError for an invalid one."""
+    if deploy.image is not None and (deploy.image_registry, deploy.image_tag) != DEFAULT_IMAGE_PARTS:
+        raise FlagError("--image names the one image of every container; leave out --image-registry/--image-tag "
+                        "(they build per-service image names)")
     return KubeSettings(
         name=deploy.name, namespace=offline_namespace(target), image_registry=deploy.image_registry,
-        image_tag=deploy.image_tag, image_pull_policy=deploy.image_pull_policy,
+        image_tag=deploy.image_tag, image=deploy.image, image_pull_policy=deploy.image_pull_policy,
         total_workers=deploy.total_workers, workers_per_pod=deploy.workers_per_pod,
         record_processors_per_pod=deploy.record_processors_per_pod, resources=resources,
         env_vars=parse_mapping("--env-vars", deploy.env_vars),
@@ -173,7 +178,7 @@ def build_deployment(target: KubeTarget, deploy: KubeDeployFlags, flags: Profile
 
 _SETTINGS_FIELDS = ("record_processors_per_pod", "image_pull_secrets", "env_from_secrets", "api_key_secret",
                     "headers_secret", "service_account", "workers_per_pod", "total_workers", "ttl_seconds",
-                    "image_tag", "namespace", "resources", "env_vars", "labels", "name")
+                    "image_tag", "image", "namespace", "resources", "env_vars", "labels", "name")
 _SECRET_FIELDS = ("api_key_secret", "headers_secret", "env_from_secrets")
 
 
