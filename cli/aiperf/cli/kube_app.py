@@ -135,17 +135,27 @@ def profile(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target:
 
 @kube_app.command(name="list")
 def list_(*, target: KubeTarget = _TARGET,
-          all_namespaces: Annotated[bool, Parameter(name=["--all-namespaces", "-A"])] = False) -> int:
-    """List the runs of the namespace: NAME, STATE (Running, Completed, Failed, Suspended), AGE.
+          all_namespaces: Annotated[bool, Parameter(name=["--all-namespaces", "-A"])] = False,
+          watch: Annotated[bool, Parameter(name=["--watch", "-w"])] = False, timeout: float | None = None) -> int:
+    """List the runs: NAME, STATE, PROGRESS (requests done/total, when the cluster serves AIPerfJobs), AGE.
+
+    The runs are the AIPerfJobs (operator mode; STATE is the phase: Pending, Initializing,
+    Running, Completed, Failed, Cancelled) and the direct-mode JobSets (Running, Completed,
+    Failed, Suspended).
 
     Parameters
     ----------
     all_namespaces
         List the runs of every namespace.
+    watch
+        After the table, print a row each time a run changes (Deleted when it goes), until
+        Ctrl-C or --timeout; a cut or expired watch resumes by itself. Exit 0.
+    timeout
+        With --watch: stop after this many seconds.
     """
-    from aiperf.cli.kube_commands import list_runs
+    from aiperf.cli.kube_list import list_command
 
-    return list_runs(target, all_namespaces=all_namespaces)
+    return list_command(target, all_namespaces=all_namespaces, watch=watch, timeout=timeout)
 
 
 @kube_app.command

@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -317,42 +316,6 @@ def profile(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, *,
 
 
 # -- the other commands ------------------------------------------------------------------------
-
-def _age(created: str | None, now: datetime) -> str:
-    if not created:
-        return "?"
-    try:
-        seconds = int((now - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds())
-    except ValueError:
-        return "?"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
-
-
-def list_runs(target: KubeTarget, *, all_namespaces: bool) -> int:
-    """`kube list`: a table of the runs (NAME, STATE, AGE; NAMESPACE first with --all-namespaces)."""
-
-    async def work() -> int:
-        api, namespace = await _open(target)
-        async with api:
-            jobs = await ops.list_jobs(api, None if all_namespaces else namespace)
-        if not jobs:
-            where = "any namespace" if all_namespaces else f"namespace {namespace}"
-            print(f"no aiperf runs in {where}")
-            return EXIT_OK
-        now = datetime.now(UTC)
-        rows = [([j.namespace] if all_namespaces else []) + [j.name, str(j.state), _age(j.created, now)]
-                for j in jobs]
-        header = (["NAMESPACE"] if all_namespaces else []) + ["NAME", "STATE", "AGE"]
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-        for row in [header, *rows]:
-            print("   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        return EXIT_OK
-
-    return run_async(work)
-
 
 def logs(target: KubeTarget, name: str, *, container: str | None, tail: int | None, pod: str | None) -> int:
     """`kube logs`: the log of one container (default: the controller pod's system-controller)."""

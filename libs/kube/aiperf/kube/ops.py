@@ -264,12 +264,15 @@ async def list_jobs(api: ApiClient, namespace: str | None) -> list[JobSummary]:
             raise KubeClusterError("the JobSet API (jobset.x-k8s.io) is not installed in this cluster; "
                             "install JobSet first") from None
         raise KubeClusterError(f"listing JobSets failed: {_describe(exc)}") from None
-    summaries = [JobSummary(name=_run_name(js), namespace=js["metadata"].get("namespace", ""),
-                            jobset=js["metadata"]["name"], state=jobset_state(js),
-                            created=js["metadata"].get("creationTimestamp"),
-                            uid=js["metadata"].get("uid", ""))
-                 for js in answer.get("items") or []]
+    summaries = [summarize(js) for js in answer.get("items") or []]
     return sorted(summaries, key=lambda s: (s.created or "", s.namespace, s.name))
+
+
+def summarize(jobset: Obj) -> JobSummary:
+    """The run a JobSet stands for (name, namespace, state, creation time, uid)."""
+    meta = jobset["metadata"]
+    return JobSummary(name=_run_name(jobset), namespace=meta.get("namespace", ""), jobset=meta["name"],
+                      state=jobset_state(jobset), created=meta.get("creationTimestamp"), uid=meta.get("uid", ""))
 
 
 async def watch_jobset_until_done(api: ApiClient, name: str, namespace: str,
@@ -441,8 +444,10 @@ async def delete(api: ApiClient, name: str, namespace: str, *, uid: str | None =
         path = _path(api_version, plural, namespace, object_name)
         try:
             current: Obj = await _call(api, "GET", path)
+            # The JobSet is fenced on the given uid itself: one replaced since the check is kept.
+            fence = uid if kind == "JobSet" and uid is not None else current["metadata"]["uid"]
             body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground",
-                    "preconditions": {"uid": current["metadata"]["uid"]}}
+                    "preconditions": {"uid": fence}}
             await _call(api, "DELETE", path, body=body)
         except ApiException as exc:
             if exc.status == 404:
@@ -548,4 +553,4 @@ async def fetch_results_from_pods(api: ApiClient, name: str, namespace: str, des
 __all__ = ["API_PORT", "APP_LABEL", "APP_LABEL_VALUE", "JOBSET_API_VERSION", "RESULT_FILES", "TERMINAL",
            "FetchedResults", "JobState", "JobSummary", "cancel", "controller_pod", "create_all", "delete",
            "ensure_namespace_exists", "fetch_results_from_pods", "get_jobset", "jobset_state", "list_jobs",
-           "list_pods", "pod_logs", "watch_jobset_until_done"]
+           "list_pods", "pod_logs", "summarize", "watch_jobset_until_done"]
