@@ -259,3 +259,30 @@ def preflight(*, target: KubeTarget = _TARGET,
 
     return run(target, env_from_secrets=env_from_secrets, api_key_secret=api_key_secret,
                headers_secret=headers_secret, image_pull_secrets=image_pull_secrets)
+
+
+@kube_app.command
+def cleanup(*, target: KubeTarget = _TARGET, older_than: str = "0s",
+            all_namespaces: Annotated[bool, Parameter(name=["--all-namespaces", "-A"])] = False,
+            dry_run: bool = False, yes: Annotated[bool, Parameter(name=["--yes", "-y"])] = False) -> int:
+    """Delete the finished runs: AIPerfJobs Completed, Failed or Cancelled (with what they own),
+    direct-mode JobSets Completed or Failed (with their ConfigMap, Secret, RoleBinding, Role and
+    ServiceAccount). Running and Suspended runs are never touched.
+
+    Each delete is fenced on the UID just listed: a new run with the same name is kept. Prints a
+    line per run deleted or kept; exit 1 when a delete failed.
+
+    Parameters
+    ----------
+    older_than
+        Only runs that finished at least this long ago: 90, 30s, 15m, 2h, 7d or 1h30m.
+    all_namespaces
+        Clean up every namespace.
+    dry_run
+        Print what would be deleted; delete nothing.
+    yes
+        Delete without asking (required when stdin is not a terminal).
+    """
+    from aiperf.cli.kube_cleanup import cleanup as run
+
+    return run(target, older_than=older_than, all_namespaces=all_namespaces, dry_run=dry_run, yes=yes)
