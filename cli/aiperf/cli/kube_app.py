@@ -286,3 +286,36 @@ def cleanup(*, target: KubeTarget = _TARGET, older_than: str = "0s",
     from aiperf.cli.kube_cleanup import cleanup as run
 
     return run(target, older_than=older_than, all_namespaces=all_namespaces, dry_run=dry_run, yes=yes)
+
+
+@kube_app.command
+def show(name: str | None = None, *, target: KubeTarget = _TARGET,
+         file: Annotated[str | None, Parameter(name=["--file", "-f"])] = None,
+         output_format: Annotated[Literal["text", "yaml", "json"], Parameter(name=["--output", "-o"])] = "text",
+         ) -> int:
+    """Show a run's AIPerfJob: phase and sub-phase, progress, workers, startup issue, conditions,
+    results path and the spec's gist. With --file, render a CR file instead, offline: `${VAR}`
+    and `${VAR:-default}` resolved from the environment, checked like `kube validate`, and what
+    the operator would create for it.
+
+    Exit 0 shown, 1 a file's CR is invalid, 2 no such run or an unreadable file.
+
+    Parameters
+    ----------
+    name
+        Run name (the AIPerfJob's; a direct-mode run gets a one-line summary).
+    file
+        A YAML file of AIPerfJob/AIPerfSweep documents to render (no API calls).
+    output_format
+        text, or the object itself as yaml or json (a file: with its variables resolved).
+    """
+    from aiperf.cli.kube_commands import _error
+    from aiperf.cli.kube_show import show_file, show_run
+
+    if (name is None) == (file is None):
+        _error("kube show: give a run NAME or --file PATH (one of them)")
+        return 2
+    if file is not None:
+        return show_file(file, fmt=output_format)
+    assert name is not None
+    return show_run(target, name, fmt=output_format)
