@@ -319,3 +319,24 @@ def show(name: str | None = None, *, target: KubeTarget = _TARGET,
         return show_file(file, fmt=output_format)
     assert name is not None
     return show_run(target, name, fmt=output_format)
+
+
+@kube_app.command
+def attach(name: str, *, target: KubeTarget = _TARGET, interval: float = 1.0) -> int:
+    """Follow a run's progress live: state, requests done of expected, errors, elapsed time.
+
+    Streams the api's progress WebSocket (/ws/progress) from the run's controller pod through the
+    API server's pod proxy (you need get on pods/proxy); polls /api/progress instead when the
+    upgrade is refused. Waits for the controller pod to run, reconnects after a lost connection,
+    and ends with the run: exit 0 completed, 1 failed or cancelled. Ctrl-C detaches; the run goes on.
+
+    Parameters
+    ----------
+    name
+        Run name.
+    interval
+        Seconds between checks while waiting for the pod, and between polls without WebSockets.
+    """
+    from aiperf.cli.kube_attach import attach_command
+
+    return attach_command(target, name, interval=interval)
