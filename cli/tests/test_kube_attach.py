@@ -112,7 +112,7 @@ async def test_attach_streams_the_api_progress_through_the_pod_proxy(aiperf: Run
         "run demo: unknown", "run demo: profiling", "run demo: profiling, profiling 40/80 requests, 1 errors",
         "run demo: profiling, profiling 80/80 requests, 1 errors", "run demo: done, profiling 80/80 requests, 1 errors",
         "run demo done; `aiperf kube results demo --from-pods -n bench` downloads it"]
-    (upgrade,) = [r for r in kube.requests if r.path.endswith("/proxy/ws/progress")]
+    (upgrade,) = (r for r in kube.requests if r.path.endswith("/proxy/ws/progress"))
     assert upgrade.path == f"/api/v1/namespaces/{NS}/pods/{pod}:9090/proxy/ws/progress"
 
 

@@ -63,7 +63,7 @@ async def test_list_shows_aiperfjobs_with_progress_beside_direct_runs(aiperf: Ru
     kube.set_status(CR_API, JOB_KIND, NS, "op", {"phase": "Running", "requestsCompleted": 10, "requestsTotal": 80})
     result = await aiperf("kube", "list", *target(kube))
     assert result.code == 0, result.err
-    header, *rows = [line.split() for line in result.out.splitlines()]
+    header, *rows = (line.split() for line in result.out.splitlines())
     assert header == ["NAME", "STATE", "PROGRESS", "AGE"]
     assert sorted(r[:3] for r in rows) == [["direct", "Running", rows[0][2]], ["op", "Running", "10/80"]]
     assert rows[0][2].endswith("s")  # no progress column value for a direct run: AGE follows STATE

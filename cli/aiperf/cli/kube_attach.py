@@ -129,7 +129,7 @@ class ProgressClient:
 
     def __init__(self, api: ApiClient, namespace: str, pod: str, port: int = ops.API_PORT) -> None:
         self._api = api
-        self._base = api.configuration.host.rstrip("/") + _path("v1", "pods", namespace, f"{pod}:{port}", "proxy")
+        self._base = str(api.configuration.host).rstrip("/") + _path("v1", "pods", namespace, f"{pod}:{port}", "proxy")
         self.pod = pod
 
     async def _headers(self) -> dict[str, str]:

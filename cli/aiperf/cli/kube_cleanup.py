@@ -20,8 +20,8 @@ from kubernetes_asyncio.client import ApiClient
 from aiperf.cli.kube_commands import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, _error, _open, run_async
 from aiperf.cli.kube_flags import parse_duration
 from aiperf.cli.kube_options import KubeTarget
-from aiperf.cli.profile_args import FlagError
 from aiperf.cli.kube_runs import Run, age, age_seconds, list_runs, now
+from aiperf.cli.profile_args import FlagError
 from aiperf.kube import jobs, ops
 from aiperf.kube.client import KubeClusterError
 from aiperf.kube.crd_model import JOB_KIND

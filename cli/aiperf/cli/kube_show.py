@@ -24,7 +24,7 @@ from aiperf.cli.kube_options import KubeTarget
 from aiperf.cli.kube_runs import age, now
 from aiperf.kube import jobs, ops
 from aiperf.kube.client import KubeError
-from aiperf.kube.crd_model import JOB_KIND, AIPerfJobSpec, decode_spec
+from aiperf.kube.crd_model import JOB_KIND, AIPerfJobSpec, AIPerfSweepSpec, decode_spec
 from aiperf.kube.crd_validation import validate_resource
 from aiperf.kube.layout import WorkerLayout
 from aiperf.kube.names import config_map_name, curve_secret_name, jobset_name
@@ -68,7 +68,7 @@ def _phase_line(phase: Any) -> str:
     return f"{name}: " + ", ".join(f"{k}={v}" for k, v in doc.items())
 
 
-def _spec_lines(spec: AIPerfJobSpec) -> list[str]:
+def _spec_lines(spec: AIPerfJobSpec | AIPerfSweepSpec) -> list[str]:
     b = spec.benchmark
     lines = _fields([
         ("Model", ", ".join(b.models)), ("Endpoint", f"{b.endpoint.type} {', '.join(b.endpoint.urls)}"
@@ -108,7 +108,7 @@ def _would_create(name: str, spec: AIPerfJobSpec) -> list[str]:
 
 def render_file_doc(doc: Obj) -> tuple[list[str], bool]:
     """The lines describing one CR document of a file, and whether it is valid."""
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    meta: Obj = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     kind, name = doc.get("kind", "?"), meta.get("name", "?")
     head = f"{kind}/{name}" + (f" in namespace {meta['namespace']}" if meta.get("namespace") else "")
     problems = validate_resource(doc)
@@ -116,8 +116,7 @@ def render_file_doc(doc: Obj) -> tuple[list[str], bool]:
         return [f"{head}: invalid", *(f"  {p}" for p in problems)], False
     spec = decode_spec(doc["spec"], str(kind))
     lines = [f"{head}: valid", *(f"  {line}" for line in _spec_lines(spec))]
-    if kind == JOB_KIND:
-        assert isinstance(spec, AIPerfJobSpec)
+    if isinstance(spec, AIPerfJobSpec):
         lines += [f"  {line}" for line in _would_create(str(name), spec)]
     return lines, True
 

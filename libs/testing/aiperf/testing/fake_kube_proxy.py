@@ -28,7 +28,7 @@ _HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "prox
 """Not forwarded: hop-by-hop headers, the API server's own credentials, and what aiohttp sets."""
 
 
-def _end_to_end(headers: "aiohttp.typedefs.LooseHeaders") -> dict[str, str]:
+def _end_to_end(headers: aiohttp.typedefs.LooseHeaders) -> dict[str, str]:
     return {k: v for k, v in dict(headers).items() if k.lower() not in _HOP_BY_HOP}
 
 
