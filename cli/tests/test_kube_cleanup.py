@@ -70,17 +70,20 @@ async def test_direct_mode_deletes_finished_runs_older_than_the_limit(aiperf: Ru
 
     result = await aiperf("kube", "cleanup", "--older-than", "1h", "--yes", *target(kube))
     assert result.code == 0, result.err
-    assert result.out.splitlines() == [
-        "deleted JobSet bench/aiperf-old with its ConfigMap, Secret, RoleBinding, Role, ServiceAccount",
+    *deleted, summary = result.out.splitlines()
+    assert sorted(deleted) == [
         "deleted JobSet bench/aiperf-failed with its ConfigMap, Secret, RoleBinding, Role, ServiceAccount",
-        "2 deleted, 0 kept, 0 failed; left alone: 2 unfinished, 1 finished less than 1h ago"]
-    deletes = kube.requests_for("DELETE")
-    assert [r.path.rsplit("/", 2)[-2:] for r in deletes][:6] == [
+        "deleted JobSet bench/aiperf-old with its ConfigMap, Secret, RoleBinding, Role, ServiceAccount"]
+    assert summary == "2 deleted, 0 kept, 0 failed; left alone: 2 unfinished, 1 finished less than 1h ago"
+    deletes = [r for r in kube.requests_for("DELETE") if r.path.endswith(("aiperf-old", "aiperf-old-config",
+                                                                           "aiperf-old-curve"))]
+    assert [r.path.rsplit("/", 2)[-2:] for r in deletes] == [
         ["jobsets", "aiperf-old"], ["configmaps", "aiperf-old-config"], ["secrets", "aiperf-old-curve"],
         ["rolebindings", "aiperf-old"], ["roles", "aiperf-old"], ["serviceaccounts", "aiperf-old"]]
     assert deletes[0].body["preconditions"] == {"uid": old_uid}
-    assert len(deletes) == 12
-    await kube.wait_until(lambda: kube.get(JS_API, "JobSet", NS, "aiperf-old") is None)
+    assert len(kube.requests_for("DELETE")) == 12
+    await kube.wait_until(lambda: all(kube.get(JS_API, "JobSet", NS, f"aiperf-{n}") is None
+                                      for n in ("old", "failed")))  # Foreground deletion ends with GC
     listed = await aiperf("kube", "list", *target(kube))
     assert sorted(line.split()[0] for line in listed.out.splitlines()[1:]) == ["cancelled", "fresh", "running"]
 
@@ -97,17 +100,18 @@ async def test_operator_mode_dry_run_then_delete(aiperf: Run, kube: FakeKube) ->
 
     dry = await aiperf("kube", "cleanup", "--dry-run", *target(kube))
     assert dry.code == 0, dry.err
-    assert dry.out.splitlines() == [
-        "would delete AIPerfJob bench/done (Completed 5h ago)", "would delete AIPerfJob bench/failed (Failed 5h ago)",
-        "would delete AIPerfJob bench/cancelled (Cancelled 5h ago)",
-        "3 would be deleted (--dry-run: nothing deleted); left alone: 1 unfinished"]
+    *would, summary = dry.out.splitlines()
+    assert sorted(would) == [
+        "would delete AIPerfJob bench/cancelled (Cancelled 5h ago)", "would delete AIPerfJob bench/done (Completed 5h ago)",
+        "would delete AIPerfJob bench/failed (Failed 5h ago)"]
+    assert summary == "3 would be deleted (--dry-run: nothing deleted); left alone: 1 unfinished"
     assert kube.requests_for("DELETE") == []
 
     uids = {n: uid(kube, CR_API, JOB_KIND, n) for n in ("done", "failed", "cancelled")}
     result = await aiperf("kube", "cleanup", "-y", *target(kube))
     assert result.code == 0, result.err
-    assert [(r.path, r.body["preconditions"]["uid"]) for r in kube.requests_for("DELETE")] == [
-        (f"{CR_PATH}/{n}", uids[n]) for n in ("done", "failed", "cancelled")]
+    assert sorted((r.path, r.body["preconditions"]["uid"]) for r in kube.requests_for("DELETE")) == sorted(
+        (f"{CR_PATH}/{n}", uids[n]) for n in ("done", "failed", "cancelled"))
     assert result.out.splitlines()[-1] == "3 deleted, 0 kept, 0 failed; left alone: 1 unfinished"
     again = await aiperf("kube", "cleanup", "-y", *target(kube))
     assert again.out == "nothing to clean up in namespace bench (1 unfinished)\n"
