@@ -147,3 +147,29 @@ async def test_attach_to_a_finished_or_missing_run(aiperf: Run, kube: FakeKube) 
     missing = await aiperf("kube", "attach", "nope", "--kubeconfig", kube.kubeconfig_path, "-n", NS)
     assert (missing.code, missing.err) == (2, "error: no run nope in namespace bench; `aiperf kube list -n bench` "
                                               "shows the runs\n")
+
+
+async def test_attach_without_rights_on_pods_proxy_is_one_line(aiperf: Run, tmp_path: Path) -> None:
+    async with FakeKube(namespaces=[NS], rbac=True) as kube:
+        kube.create({"apiVersion": JS_API, "kind": "JobSet", "metadata": {
+            "name": "aiperf-demo", "namespace": NS, "labels": {"app.kubernetes.io/name": "aiperf"}},
+            "spec": {"replicatedJobs": []}})
+        pod = "aiperf-demo-controller-0-0-abcde"
+        kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": NS, "labels": {
+            "jobset.sigs.k8s.io/jobset-name": "aiperf-demo", "jobset.sigs.k8s.io/replicatedjob-name": "controller"}},
+            "spec": {"containers": [{"name": "api", "image": "x", "ports": [{"containerPort": 9090}]}]}})
+        kube.run_pod(NS, pod)
+        kube.register_proxy(NS, pod, 9090, forward_to("http://127.0.0.1:9"))  # never reached
+        kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                     "metadata": {"name": "viewer", "namespace": NS}, "rules": [
+                         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+                         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["get"]},
+                         {"apiGroups": ["aiperf.nvidia.com"], "resources": ["aiperfjobs"], "verbs": ["get"]}]})
+        kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                     "metadata": {"name": "viewer", "namespace": NS},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "viewer"},
+                     "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": NS}]})
+        config = kube.write_kubeconfig(tmp_path / "viewer", token=kube.token_for(NS, "viewer"))
+        result = await aiperf("kube", "attach", "demo", "--kubeconfig", str(config), "-n", NS)
+    assert (result.code, result.err) == (2, f"error: not allowed to reach pod {pod} through the API server (403): "
+                                            "you need get on pods/proxy in the run's namespace\n")

@@ -153,7 +153,13 @@ class ProgressClient:
             raise _Refused(exc.status) from None
         async with socket:
             async for message in socket:
-                if message.type == aiohttp.WSMsgType.TEXT and on_snapshot(message.json()):
+                if message.type != aiohttp.WSMsgType.TEXT:
+                    continue
+                try:
+                    snapshot = message.json()
+                except ValueError:
+                    continue  # not a snapshot: the next one will do
+                if isinstance(snapshot, dict) and on_snapshot(snapshot):
                     return True
         return False
 
