@@ -30,7 +30,7 @@ from aiperf.cli.kube_runs import (
     run_of_jobset,
 )
 from aiperf.kube.crd_model import JOB_KIND
-from aiperf.kube.watch import follow
+from aiperf.kube.watch import Listing, follow
 
 Emit = Callable[[str], None]
 DELETED = "Deleted"
@@ -118,14 +118,14 @@ async def watch_runs(api: ApiClient, namespace: str | None, *, emit: Emit = _pri
     runs = collections.runs()
     table.start(runs)
     watch = RunWatch(runs, table)
+    async def follow_kind(kind: str, path: str, start: Listing, selector: str | None) -> None:
+        await follow(api, path, start, label_selector=selector, on_list=lambda items: watch.relisted(kind, items),
+                     on_event=lambda event_type, obj: watch.event(kind, event_type, obj))
+
     async with anyio.create_task_group() as tg:
         if collections.jobs is not None:
-            tg.start_soon(lambda: follow(api, job_path(namespace), collections.jobs,  # type: ignore[arg-type]
-                                         on_list=lambda items: watch.relisted(JOB_KIND, items),
-                                         on_event=lambda t, o: watch.event(JOB_KIND, t, o)))
-        tg.start_soon(lambda: follow(api, jobset_path(namespace), collections.jobsets, label_selector=SELECTOR,
-                                     on_list=lambda items: watch.relisted("JobSet", items),
-                                     on_event=lambda t, o: watch.event("JobSet", t, o)))
+            tg.start_soon(follow_kind, JOB_KIND, job_path(namespace), collections.jobs, None)
+        tg.start_soon(follow_kind, "JobSet", jobset_path(namespace), collections.jobsets, SELECTOR)
 
 
 def list_command(target: KubeTarget, *, all_namespaces: bool, watch: bool, timeout: float | None) -> int:
