@@ -45,8 +45,8 @@ class KubeUnreachable(Exception):
 
 class ApiRejected(Exception):
     """The API server answered a request with an error status. `status` is the HTTP code,
-    `reason` and `message` come from the `Status` body (empty when it is not one), `body` is the
-    response text as received (for the log)."""
+    `reason` and `message` come from the `Status` body (empty when it is not one; the first
+    cause's message appended), `body` is the response text as received (for the log)."""
 
     def __init__(self, status: int, body: str) -> None:
         self.status, self.body = status, body
@@ -56,6 +56,9 @@ class ApiRejected(Exception):
             doc = {}
         doc = doc if isinstance(doc, dict) else {}
         self.reason, self.message = str(doc.get("reason") or ""), str(doc.get("message") or "")
+        causes = (doc.get("details") or {}).get("causes") or [{}]
+        if cause := str(causes[0].get("message") or ""):  # what a failed JSON Patch op says
+            self.message = f"{self.message}: {cause}" if self.message else cause
         super().__init__(f"{status} {self.reason or 'error'}: {self.message or body[:200]}")
 
     @property
@@ -63,7 +66,8 @@ class ApiRejected(Exception):
         """True when a precondition of the write no longer held: 409 Conflict (stale
         resourceVersion) or 422 for a failed JSON Patch `test` (the message names the test).
         Any other 422 (a schema violation) is not a lost race."""
-        return self.status == 409 or (self.status == 422 and "test" in self.message and "failed" in self.message)
+        return self.status == 409 or (self.status == 422 and "testing value" in self.message
+                                      and "failed" in self.message)
 
 
 @dataclass(frozen=True)

@@ -162,12 +162,14 @@ class StatusReporter:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Push until finished or cancelled; a failed push is retried on the next tick."""
         task_status.started()
-        while not self.finished:
+        while True:
             self._wake = anyio.Event()
             try:
                 await self.push()
             except (ApiRejected, KubeUnreachable):
                 pass  # logged by push; status is advisory, the run goes on
+            if self.finished:
+                return
             with anyio.move_on_after(self._interval_s):
                 await self._wake.wait()
 
