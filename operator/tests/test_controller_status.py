@@ -68,6 +68,6 @@ async def test_the_controllers_keys_survive_the_operator_and_a_late_push_cannot_
 def _controller_containers(kube: FakeKube) -> list[dict]:
     jobset = kube.get("jobset.x-k8s.io/v1alpha2", "JobSet", NS, "aiperf-run")
     assert jobset is not None and kube.get(CR_API, JOB_KIND, NS, "run") is not None
-    (controller,) = [rj for rj in jobset["spec"]["replicatedJobs"] if rj["name"] == "controller"]
+    (controller,) = (rj for rj in jobset["spec"]["replicatedJobs"] if rj["name"] == "controller")
     containers: list[dict] = controller["template"]["spec"]["template"]["spec"]["containers"]
     return containers

@@ -218,7 +218,7 @@ async def test_a_rejection_other_than_a_lost_race_is_logged_with_its_body_and_ra
         with structlog.testing.capture_logs() as logs, pytest.raises(ApiRejected) as exc:
             await reporter.push()
     assert exc.value.status == 422 and not exc.value.lost_race and "requestsPerSecond" in exc.value.body
-    (event,) = [e for e in logs if e["event"] == "status.rejected"]
+    (event,) = (e for e in logs if e["event"] == "status.rejected")
     assert event["log_level"] == "error" and event["body"] == exc.value.body and event["status"] == 422
     assert "subPhase" not in cluster.status() and not reporter.finished
 

@@ -18,7 +18,6 @@ from aiperf.messages import (
     Progress,
     RunAccounting,
     ServiceState,
-    ServiceType,
     SystemState,
 )
 from aiperf.runtime.control_server import ServiceInfo
