@@ -82,7 +82,7 @@ async def test_a_local_profile_reports_its_states_phases_and_counts_to_its_cr(tm
             async with reporting(config, env, kube=in_cluster) as tracker:
                 assert tracker is not None
                 verdict = await run_system(config, config_path=path, driver=driver, tracker=tracker)
-                tracker.finish(verdict, driver.outcome.accounting, exported=driver.outcome.results is not None)
+                tracker.finish(verdict, driver.outcome)
         assert verdict.state is SystemState.DONE, verdict.reason
         cr = kube.get(CR_API, JOB_KIND, NS, NAME)
     assert cr is not None

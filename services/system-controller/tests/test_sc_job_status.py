@@ -11,6 +11,7 @@ import pytest
 from aiperf.config import Benchmark, CommsOptions, ConcurrencyPhase, RunConfig, ServiceCounts
 from aiperf.kube.status_push import encode_status
 from aiperf.messages import (
+    Finalized,
     Phase,
     PhaseAccounting,
     PhaseComplete,
@@ -24,6 +25,7 @@ from aiperf.runtime.control_server import ServiceInfo
 from aiperf.system_controller.job_status import RunTracker
 from aiperf.system_controller.launcher import Planned
 from aiperf.system_controller.plan import plan_services
+from aiperf.system_controller.profile_driver import ProfileOutcome
 from aiperf.system_controller.service import Verdict
 
 pytestmark = pytest.mark.anyio
@@ -126,8 +128,8 @@ async def test_the_verdict_brings_exact_counts_a_failure_and_whether_results_wer
     accounting = RunAccounting(phases={Phase.PROFILING: PhaseAccounting(
         issued=200, sent=198, ok=190, failed=5, cancelled=3, start_wall_ns=start, end_wall_ns=start + 4_000_000_000)})
     await tracker.on_state(SystemState.FAILED)
-    tracker.finish(Verdict(state=SystemState.FAILED, reason="service worker-g0-0 failed: boom"), accounting,
-                   exported=False)
+    tracker.finish(Verdict(state=SystemState.FAILED, reason="service worker-g0-0 failed: boom"),
+                   ProfileOutcome(accounting=accounting))
     status = tracker.status()
     steady = status.phases["steady"]
     assert (steady.requests_sent, steady.requests_completed, steady.requests_failed, steady.requests_cancelled) == (
@@ -137,5 +139,9 @@ async def test_the_verdict_brings_exact_counts_a_failure_and_whether_results_wer
     assert status.controller_failure.message == "service worker-g0-0 failed: boom"
     assert status.controller_failure.reason == "RunFailed" and status.results_exported is False
     done = RunTracker(config=config())
-    done.finish(Verdict(state=SystemState.DONE), None, exported=True)
+    done.finish(Verdict(state=SystemState.DONE), ProfileOutcome(results=Finalized(
+        table="", accounting_line="", balanced=True)))
     assert done.status().controller_failure is None and done.status().results_exported is True
+    bring_up = RunTracker(config=config())
+    bring_up.finish(Verdict(state=SystemState.DONE), None)
+    assert bring_up.status().results_exported is False

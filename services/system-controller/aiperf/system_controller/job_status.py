@@ -51,12 +51,12 @@ from aiperf.messages import (
     PhaseSendingComplete,
     PhaseStarted,
     Progress,
-    RunAccounting,
     ServiceState,
     ServiceType,
     SystemState,
 )
 from aiperf.system_controller.plan import plan_services
+from aiperf.system_controller.profile_driver import ProfileOutcome
 from aiperf.system_controller.service import SystemController, Verdict
 
 log = structlog.get_logger("aiperf.system_controller.job_status")
@@ -156,9 +156,11 @@ class RunTracker:
                 if event.expected is not None:
                     progress.total = event.expected
 
-    def finish(self, verdict: Verdict, accounting: RunAccounting | None, *, exported: bool) -> None:
+    def finish(self, verdict: Verdict, outcome: ProfileOutcome | None) -> None:
         """The run ended with `verdict`: the accounting's exact counts (when the benchmark ran),
-        the failure (when it failed) and whether the exports were written."""
+        the failure (when it failed) and whether the exports were written (`outcome` None: a
+        bring-up run, nothing to export)."""
+        accounting = outcome.accounting if outcome is not None else None
         for tag, acc in (accounting.phases if accounting is not None else {}).items():
             if tag not in self._phase_config:
                 continue
@@ -174,7 +176,7 @@ class RunTracker:
             self._failure = ControllerFailure(message=verdict.reason or "the run failed",
                                               reason="UserError" if verdict.user_error else "RunFailed",
                                               time=timestamp(self._clock()))
-        self._exported = exported
+        self._exported = outcome is not None and outcome.results is not None
         self.on_change()
 
     def status(self) -> AIPerfJobStatus:

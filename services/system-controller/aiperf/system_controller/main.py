@@ -58,9 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             verdict = await run_cancellable(config, config_path=args.config, driver=driver, launcher=launcher,
                                             tracker=tracker)
             if tracker is not None:
-                outcome = driver.outcome if driver is not None else None
-                tracker.finish(verdict, outcome.accounting if outcome else None,
-                               exported=outcome is not None and outcome.results is not None)
+                tracker.finish(verdict, driver.outcome if driver is not None else None)
             tg.cancel_scope.cancel()
         if driver is not None:
             return report(config, verdict, driver.outcome)
