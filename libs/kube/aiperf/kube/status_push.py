@@ -153,7 +153,6 @@ class StatusReporter:
         self._lock = anyio.Lock()
         self._wake = anyio.Event()
         self.finished = False
-        self.pushed = 0
 
     def poke(self) -> None:
         """Push again now (or right after the push in flight). Never blocks."""
@@ -203,7 +202,6 @@ class StatusReporter:
                 if written is None:
                     continue
                 self._live = written
-                self.pushed += 1
                 await self._heartbeat(written)
                 return True
             log.debug("status.push_dropped", attempts=self._attempts)
