@@ -33,6 +33,8 @@ WORKERS_JOB = "workers"
 WORKERS_LAST_JOB = "workers-last"
 POD_NAME_SUFFIX = "-abcde"
 """Stands for the random suffix the Job controller adds to pod names (JobSet's own length check)."""
+JOB_NAME_ENV, JOB_NAMESPACE_ENV, JOB_UID_ENV = "AIPERF_JOB_NAME", "AIPERF_JOB_NAMESPACE", "AIPERF_JOB_UID"
+"""Operator mode: the AIPerfJob the controller pod reports to (`aiperf.kube.status_push.JobRef`)."""
 
 
 def is_dns1123_label(value: str) -> bool:

@@ -15,6 +15,9 @@ from aiperf.config.catalog import CATALOG
 from aiperf.kube.layout import WorkerLayout
 from aiperf.kube.names import (
     CONTROLLER_JOB,
+    JOB_NAME_ENV,
+    JOB_NAMESPACE_ENV,
+    JOB_UID_ENV,
     POD_NAME_SUFFIX,
     WORKERS_JOB,
     WORKERS_LAST_JOB,
@@ -32,7 +35,8 @@ API_KEY_ENV, HEADERS_ENV = SECRET_ENV_VARS
 MAX_PER_POD = 256
 """Most workers (and record processors) in one pod: keeps per-container health ports apart."""
 
-RESERVED_ENV = frozenset({"AIPERF_CONTROLLER_HOST", "AIPERF_JOB_INDEX", "AIPERF_HEALTH_PORT"})
+RESERVED_ENV = frozenset({"AIPERF_CONTROLLER_HOST", "AIPERF_JOB_INDEX", "AIPERF_HEALTH_PORT",
+                          JOB_NAME_ENV, JOB_NAMESPACE_ENV, JOB_UID_ENV})
 """Environment variables the manifests set themselves."""
 
 NAME_LABEL, INSTANCE_LABEL, COMPONENT_LABEL = (
