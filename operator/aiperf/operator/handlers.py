@@ -4,8 +4,9 @@
 - startup: `connect()` opens the ApiClient (in kopf's own event loop) and builds the reconciler;
   cleanup closes the client;
 - AIPerfJob create -> `create`; update of `spec.cancel` -> `cancel`; update of
-  `spec.timeoutSeconds` -> `acknowledge` + `sync`; resume (operator restart) and a timer every
-  `resync_interval` seconds -> `sync`;
+  `spec.timeoutSeconds` -> `acknowledge` + `sync`; resume (operator restart), a timer every
+  `resync_interval` seconds, and the run's controller pushing a running `status.subPhase` while
+  the phase is Initializing -> `sync` (which promotes it to Running);
 - JobSet events (label `app.kubernetes.io/name=aiperf`) -> `jobset_event`.
 The registry has no login handler: the caller adds one (main.py from the kubeconfig or the
 pod's ServiceAccount; tests from the fake API server). Every handler counts itself in `metrics`.
@@ -22,12 +23,13 @@ from typing import Any
 import kopf
 from kubernetes_asyncio.client import ApiClient
 
-from aiperf.kube.crd_model import API_GROUP, API_VERSION
+from aiperf.kube.crd_model import API_GROUP, API_VERSION, JobPhase
 from aiperf.kube.ops import APP_LABEL, APP_LABEL_VALUE
 from aiperf.operator.desired import Defaults
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.reconciler import JobReconciler, utc_now
 from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
+from aiperf.operator.status import RUNNING_SUBPHASES
 
 JOBS = (API_GROUP, API_VERSION, "aiperfjobs")
 JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
@@ -122,6 +124,10 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
             await r.sync(str(namespace), name, uid)
         await counted("timeout", work)
 
+    @kopf.on.event(*JOBS, id="subphase", when=_controller_is_running, registry=registry)
+    async def on_subphase(namespace: str | None, name: str, uid: str, **_: Any) -> None:
+        await counted("subphase", lambda r: r.sync(str(namespace), name, uid))
+
     @kopf.on.resume(*JOBS, id="resume", registry=registry)
     async def on_resume(namespace: str | None, name: str, uid: str, **_: Any) -> None:
         await counted("resume", lambda r: r.sync(str(namespace), name, uid))
@@ -135,6 +141,11 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
         await counted("jobset", lambda r: r.jobset_event(_plain(body)))
 
     return registry
+
+
+def _controller_is_running(status: kopf.Status, **_: Any) -> bool:
+    """The run's controller pushed a running `subPhase` while the phase is still Initializing."""
+    return status.get("phase") == JobPhase.INITIALIZING.value and status.get("subPhase") in RUNNING_SUBPHASES
 
 
 def _plain(body: kopf.Body) -> dict[str, Any]:

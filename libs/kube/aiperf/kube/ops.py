@@ -145,6 +145,10 @@ def _describe(exc: ApiException) -> str:
     return f"{code} {reason}: {message}"
 
 
+class RunReplaced(KubeClusterError):
+    """A run's object was replaced by a same-name one (a newer run) since it was read: left alone."""
+
+
 def _plural(kind: str) -> str:
     return _PLURALS.get(kind, kind.lower() + "s")
 
@@ -264,12 +268,15 @@ async def list_jobs(api: ApiClient, namespace: str | None) -> list[JobSummary]:
             raise KubeClusterError("the JobSet API (jobset.x-k8s.io) is not installed in this cluster; "
                             "install JobSet first") from None
         raise KubeClusterError(f"listing JobSets failed: {_describe(exc)}") from None
-    summaries = [JobSummary(name=_run_name(js), namespace=js["metadata"].get("namespace", ""),
-                            jobset=js["metadata"]["name"], state=jobset_state(js),
-                            created=js["metadata"].get("creationTimestamp"),
-                            uid=js["metadata"].get("uid", ""))
-                 for js in answer.get("items") or []]
+    summaries = [summarize(js) for js in answer.get("items") or []]
     return sorted(summaries, key=lambda s: (s.created or "", s.namespace, s.name))
+
+
+def summarize(jobset: Obj) -> JobSummary:
+    """The run a JobSet stands for (name, namespace, state, creation time, uid)."""
+    meta = jobset["metadata"]
+    return JobSummary(name=_run_name(jobset), namespace=meta.get("namespace", ""), jobset=meta["name"],
+                      state=jobset_state(jobset), created=meta.get("creationTimestamp"), uid=meta.get("uid", ""))
 
 
 async def watch_jobset_until_done(api: ApiClient, name: str, namespace: str,
@@ -423,13 +430,14 @@ async def delete(api: ApiClient, name: str, namespace: str, *, uid: str | None =
     nothing of the run was there.
 
     Every delete is fenced on the UID read just before (`preconditions.uid`): an object replaced
-    by a same-name one meanwhile is left alone (KubeClusterError). With `uid` (the JobSet's, as
-    `kube list` shows it) nothing is deleted unless the run's JobSet is that incarnation."""
+    by a same-name one meanwhile is left alone (RunReplaced, a KubeClusterError). With `uid` (the
+    JobSet's, as `kube list` shows it) nothing is deleted unless the run's JobSet is that
+    incarnation."""
     if uid is not None:
         jobset = await get_jobset(api, name, namespace)
         if jobset is not None and jobset["metadata"]["uid"] != uid:
-            raise KubeClusterError(f"run {name} is now JobSet uid {jobset['metadata']['uid']}, not {uid}: "
-                                   "a new run with the same name; nothing deleted")
+            raise RunReplaced(f"run {name} is now JobSet uid {jobset['metadata']['uid']}, not {uid}: "
+                              "a new run with the same name; nothing deleted")
     targets = [("JobSet", JOBSET_API_VERSION, JOBSETS, jobset_name(name)),
                ("ConfigMap", "v1", "configmaps", config_map_name(name)),
                ("Secret", "v1", "secrets", curve_secret_name(name)),
@@ -441,15 +449,17 @@ async def delete(api: ApiClient, name: str, namespace: str, *, uid: str | None =
         path = _path(api_version, plural, namespace, object_name)
         try:
             current: Obj = await _call(api, "GET", path)
+            # The JobSet is fenced on the given uid itself: one replaced since the check is kept.
+            fence = uid if kind == "JobSet" and uid is not None else current["metadata"]["uid"]
             body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground",
-                    "preconditions": {"uid": current["metadata"]["uid"]}}
+                    "preconditions": {"uid": fence}}
             await _call(api, "DELETE", path, body=body)
         except ApiException as exc:
             if exc.status == 404:
                 continue
             if exc.status == 409:
-                raise KubeClusterError(f"{kind} {namespace}/{object_name} was replaced by a same-name one "
-                                       "while deleting; left alone") from None
+                raise RunReplaced(f"{kind} {namespace}/{object_name} was replaced by a same-name one "
+                                  "while deleting; left alone") from None
             raise KubeClusterError(f"deleting {kind} {namespace}/{object_name} failed: "
                                    f"{_describe(exc)}") from None
         deleted.append(f"{kind}/{object_name}")
@@ -563,6 +573,6 @@ async def fetch_results_from_pods(api: ApiClient, name: str, namespace: str, des
 
 
 __all__ = ["API_PORT", "APP_LABEL", "APP_LABEL_VALUE", "JOBSET_API_VERSION", "RESULT_FILES", "TERMINAL",
-           "FetchedResults", "JobState", "JobSummary", "cancel", "controller_pod", "create_all", "delete",
-           "ensure_namespace_exists", "fetch_results_from_pods", "get_jobset", "jobset_state", "list_jobs",
-           "list_pods", "pod_logs", "watch_jobset_until_done"]
+           "FetchedResults", "JobState", "JobSummary", "RunReplaced", "cancel", "controller_pod", "create_all",
+           "delete", "ensure_namespace_exists", "fetch_results_from_pods", "get_jobset", "jobset_state", "list_jobs",
+           "list_pods", "pod_logs", "summarize", "watch_jobset_until_done"]
