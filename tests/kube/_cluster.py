@@ -80,10 +80,12 @@ class PodmanCluster:
     """Plays JobSets stored in `kube` on podman network `network` (see the module doc).
 
     Use inside a task group: `tg.start_soon(cluster.run)`; `close()` tears down every pod it
-    played. `api_host`/`api_port`: where pods reach the fake API server."""
+    played. `api_host`/`api_port`: where pods reach the fake API server (https), `ca` its CA
+    certificate (the pods' ServiceAccount `ca.crt`)."""
 
-    def __init__(self, kube: FakeKube, *, network: str, workdir: Path, api_host: str, api_port: int) -> None:
-        self.kube = kube
+    def __init__(self, kube: FakeKube, *, network: str, workdir: Path, api_host: str, api_port: int,
+                 ca: Path) -> None:
+        self.kube, self.ca = kube, ca
         self.network = network
         self.workdir = workdir
         self.api_host, self.api_port = api_host, api_port
@@ -199,7 +201,7 @@ class PodmanCluster:
         sa_dir.mkdir(exist_ok=True)
         (sa_dir / "token").write_text(self.kube.token_for(ns, account))
         (sa_dir / "namespace").write_text(ns)
-        (sa_dir / "ca.crt").write_text("")
+        shutil.copyfile(self.ca, sa_dir / "ca.crt")
         for f in sa_dir.iterdir():
             f.chmod(0o444)
         volume = f"{pod['metadata']['name']}-sa"

@@ -34,6 +34,7 @@ from aiperf.operator.metrics import Metrics
 from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_kopf import KopfOnFakeKube, fast_settings
+from aiperf.testing.fake_kube_tls import make_tls_files
 
 NS = "bench"
 CR_API = f"{API_GROUP}/{API_VERSION}"
@@ -124,19 +125,23 @@ async def cluster(tmp_path: Path, *, thresholds: StartupThresholds = DEFAULT_THR
                "--port", str(MOCK_PORT), "--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "16")
         wait_mock_healthy(mock)
         gateway = network_gateway(network)
-        async with FakeKube(namespaces=[NS], host=gateway, rbac=True) as kube:
+        tls = make_tls_files(tmp_path / "tls", gateway)
+        async with FakeKube(namespaces=[NS], host=gateway, rbac=True, tls=tls) as kube:
             for kind in (JOB_KIND, SWEEP_KIND):
                 kube.install_crd(build_crd(kind))
             port = int(kube.url.rsplit(":", 1)[1])
             player = PodmanCluster(kube, network=network, workdir=tmp_path / "pods", api_host=gateway,
-                                   api_port=port)
+                                   api_port=port, ca=tls.ca)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(player.run)
                 operator = Operator(kube, tg, thresholds)
                 operator.start()
-                yield Cluster(kube, operator, player)
-                await operator.stop()
-                tg.cancel_scope.cancel()
+                try:
+                    yield Cluster(kube, operator, player)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await operator.stop()
+                    tg.cancel_scope.cancel()
     finally:
         if player is not None:
             await anyio.to_thread.run_sync(player.close)
@@ -148,12 +153,12 @@ def status(kube: FakeKube, name: str) -> dict[str, Any]:
     return dict((kube.get(CR_API, JOB_KIND, NS, name) or {}).get("status") or {})
 
 
-async def profile(kube: FakeKube, name: str, *extra: str) -> int:
+async def profile(kube: FakeKube, name: str, *, requests: int = 40) -> int:
     """`aiperf kube profile --operator --detach` for a small run against the mock."""
     argv = ["kube", "profile", "--model", "mock", "--url", f"http://{MOCK_ALIAS}:{MOCK_PORT}",
-            "--endpoint-type", "chat", "--streaming", "--concurrency", "4", "--request-count", "40",
+            "--endpoint-type", "chat", "--streaming", "--concurrency", "4", "--request-count", str(requests),
             "--name", name, "--total-workers", "2", "--workers-per-pod", "1", "--operator", "--detach",
-            *extra, "--kubeconfig", kube.kubeconfig_path, "-n", NS]
+            "--kubeconfig", kube.kubeconfig_path, "-n", NS]
     code: int = await anyio.to_thread.run_sync(main, argv)
     return code
 
@@ -185,7 +190,7 @@ async def test_cancel_mid_run_after_an_operator_restart(tmp_path: Path) -> None:
     Cancelled, the JobSet suspended, its pods gone."""
     async with cluster(tmp_path) as c:
         kube = c.kube
-        assert await profile(kube, "cx", "--request-count", "100000") == 0
+        assert await profile(kube, "cx", requests=100_000) == 0
         await kube.wait_until(lambda: status(kube, "cx").get("phase") == "Running" or terminal(kube, "cx"),
                               timeout=RUN_S)
         assert status(kube, "cx")["phase"] == "Running", status(kube, "cx")

@@ -90,6 +90,7 @@ from aiperf.testing.fake_kube_kinds import CRDS, JOBSET_CRD, NAMESPACES, PODS
 from aiperf.testing.fake_kube_pods import PodRuntime, ProxyHandler
 from aiperf.testing.fake_kube_rbac import ADMIN, Authenticator, Authorizer, User
 from aiperf.testing.fake_kube_store import Store, present
+from aiperf.testing.fake_kube_tls import TlsFiles
 
 __all__ = ["ApiError", "FakeKube", "KindInfo", "ProxyHandler", "RecordedRequest", "User"]
 
@@ -127,9 +128,12 @@ class FakeKube:
     "manual" (only `collect_garbage()` does). `history_limit`: watch events kept.
     `bookmark_interval`: seconds between BOOKMARKs on watches that allow them. `host`: the
     address to listen on (a podman network's gateway lets that network's containers reach it).
+    `tls`: serve https with these files (`fake_kube_tls.make_tls_files`); the kubeconfig then
+    names the CA.
     """
 
     def __init__(self, *, namespaces: Iterable[str] = (), context: str = "fake", host: str = "127.0.0.1",
+                 tls: TlsFiles | None = None,
                  default_namespace: str | None = None, shutdown_timeout: float = 2.0, jobset: bool = True,
                  rbac: bool = False, gc: str = "auto", history_limit: int = 10_000,
                  bookmark_interval: float = 60.0) -> None:
@@ -148,7 +152,7 @@ class FakeKube:
         self._wake, self._changed = asyncio.Event(), asyncio.Event()
         self._gc_task: asyncio.Task[None] | None = None
         self._context, self._default_namespace = context, default_namespace
-        self._host = host
+        self._host, self.tls = host, tls
         self._shutdown_timeout = shutdown_timeout
         self._runner: web.AppRunner | None = None
         self._tmp: Path | None = None
@@ -166,10 +170,11 @@ class FakeKube:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=self._shutdown_timeout)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, 0)
+        site = web.TCPSite(self._runner, self._host, 0,
+                           ssl_context=self.tls.server_context() if self.tls else None)
         await site.start()
         host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}"
+        self.url = f"{'https' if self.tls else 'http'}://{host}:{port}"
         self._tmp = Path(tempfile.mkdtemp(prefix="fake-kube-"))
         self.kubeconfig_path = str(self.write_kubeconfig(self._tmp / "kubeconfig"))
         self._wake, self._changed = asyncio.Event(), asyncio.Event()
@@ -231,7 +236,8 @@ class FakeKube:
         token = token or (self.admin_token if self.rbac else None)
         config = {
             "apiVersion": "v1", "kind": "Config", "preferences": {},
-            "clusters": [{"name": "fake-kube", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "fake-kube", "cluster": {
+                "server": self.url, **({"certificate-authority": str(self.tls.ca)} if self.tls else {})}}],
             "users": [{"name": "fake-kube", "user": {"token": token} if token else {}}],
             "contexts": [{"name": context, "context": ctx}],
             "current-context": context,

@@ -71,6 +71,7 @@ class KopfOnFakeKube:
         def login(**_: Any) -> kopf.ConnectionInfo:
             return kopf.ConnectionInfo(server=kube.url, token=self._token,
                                        scheme="Bearer" if self._token else None,
+                                       ca_path=str(kube.tls.ca) if kube.tls else None,
                                        default_namespace=default_namespace)
 
         kopf.on.login(registry=registry)(login)
