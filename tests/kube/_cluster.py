@@ -21,7 +21,7 @@ What it plays, for every JobSet stored in the fake:
   does) and their fake Pods finished.
 
 What it does not play: scheduling (every pod fits), restarts (pods are `restartPolicy: Never`),
-readiness probes (stripped, see _podman.py), WebSocket upgrades through pods/proxy.
+readiness probes (stripped, see _podman.py).
 """
 
 from __future__ import annotations
@@ -34,16 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import anyio
 import yaml
-from aiohttp import web
 
 from aiperf.kube.containers import JOB_INDEX_ANNOTATION
 from aiperf.kube.curve_secret import CURVE_FILE_MODE
 from aiperf.kube.ops import JOBSET_API_VERSION
 from aiperf.testing.fake_kube import FakeKube
-from aiperf.testing.fake_kube_api import ApiError
+from aiperf.testing.fake_kube_proxy import forward_to
 from aiperf.testing.fake_kube_select import Selector
 
 from kube._podman import pod_from_template, podman
@@ -92,25 +90,20 @@ class PodmanCluster:
         self.pods: dict[tuple[str, str], _PlayedPod] = {}
         self._jobsets: dict[str, str] = {}  # uid -> "ns/name" of every JobSet started
         self._finished: set[str] = set()  # uids whose terminal condition is written
-        self._session: aiohttp.ClientSession | None = None
 
     # -- the loop -------------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Forever: start new JobSets, mirror container states, tear down deleted JobSets."""
-        self._session = aiohttp.ClientSession()
-        try:
-            async with anyio.create_task_group() as tg:
-                while True:
-                    for uid, jobset in self._stored_jobsets().items():
-                        if uid not in self._jobsets and not jobset["metadata"].get("deletionTimestamp"):
-                            self._jobsets[uid] = self._key(jobset)
-                            tg.start_soon(self._start, copy.deepcopy(jobset))
-                    await anyio.to_thread.run_sync(self._mirror)
-                    await self._teardown_gone()
-                    await anyio.sleep(POLL_S)
-        finally:
-            await self._session.close()
+        async with anyio.create_task_group() as tg:
+            while True:
+                for uid, jobset in self._stored_jobsets().items():
+                    if uid not in self._jobsets and not jobset["metadata"].get("deletionTimestamp"):
+                        self._jobsets[uid] = self._key(jobset)
+                        tg.start_soon(self._start, copy.deepcopy(jobset))
+                await anyio.to_thread.run_sync(self._mirror)
+                await self._teardown_gone()
+                await anyio.sleep(POLL_S)
 
     @staticmethod
     def _key(obj: Obj) -> str:
@@ -277,23 +270,8 @@ class PodmanCluster:
         for c in pod["spec"]["containers"]:
             for port in c.get("ports") or []:
                 self.kube.register_proxy(played.namespace, played.name, port["containerPort"],
-                                         self._forwarder(played.ip or "", port["containerPort"]),
+                                         forward_to(f"http://{played.ip}:{port['containerPort']}"),
                                          container=c["name"])
-
-    def _forwarder(self, ip: str, port: int) -> Any:
-        async def forward(request: web.Request, subpath: str) -> web.StreamResponse:
-            assert self._session is not None
-            url = f"http://{ip}:{port}/{subpath.lstrip('/')}"
-            try:
-                async with self._session.request(request.method, url, params=request.query,
-                                                 data=await request.read()) as upstream:
-                    body = await upstream.read()
-                    return web.Response(status=upstream.status, body=body,
-                                        content_type=upstream.content_type)
-            except aiohttp.ClientError as exc:
-                raise ApiError(503, "ServiceUnavailable",
-                               f"error trying to reach service: dial tcp {ip}:{port}: {exc}") from None
-        return forward
 
     # -- deletion ---------------------------------------------------------------------------------
 
