@@ -28,6 +28,7 @@ from aiperf.cli.main import main
 from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND
 from aiperf.kube.ops import JOBSET_API_VERSION
+from aiperf.kube.status_push import HEARTBEAT_ANNOTATION
 from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
@@ -165,13 +166,28 @@ async def profile(kube: FakeKube, name: str, *, requests: int = 40) -> int:
 
 @pytest.mark.timeout(900)
 async def test_a_run_completes_through_the_operator(tmp_path: Path) -> None:
+    """The controller pod pushes its status with its own ServiceAccount (phases, counts, the
+    nine worker keys, a UID-fenced heartbeat); the operator completes the run; once the pod is
+    gone nothing has brought `subPhase` back."""
     async with cluster(tmp_path) as c:
         kube = c.kube
         assert await profile(kube, "op") == 0
-        await kube.wait_until(lambda: status(kube, "op").get("phase") in ("Completed", "Failed", "Cancelled"),
+        await kube.wait_until(lambda: status(kube, "op").get("subPhase") is not None or terminal(kube, "op"),
                               timeout=RUN_S)
+        await kube.wait_until(lambda: terminal(kube, "op"), timeout=RUN_S)
         final = status(kube, "op")
         assert final["phase"] == "Completed", final
+        assert final["phases"]["profiling"]["requestsCompleted"] == 40, final
+        assert final["requestsCompleted"] == 40 and final["resultsExported"] is True, final
+        assert final["workers"]["totalPods"] == 2, final
+        annotations = (kube.get(CR_API, JOB_KIND, NS, "op") or {})["metadata"].get("annotations") or {}
+        assert HEARTBEAT_ANNOTATION in annotations, annotations
+        # Only the controller writes `workers`, and RBAC is on: the pod's ServiceAccount sent these.
+        pushes = [r for r in kube.requests_for("PATCH", f"/apis/{CR_API}/namespaces/{NS}/aiperfjobs/op/status")
+                  if any(op.get("path") == "/status/workers" for op in r.body)]
+        assert pushes, "no status push came from the controller pod"
+        await kube.wait_until(lambda: played_containers(c, "op-controller") == 0, timeout=120)
+        assert "subPhase" not in status(kube, "op"), status(kube, "op")
 
 
 def terminal(kube: FakeKube, name: str) -> bool:
