@@ -166,6 +166,7 @@ class PodmanCluster:
                             volumes=[v["configMap"]["name"] if "configMap" in v else v["name"]
                                      for v in pod["spec"]["volumes"] if "hostPath" not in v])
         self.pods[(ns, pod_name)] = played
+        podman("pod", "rm", "-f", "-t", "0", pod_name, check=False)  # a leftover of an interrupted test
         result = podman("kube", "play", *args, "--network",
                         f"{self.network}:alias={host},alias={host}.{ns}.svc.cluster.local", str(path),
                         check=False, timeout=180)
