@@ -70,12 +70,12 @@ async def test_the_run_ends_when_the_control_plane_exits_not_when_the_jobset_com
     ends: list[sidecar.RunEnd] = []
 
     async def wait() -> None:
-        ends.append(await sidecar.wait_run_end(api, "demo", NS, lambda state, _js: seen.append(state), poll_s=0.02))
+        ends.append(await sidecar.wait_run_end(api, "demo", NS, lambda state, _js: seen.append(state)))
 
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(wait)
-            await kube.wait_until(lambda: len(seen) >= 2)
+            await kube.wait_until(lambda: len(seen) >= 1 and len(kube.store.watchers) >= 2)  # both watches
             kube.end_container(NS, POD, "control-plane", 3)
     assert ends == [sidecar.RunEnd(exit_code=3, pod=POD)] and not ends[0].succeeded
     assert seen[0] == JobState.RUNNING  # the JobSet is still running: the sidecar keeps the pod up
@@ -83,7 +83,7 @@ async def test_the_run_ends_when_the_control_plane_exits_not_when_the_jobset_com
 
 async def test_a_jobset_that_ends_first_ends_the_wait(kube: FakeKube, api: ApiClient) -> None:
     add_jobset(kube, {"conditions": [{"type": "Suspended", "status": "True"}]})
-    assert await sidecar.wait_run_end(api, "demo", NS, poll_s=0.02) == sidecar.RunEnd(state=JobState.SUSPENDED)
+    assert await sidecar.wait_run_end(api, "demo", NS) == sidecar.RunEnd(state=JobState.SUSPENDED)
     with pytest.raises(KubeError, match="^no run other in namespace bench"):
         await sidecar.wait_run_end(api, "other", NS)
 

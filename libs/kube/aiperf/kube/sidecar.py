@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,22 +28,30 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from aiperf.kube.client import KubeClusterError, KubeError
 from aiperf.kube.containers import CONTROL_PLANE_CONTAINER, RESULTS_PORT
-from aiperf.kube.names import CONTROLLER_JOB
+from aiperf.kube.names import CONTROLLER_JOB, jobset_name
+from aiperf.runtime.errors import root_cause
 from aiperf.kube.ops import (
-    TERMINAL,
+    JOBSET_NAME_LABEL,
+    REPLICATED_JOB_LABEL,
+    BrokenWatch,
     JobState,
+    _call,
+    _count_broken,
     _describe,
     _error_of,
+    _events,
     _open,
     _path,
     _unreachable,
     controller_pod,
-    get_jobset,
-    jobset_state,
     list_pods,
+    watch_jobset_until_done,
 )
 
 Obj = dict[str, Any]
+KEEP_SIDECAR_ANNOTATION = "aiperf.nvidia.com/keep-results-sidecar"
+"""On an AIPerfJob, `"true"`: the operator copies the results but leaves the results sidecar
+running (the attached `aiperf kube profile`, `kube shutdown` or its linger time retires it)."""
 RESULT_FILES = ("profile_export_aiperf.json", "profile_export_aiperf.csv", "profile_export.jsonl",
                 "inputs.json", "profile_export_console.txt")
 """The export files a run produces (the sidecar serves those present)."""
@@ -86,29 +95,66 @@ async def controller_end(api: ApiClient, name: str, namespace: str) -> RunEnd | 
 
 async def wait_run_end(api: ApiClient, name: str, namespace: str,
                        on_event: Callable[[JobState, Obj], None] | None = None, *,
-                       poll_s: float = 2.0) -> RunEnd:
-    """Block until run `name` is over: its control plane has terminated, or its JobSet is
-    Completed, Failed or Suspended (cancelled). Reads the JobSet and the controller pods every
-    `poll_s` seconds; `on_event(state, jobset)` sees each read of the JobSet. KubeError when the
-    run does not exist; KubeClusterError when its JobSet goes away meanwhile. Wrap in
-    `anyio.fail_after` for a deadline."""
-    uid: str | None = None
+                       watch_timeout_s: int = 300) -> RunEnd:
+    """Block until run `name` is over: its control plane has terminated (a watch on the
+    controller pods), or its JobSet is Completed, Failed or Suspended (cancelled; the JobSet
+    watch of `aiperf.kube.ops.watch_jobset_until_done`, whose `on_event(state, jobset)` sees
+    every change). KubeError when the run does not exist; KubeClusterError when its JobSet goes
+    away meanwhile or a watch keeps failing. Wrap in `anyio.fail_after` for a deadline."""
+    ends: list[RunEnd] = []
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def jobset() -> None:
+                state = await watch_jobset_until_done(api, name, namespace, on_event, watch_timeout_s=watch_timeout_s)
+                ends.append(RunEnd(state=state))
+                tg.cancel_scope.cancel()
+
+            async def pods() -> None:
+                ends.append(await _watch_control_plane(api, name, namespace, watch_timeout_s))
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(jobset)
+            tg.start_soon(pods)
+    except BaseExceptionGroup as group:
+        raise root_cause(group) from None  # one watch failed: its error, not a group
+    return ends[0]
+
+
+async def _watch_control_plane(api: ApiClient, name: str, namespace: str, watch_timeout_s: int) -> RunEnd:
+    """Return once a controller pod's control plane has terminated: list the controller pods,
+    then watch them from that resourceVersion (listing again after a timeout, 410 or a break)."""
+    selector = f"{JOBSET_NAME_LABEL}={jobset_name(name)},{REPLICATED_JOB_LABEL}={CONTROLLER_JOB}"
+    broken = 0
     while True:
-        jobset = await get_jobset(api, name, namespace)
-        if jobset is None or (uid is not None and jobset["metadata"]["uid"] != uid):
-            if uid is None:
-                raise KubeError(f"no run {name} in namespace {namespace} (JobSet aiperf-{name} not found)")
-            raise KubeClusterError(f"the JobSet of run {name} was deleted or replaced before the run ended")
-        uid = jobset["metadata"]["uid"]
-        state = jobset_state(jobset)
-        if on_event is not None:
-            on_event(state, jobset)
-        end = await controller_end(api, name, namespace)
-        if end is not None:
-            return end
-        if state in TERMINAL or state == JobState.SUSPENDED:
-            return RunEnd(state=state)
-        await anyio.sleep(poll_s)
+        try:
+            listing: Obj = await _call(api, "GET", _path("v1", "pods", namespace), query={"labelSelector": selector})
+        except ApiException as exc:
+            raise KubeClusterError(f"listing the controller pods of run {name} failed: {_describe(exc)}") from None
+        for pod in reversed(listing.get("items") or []):
+            if (code := control_plane_exit(pod)) is not None:
+                return RunEnd(exit_code=code, pod=str(pod["metadata"]["name"]))
+        query = {"watch": "true", "labelSelector": selector, "allowWatchBookmarks": "true",
+                 "resourceVersion": str(listing.get("metadata", {}).get("resourceVersion", "")),
+                 "timeoutSeconds": str(watch_timeout_s)}
+        try:
+            response = await _open(api, _path("v1", "pods", namespace), query)
+            try:
+                if response.status != 200:
+                    raise KubeClusterError(f"watching the controller pods of run {name} failed: "
+                                           f"{_describe(await _error_of(response))}")
+                async with aclosing(_events(response)) as events:
+                    async for event in events:
+                        broken = 0
+                        pod = event.get("object") or {}
+                        if event.get("type") in ("ADDED", "MODIFIED") and (code := control_plane_exit(pod)) is not None:
+                            return RunEnd(exit_code=code, pod=str(pod["metadata"]["name"]))
+                        if event.get("type") == "ERROR":
+                            break  # 410 Expired or another watch error: list again
+            finally:
+                response.release()
+        except (aiohttp.ClientError, TimeoutError, BrokenWatch) as exc:
+            broken = _count_broken(broken, exc)
 
 
 def _proxy(namespace: str, pod: str, path: str) -> str:
@@ -242,6 +288,6 @@ async def shutdown_sidecar(api: ApiClient, namespace: str, pod: str) -> bool:
         response.release()
 
 
-__all__ = ["RESULT_FILES", "FetchedResults", "RunEnd", "control_plane_exit", "controller_end", "download_export",
+__all__ = ["KEEP_SIDECAR_ANNOTATION", "RESULT_FILES", "FetchedResults", "RunEnd", "control_plane_exit", "controller_end", "download_export",
            "fetch_results_from_pods", "list_exports", "results_pod", "shutdown_sidecar", "sidecar_status",
            "wait_run_end", "wait_sidecar_ended"]
