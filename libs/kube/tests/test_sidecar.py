@@ -109,10 +109,12 @@ async def test_results_come_from_the_sidecar_after_the_api_container_exited(kube
 
 async def test_a_broken_transfer_leaves_no_file(kube: FakeKube, api: ApiClient, tmp_path: Path) -> None:
     add_controller_pod(kube)
-    kube.register_proxy(NS, POD, 9091, FakeSidecar(FILES, break_once=["profile_export.jsonl"]))
+    fake = FakeSidecar(FILES, broken=["profile_export.jsonl"])
+    kube.register_proxy(NS, POD, 9091, fake)
     with pytest.raises(KubeClusterError):
         await sidecar.download_export(api, NS, POD, "profile_export.jsonl", tmp_path, durable=True)
     assert list(tmp_path.iterdir()) == []
+    fake.broken.clear()
     path = await sidecar.download_export(api, NS, POD, "profile_export.jsonl", tmp_path, durable=True)
     assert path.read_bytes() == FILES["profile_export.jsonl"] and list(tmp_path.iterdir()) == [path]
 

@@ -26,6 +26,7 @@ from aiperf.kube.ops import APP_LABEL, APP_LABEL_VALUE
 from aiperf.operator.desired import Defaults
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.reconciler import JobReconciler
+from aiperf.operator.results import ResultsStore
 
 JOBS = (API_GROUP, API_VERSION, "aiperfjobs")
 JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
@@ -78,8 +79,10 @@ def tune(settings: kopf.OperatorSettings) -> kopf.OperatorSettings:
 
 
 def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Defaults, metrics: Metrics,
-                   resync_interval: float = 30.0, retry_delay: float = 5.0) -> kopf.OperatorRegistry:
-    """The operator's handlers (see the module doc) in a new registry."""
+                   resync_interval: float = 30.0, retry_delay: float = 5.0,
+                   results: ResultsStore | None = None) -> kopf.OperatorRegistry:
+    """The operator's handlers (see the module doc) in a new registry; `results` is the results
+    volume finished runs are copied to (`JobReconciler`)."""
     registry = kopf.OperatorRegistry()
     holder = _Holder()
 
@@ -96,7 +99,7 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
     async def open_client(**_: Any) -> None:
         holder.api = await connect()
         holder.reconciler = JobReconciler(api=holder.api, defaults=defaults, metrics=metrics,
-                                          retry_delay=retry_delay)
+                                          retry_delay=retry_delay, results=results)
 
     @kopf.on.cleanup(registry=registry)
     async def close_client(**_: Any) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import kopf
 import structlog
@@ -25,6 +26,7 @@ from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.probes import build_app, serving
+from aiperf.operator.results import ResultsStore
 
 PROG = "aiperf-operator"
 DEFAULT_HEALTH_PORT = 8080
@@ -61,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT, metavar="PORT",
                         help=f"port of GET /metrics, Prometheus text format (default {DEFAULT_METRICS_PORT})")
     parser.add_argument("--results-dir", default=DEFAULT_RESULTS_DIR, metavar="DIR",
-                        help=f"results volume, <ns>/<name>/<epoch>/ per run (default {DEFAULT_RESULTS_DIR}; "
-                             "reserved: results are not copied yet)")
+                        help="results volume: each finished run's exports are copied to <ns>/<name>/<epoch>/ "
+                             f"(default {DEFAULT_RESULTS_DIR})")
     parser.add_argument("--results-port", type=int, default=DEFAULT_RESULTS_PORT, metavar="PORT",
                         help=f"port of the results server (default {DEFAULT_RESULTS_PORT}; reserved: not served yet)")
     return parser
@@ -73,7 +75,8 @@ async def serve(args: argparse.Namespace) -> None:
     config = await load_configuration(args.kubeconfig, args.context)
     metrics = Metrics()
     registry = build_registry(connect=client_factory(config), metrics=metrics, resync_interval=args.resync_interval,
-                              defaults=Defaults(image_registry=args.image_registry, image_tag=args.image_tag))
+                              defaults=Defaults(image_registry=args.image_registry, image_tag=args.image_tag),
+                              results=ResultsStore(Path(args.results_dir)))
     default_namespace = pod_namespace()
 
     def login(**_: object) -> kopf.ConnectionInfo:

@@ -4,7 +4,8 @@ endpoints of `aiperf.api.results_app` (status, file list, files, shutdown) over 
 `kube.register_proxy(ns, pod, 9091, FakeSidecar(files))` makes `.../pods/POD:9091/proxy/...`
 reach it while the pod's `results-sidecar` container runs. `POST /shutdown` records the call and
 ends that container in the fake (the kubelet's part), so later proxied requests are refused as
-on a real cluster. `break_once` names files whose first transfer is cut after part of the body.
+on a real cluster. Transfers of the files named in `broken` are cut after part of the body
+(until a test takes them out of that set).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ class FakeSidecar:
     records). `ended` False answers 409 for files, as the real one does while the run goes on."""
 
     def __init__(self, files: Mapping[str, bytes], *, kube: Any = None, namespace: str = "", pod: str = "",
-                 ended: bool = True, exit_code: int | None = 0, break_once: Iterable[str] = ()) -> None:
+                 ended: bool = True, exit_code: int | None = 0, broken: Iterable[str] = ()) -> None:
         self.files, self.ended, self.exit_code = dict(files), ended, exit_code
         self._kube, self._namespace, self._pod = kube, namespace, pod
-        self._break = set(break_once)
+        self.broken = set(broken)
         self.shutdowns = 0
         self.served: list[str] = []
 
@@ -47,8 +48,7 @@ class FakeSidecar:
         if name not in self.files:
             return _error(404, f"{name} not written yet")
         self.served.append(name)
-        if name in self._break:
-            self._break.discard(name)
+        if name in self.broken:
             return await _cut(request, self.files[name])
         return web.Response(body=self.files[name])
 
