@@ -9,7 +9,6 @@ from typing import Any
 
 import anyio
 import pytest
-from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
 from aiperf.kube import client as kube_client

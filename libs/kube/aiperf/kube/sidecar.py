@@ -26,10 +26,9 @@ import anyio
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from aiperf.kube.client import KubeClusterError, KubeError
+from aiperf.kube.client import KubeClusterError
 from aiperf.kube.containers import CONTROL_PLANE_CONTAINER, RESULTS_PORT
 from aiperf.kube.names import CONTROLLER_JOB, jobset_name
-from aiperf.runtime.errors import root_cause
 from aiperf.kube.ops import (
     JOBSET_NAME_LABEL,
     REPLICATED_JOB_LABEL,
@@ -47,6 +46,7 @@ from aiperf.kube.ops import (
     list_pods,
     watch_jobset_until_done,
 )
+from aiperf.runtime.errors import root_cause
 
 Obj = dict[str, Any]
 KEEP_SIDECAR_ANNOTATION = "aiperf.nvidia.com/keep-results-sidecar"

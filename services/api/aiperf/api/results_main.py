@@ -28,7 +28,14 @@ import structlog
 from anyio.abc import TaskStatus
 
 from aiperf.api.results_app import RunEnd, create_results_app
-from aiperf.api.server import HttpServer, InFlight, ServerFactory, free_tcp_port, granian_server, wait_listening
+from aiperf.api.server import (
+    HttpServer,
+    InFlight,
+    ServerFactory,
+    free_tcp_port,
+    granian_server,
+    wait_listening,
+)
 from aiperf.config.markers import END_MARKER, READY_MARKER
 from aiperf.runtime import EXIT_FAILED, EXIT_OK, configure_logging
 from aiperf.runtime.errors import root_cause

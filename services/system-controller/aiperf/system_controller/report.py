@@ -15,7 +15,6 @@ from aiperf.system_controller.profile_driver import ProfileOutcome
 from aiperf.system_controller.service import Verdict
 
 
-
 def report(config: RunConfig, verdict: Verdict, outcome: ProfileOutcome) -> int:
     """Print the results table, the accounting, client overhead, start-up, lost workers and
     the verdict; write the results-ready marker when the run produced final results; return the
