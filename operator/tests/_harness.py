@@ -3,8 +3,9 @@ what the fake stores (imported as a top-level test module)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from aiperf.kube.ops import JOBSET_API_VERSION
 from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
+from aiperf.operator.reconciler import utc_now
 from aiperf.operator.results import ResultsStore
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_kopf import KopfOnFakeKube, fast_settings
@@ -41,10 +43,12 @@ def job(name: str = "run", **spec: Any) -> dict[str, Any]:
 
 @asynccontextmanager
 async def operator(kube: FakeKube, metrics: Metrics | None = None, *, resync_interval: float = RESYNC_S,
-                   token: str | None = None, results_dir: Path | None = None) -> AsyncIterator[Metrics]:
+                   token: str | None = None, clock: Callable[[], datetime] = utc_now,
+                   results_dir: Path | None = None) -> AsyncIterator[Metrics]:
     """kopf serving the operator's registry against `kube` while entered; yields its metrics.
-    `token`: the bearer token of kopf and of the operator's client (default: the fake's admin).
-    `results_dir`: the operator's results volume (None: runs end with their JobSet, no copy)."""
+    `token`: the bearer token of kopf and of the operator's client (default: the fake's admin);
+    `clock`: the reconciler's wall clock; `results_dir`: the operator's results volume (None:
+    runs end with their JobSet, no copy)."""
     metrics = metrics or Metrics()
     kubeconfig = kube.kubeconfig_path
     if token is not None:
@@ -54,7 +58,7 @@ async def operator(kube: FakeKube, metrics: Metrics | None = None, *, resync_int
         return await new_client_from_config(kubeconfig, persist_config=False)
 
     registry = build_registry(connect=connect, defaults=Defaults(), metrics=metrics,
-                              resync_interval=resync_interval, retry_delay=0.3,
+                              resync_interval=resync_interval, retry_delay=0.3, clock=clock,
                               results=ResultsStore(results_dir) if results_dir is not None else None)
     async with KopfOnFakeKube(kube, registry=registry, namespaces=[NS], settings=tune(fast_settings()), token=token):
         yield metrics

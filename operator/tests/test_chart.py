@@ -147,6 +147,16 @@ def test_the_deployment_runs_the_operator_image_with_probes_account_and_volume(o
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
+def test_the_startup_thresholds_reach_the_operator_through_its_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    tuned = render(chart_dir(), overrides={"startup": {"warnAfterSeconds": 30, "failAfterSeconds": 120,
+                                                       "unschedulableFailAfterSeconds": 900}})
+    (container,) = _operator_pod(tuned)["spec"]["containers"]
+    for env in container["env"]:
+        monkeypatch.setenv(env["name"], env["value"])
+    args = build_parser().parse_args(container["args"])
+    assert (args.startup_warn_after, args.startup_fail_after, args.startup_unschedulable_fail_after) == (30, 120, 900)
+
+
 def test_the_service_selects_the_operator_pod_by_named_ports(objects: list[Obj]) -> None:
     service = one(objects, "Service", "aiperf-operator")
     pod = _operator_pod(objects)

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 from _harness import job
 
-from aiperf.operator.desired import Defaults, InvalidSpec, plan_job
+from aiperf.kube import build_all
+from aiperf.kube.status_push import JobRef
+from aiperf.operator.desired import Defaults, InvalidSpec, plan_job, run_config_for
 
 
 def body(**spec: Any) -> dict[str, Any]:
@@ -55,6 +57,27 @@ def test_the_envelope_reaches_the_pods() -> None:
                for c in rj["template"]["spec"]["template"]["spec"]["containers"] if c["name"][len("worker-"):].isdigit()]
     assert workers and all({"name": "AIPERF_API_KEY", "valueFrom": {"secretKeyRef": {"name": "llm", "key": "k"}}}
                            in c["env"] for c in workers)
+
+
+def test_the_controller_pod_names_its_cr_and_no_worker_pod_does() -> None:
+    plan = plan_job(body(), defaults=Defaults())
+    jobs = {rj["name"]: rj["template"]["spec"]["template"]["spec"]["containers"]
+            for rj in plan.objects[-1]["spec"]["replicatedJobs"]}
+    cr = {"AIPERF_JOB_NAME": "run", "AIPERF_JOB_NAMESPACE": "bench", "AIPERF_JOB_UID": "u1"}
+    for container in jobs.pop("controller"):
+        assert {e["name"]: e.get("value") for e in container["env"] if e["name"] in cr} == cr
+        assert JobRef.from_env({e["name"]: e["value"] for e in container["env"] if "value" in e}) == JobRef(
+            name="run", namespace="bench", uid="u1")
+    assert jobs and all(not set(cr) & {e["name"] for e in c["env"]} for cs in jobs.values() for c in cs)
+    # direct mode: the same builders without the operator add none of them
+    direct = build_all(plan.settings, run_config_for("run", plan.spec))[-1]
+    assert not any(set(cr) & {e["name"] for e in c["env"]} for rj in direct["spec"]["replicatedJobs"]
+                   for c in rj["template"]["spec"]["template"]["spec"]["containers"])
+
+
+def test_a_cr_may_not_set_the_variables_naming_it() -> None:
+    with pytest.raises(InvalidSpec, match="AIPERF_JOB_UID: set by aiperf"):
+        plan_job(body(podTemplate={"env": [{"name": "AIPERF_JOB_UID", "value": "spoofed"}]}), defaults=Defaults())
 
 
 def test_the_operator_defaults_name_the_images() -> None:

@@ -1,10 +1,12 @@
 """Status writes against the fake API server, without kopf: a patch computed from a stale read
-is refused, and `write_status` re-reads and recomputes until its write lands on the latest
-version, keeping what the other writer wrote."""
+is refused, `write_status` re-reads and recomputes until its write lands on the latest
+version, keeping what the other writer wrote, and a startup-failure claim holds only for the
+blocker it was made on."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,7 +16,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.kube.crd_model import JOB_KIND
-from aiperf.operator import api
+from aiperf.operator import api, startup
 from aiperf.operator.desired import Defaults
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.reconciler import JobReconciler, utc_now
@@ -58,3 +60,23 @@ async def test_write_status_recomputes_after_a_lost_race(kube: FakeKube, client:
     assert len(reads) == 2 and reads[1]["status"]["subPhase"] == "profiling"
     assert written is not None and written["status"] == {"phase": "Running", "subPhase": "profiling"}
     assert await reconciler.write_status(NS, "run", "another-uid", compute) is None  # a replaced CR is never written
+
+
+async def test_a_startup_failure_claim_holds_only_for_the_blocker_it_was_made_on(kube: FakeKube,
+                                                                                 client: ApiClient) -> None:
+    kube.create(job())
+    old = {"reason": "ImagePullBackOff", "pod": "p", "fingerprint": "a" * 16, "critical": True,
+           "firstObservedTime": "2026-01-01T00:00:00Z"}
+    kube.set_status(CR_API, JOB_KIND, NS, "run", {"phase": "Initializing", "startupIssue": old})
+    # Another replica saw the blocker change (a fixed image, a new error) and wrote it.
+    new = {**old, "reason": "CreateContainerConfigError", "fingerprint": "b" * 16}
+    kube.set_status(CR_API, JOB_KIND, NS, "run", {"phase": "Initializing", "startupIssue": new})
+    live = cr(kube)
+    late = datetime(2027, 1, 1, tzinfo=UTC)
+    assert startup.failure(live, old["fingerprint"], now=late, thresholds=startup.DEFAULT_THRESHOLDS) is None
+    assert startup.failure(live, new["fingerprint"], now=late, thresholds=startup.DEFAULT_THRESHOLDS) is not None
+    # Even on the latest resourceVersion, the server refuses a claim made on the old fingerprint.
+    claim = StatusChange(values={"phase": "Failed"}, expect=startup.claim_fence(old["fingerprint"]))
+    with pytest.raises(ApiException) as exc:
+        await api.json_patch(client, CR_API, JOB_KIND, NS, "run", status_patch(live, claim, now=late), status=True)
+    assert api.lost_race(exc.value) and cr(kube)["status"]["phase"] == "Initializing"

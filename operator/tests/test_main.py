@@ -73,3 +73,18 @@ async def test_the_process_reconciles_and_serves_health_and_metrics(kube: FakeKu
         stderr = proc.stderr.read().decode() if proc.stderr else ""
         proc.stderr and proc.stderr.close()
     assert code == 0, stderr[-2000:]
+
+
+def test_startup_thresholds_come_from_flags_else_the_environment(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from aiperf.operator.main import build_parser
+
+    args = build_parser().parse_args([])
+    assert (args.startup_warn_after, args.startup_fail_after, args.startup_unschedulable_fail_after) == (60, 300, 600)
+    monkeypatch.setenv("AIPERF_OPERATOR_STARTUP_FAIL_AFTER", "120")
+    assert build_parser().parse_args([]).startup_fail_after == 120
+    assert build_parser().parse_args(["--startup-fail-after", "30"]).startup_fail_after == 30
+    monkeypatch.setenv("AIPERF_OPERATOR_STARTUP_FAIL_AFTER", "soon")
+    with pytest.raises(SystemExit) as exc:
+        build_parser()
+    assert exc.value.code == 2 and "AIPERF_OPERATOR_STARTUP_FAIL_AFTER='soon'" in capsys.readouterr().err

@@ -1,5 +1,6 @@
-"""The Helm chart's ClusterRole is all the operator needs: a run to Running, a cancel and a
-timeout with the fake API server checking every request against the chart's RBAC objects."""
+"""The Helm chart's ClusterRole is all the operator needs: a run to Running, a cancel, a
+timeout and a startup failure with the fake API server checking every request against the
+chart's RBAC objects."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 from _chart import render
 from _harness import NS, condition, cr, job, jobset, operator, phase, set_jobset_status
+from _pods import Clock, add_pod, issue, pull_fails, warnings
 from _repo import chart_dir
 from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -15,19 +17,25 @@ from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import JOB_KIND
+from aiperf.operator.startup import DEFAULT_THRESHOLDS
 from aiperf.testing.fake_kube import FakeKube
 
 pytestmark = pytest.mark.anyio
 RELEASE_NS = "aiperf-system"
 
 
+def _install_chart_rbac(kube: FakeKube) -> str:
+    """The CRD and the chart's ClusterRole and binding; the operator's token."""
+    kube.install_crd(build_crd(JOB_KIND))
+    for obj in render(chart_dir(), namespace=RELEASE_NS):
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            kube.create(obj)
+    return kube.token_for(RELEASE_NS, "aiperf-operator")
+
+
 async def test_the_charts_cluster_role_suffices_for_run_cancel_and_timeout() -> None:
     async with FakeKube(namespaces=[NS, RELEASE_NS], rbac=True) as kube:
-        kube.install_crd(build_crd(JOB_KIND))
-        for obj in render(chart_dir(), namespace=RELEASE_NS):
-            if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
-                kube.create(obj)
-        token = kube.token_for(RELEASE_NS, "aiperf-operator")
+        token = _install_chart_rbac(kube)
         async with operator(kube, token=token) as metrics:
             kube.create(job("a"))
             kube.create(job("b", timeoutSeconds=1))
@@ -46,3 +54,21 @@ async def test_the_charts_cluster_role_suffices_for_run_cancel_and_timeout() -> 
             with pytest.raises(ApiException) as exc:
                 await CoreV1Api(client).list_namespaced_secret(NS)
         assert exc.value.status == 403
+
+
+async def test_the_charts_cluster_role_suffices_for_startup_diagnosis() -> None:
+    # List the run's pods, post the Warning Event, fail the run and delete its JobSet.
+    clock = Clock()
+    async with FakeKube(namespaces=[NS, RELEASE_NS], rbac=True) as kube:
+        token = _install_chart_rbac(kube)
+        async with operator(kube, token=token, clock=clock) as metrics:
+            kube.create(job())
+            await kube.wait_until(lambda: phase(kube) == "Initializing", timeout=20)
+            add_pod(kube, "aiperf-run-workers-0-0-abcde")
+            pull_fails(kube, "aiperf-run-workers-0-0-abcde")
+            await kube.wait_until(lambda: issue(kube).get("reason") == "ImagePullBackOff")
+            clock.advance(DEFAULT_THRESHOLDS.warn_after_s)
+            await kube.wait_until(lambda: warnings(kube))
+            clock.advance(DEFAULT_THRESHOLDS.fail_after_s)
+            await kube.wait_until(lambda: phase(kube) == "Failed" and jobset(kube) is None)
+        assert metrics.value("errors", "resync") == 0

@@ -101,7 +101,7 @@ def test_a_lost_worker_pod_is_named_and_its_credits_counted(tmp_path: Path) -> N
     count = 600  # ~15 s of profiling at concurrency 4 (~100 ms a request): time to lose a pod
     flags = ProfileFlags(model="mock", url="http://mock:8000", streaming=True, concurrency=4,
                          request_count=count, random_seed=7)
-    runtime = RuntimeOptions(heartbeat_interval_s=1.0, heartbeat_timeout_s=4.0,
+    runtime = RuntimeOptions(heartbeat_interval_s=1.0, heartbeat_timeout_s=8.0,
                              registration_timeout_s=STARTUP_S, log_level="info")
     with PodRun(flags, mock_args=MOCK, total_workers=2, workers_per_pod=1, workdir=tmp_path / "pods",
                 runtime=runtime) as run:

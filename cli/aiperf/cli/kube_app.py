@@ -139,17 +139,27 @@ def profile(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target:
 
 @kube_app.command(name="list")
 def list_(*, target: KubeTarget = _TARGET,
-          all_namespaces: Annotated[bool, Parameter(name=["--all-namespaces", "-A"])] = False) -> int:
-    """List the runs of the namespace: NAME, STATE (Running, Completed, Failed, Suspended), AGE.
+          all_namespaces: Annotated[bool, Parameter(name=["--all-namespaces", "-A"])] = False,
+          watch: Annotated[bool, Parameter(name=["--watch", "-w"])] = False, timeout: float | None = None) -> int:
+    """List the runs: NAME, STATE, PROGRESS (requests done/total, when the cluster serves AIPerfJobs), AGE.
+
+    The runs are the AIPerfJobs (operator mode; STATE is the phase: Pending, Initializing,
+    Running, Completed, Failed, Cancelled) and the direct-mode JobSets (Running, Completed,
+    Failed, Suspended).
 
     Parameters
     ----------
     all_namespaces
         List the runs of every namespace.
+    watch
+        After the table, print a row each time a run changes (Deleted when it goes), until
+        Ctrl-C or --timeout; a cut or expired watch resumes by itself. Exit 0.
+    timeout
+        With --watch: stop after this many seconds.
     """
-    from aiperf.cli.kube_commands import list_runs
+    from aiperf.cli.kube_list import list_command
 
-    return list_runs(target, all_namespaces=all_namespaces)
+    return list_command(target, all_namespaces=all_namespaces, watch=watch, timeout=timeout)
 
 
 @kube_app.command
@@ -173,6 +183,25 @@ def logs(name: str, *, target: KubeTarget = _TARGET, container: str | None = Non
     from aiperf.cli.kube_commands import logs as run
 
     return run(target, name, container=container, tail=tail, pod=pod)
+
+
+@kube_app.command
+def debug(name: str, *, target: KubeTarget = _TARGET,
+          output_format: Annotated[Literal["text", "json"], Parameter(name=["--output", "-o"])] = "text") -> int:
+    """Show what blocks a run: its AIPerfJob's phase, conditions and startupIssue (operator mode),
+    its JobSet, each pod with its containers' states, the recent events of the run's objects, and
+    a one-line verdict. Reads only; exit 0 once the report is printed.
+
+    Parameters
+    ----------
+    name
+        Run name.
+    output_format
+        text (one screen) or json (the same report as one JSON object, every event).
+    """
+    from aiperf.cli.kube_debug import debug as run
+
+    return run(target, name, output_format=output_format)
 
 
 @kube_app.command
@@ -271,3 +300,84 @@ def preflight(*, target: KubeTarget = _TARGET,
 
     return run(target, env_from_secrets=env_from_secrets, api_key_secret=api_key_secret,
                headers_secret=headers_secret, image_pull_secrets=image_pull_secrets)
+
+
+@kube_app.command
+def cleanup(*, target: KubeTarget = _TARGET, older_than: str = "0s",
+            all_namespaces: Annotated[bool, Parameter(name=["--all-namespaces", "-A"])] = False,
+            dry_run: bool = False, yes: Annotated[bool, Parameter(name=["--yes", "-y"])] = False) -> int:
+    """Delete the finished runs: AIPerfJobs Completed, Failed or Cancelled (with what they own),
+    direct-mode JobSets Completed or Failed (with their ConfigMap, Secret, RoleBinding, Role and
+    ServiceAccount). Running and Suspended runs are never touched.
+
+    Each delete is fenced on the UID just listed: a new run with the same name is kept. Prints a
+    line per run deleted or kept; exit 1 when a delete failed.
+
+    Parameters
+    ----------
+    older_than
+        Only runs that finished at least this long ago: 90, 30s, 15m, 2h, 7d or 1h30m.
+    all_namespaces
+        Clean up every namespace.
+    dry_run
+        Print what would be deleted; delete nothing.
+    yes
+        Delete without asking (required when stdin is not a terminal).
+    """
+    from aiperf.cli.kube_cleanup import cleanup as run
+
+    return run(target, older_than=older_than, all_namespaces=all_namespaces, dry_run=dry_run, yes=yes)
+
+
+@kube_app.command
+def show(name: str | None = None, *, target: KubeTarget = _TARGET,
+         file: Annotated[str | None, Parameter(name=["--file", "-f"])] = None,
+         output_format: Annotated[Literal["text", "yaml", "json"], Parameter(name=["--output", "-o"])] = "text",
+         ) -> int:
+    """Show a run's AIPerfJob: phase and sub-phase, progress, workers, startup issue, conditions,
+    results path and the spec's gist. With --file, render a CR file instead, offline: `${VAR}`
+    and `${VAR:-default}` resolved from the environment, checked like `kube validate`, and what
+    the operator would create for it.
+
+    Exit 0 shown, 1 a file's CR is invalid, 2 no such run or an unreadable file.
+
+    Parameters
+    ----------
+    name
+        Run name (the AIPerfJob's; a direct-mode run gets a one-line summary).
+    file
+        A YAML file of AIPerfJob/AIPerfSweep documents to render (no API calls).
+    output_format
+        text, or the object itself as yaml or json (a file: with its variables resolved).
+    """
+    from aiperf.cli.kube_commands import _error
+    from aiperf.cli.kube_show import show_file, show_run
+
+    if (name is None) == (file is None):
+        _error("kube show: give a run NAME or --file PATH (one of them)")
+        return 2
+    if file is not None:
+        return show_file(file, fmt=output_format)
+    assert name is not None
+    return show_run(target, name, fmt=output_format)
+
+
+@kube_app.command
+def attach(name: str, *, target: KubeTarget = _TARGET, interval: float = 1.0) -> int:
+    """Follow a run's progress live: state, requests done of expected, errors, elapsed time.
+
+    Streams the api's progress WebSocket (/ws/progress) from the run's controller pod through the
+    API server's pod proxy (you need get on pods/proxy); polls /api/progress instead when the
+    upgrade is refused. Waits for the controller pod to run, reconnects after a lost connection,
+    and ends with the run: exit 0 completed, 1 failed or cancelled. Ctrl-C detaches; the run goes on.
+
+    Parameters
+    ----------
+    name
+        Run name.
+    interval
+        Seconds between checks while waiting for the pod, and between polls without WebSockets.
+    """
+    from aiperf.cli.kube_attach import attach_command
+
+    return attach_command(target, name, interval=interval)

@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +61,8 @@ from aiperf.kube.names import jobset_name
 
 EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR = 0, 1, 2
 DEFAULT_LOG_CONTAINER = CONTROL_PLANE_CONTAINER
+DEFAULT_IMAGE_PARTS = (KubeDeployFlags.image_registry, KubeDeployFlags.image_tag)
+"""--image-registry and --image-tag when not given."""
 
 
 def _error(message: str) -> None:
@@ -114,11 +115,14 @@ class Deployment:
 
 def _settings(target: KubeTarget, deploy: KubeDeployFlags, resources: dict[str, ContainerResources], *,
               require_api_key: bool) -> KubeSettings:
-    """KubeSettings from the flags: FlagError for a malformed value, KubeConfigError for an
-    invalid one."""
+    """KubeSettings from the flags: FlagError for a malformed value (or --image beside
+    --image-registry/--image-tag), KubeConfigError for an invalid one."""
+    if deploy.image is not None and (deploy.image_registry, deploy.image_tag) != DEFAULT_IMAGE_PARTS:
+        raise FlagError("--image names the one image of every container; leave out --image-registry/--image-tag "
+                        "(they build per-service image names)")
     return KubeSettings(
         name=deploy.name, namespace=offline_namespace(target), image_registry=deploy.image_registry,
-        image_tag=deploy.image_tag, image_pull_policy=deploy.image_pull_policy,
+        image_tag=deploy.image_tag, image=deploy.image, image_pull_policy=deploy.image_pull_policy,
         total_workers=deploy.total_workers, workers_per_pod=deploy.workers_per_pod,
         record_processors_per_pod=deploy.record_processors_per_pod, resources=resources,
         env_vars=parse_mapping("--env-vars", deploy.env_vars),
@@ -174,7 +178,7 @@ def build_deployment(target: KubeTarget, deploy: KubeDeployFlags, flags: Profile
 
 _SETTINGS_FIELDS = ("record_processors_per_pod", "image_pull_secrets", "env_from_secrets", "api_key_secret",
                     "headers_secret", "service_account", "workers_per_pod", "total_workers", "ttl_seconds",
-                    "image_tag", "namespace", "resources", "env_vars", "labels", "name")
+                    "image_tag", "image", "namespace", "resources", "env_vars", "labels", "name")
 _SECRET_FIELDS = ("api_key_secret", "headers_secret", "env_from_secrets")
 
 
@@ -345,44 +349,8 @@ def profile(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, *,
 
 # -- the other commands ------------------------------------------------------------------------
 
-def _age(created: str | None, now: datetime) -> str:
-    if not created:
-        return "?"
-    try:
-        seconds = int((now - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds())
-    except ValueError:
-        return "?"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
-
-
-def list_runs(target: KubeTarget, *, all_namespaces: bool) -> int:
-    """`kube list`: a table of the runs (NAME, STATE, AGE; NAMESPACE first with --all-namespaces)."""
-
-    async def work() -> int:
-        api, namespace = await _open(target)
-        async with api:
-            jobs = await ops.list_jobs(api, None if all_namespaces else namespace)
-        if not jobs:
-            where = "any namespace" if all_namespaces else f"namespace {namespace}"
-            print(f"no aiperf runs in {where}")
-            return EXIT_OK
-        now = datetime.now(UTC)
-        rows = [([j.namespace] if all_namespaces else []) + [j.name, str(j.state), _age(j.created, now)]
-                for j in jobs]
-        header = (["NAMESPACE"] if all_namespaces else []) + ["NAME", "STATE", "AGE"]
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-        for row in [header, *rows]:
-            print("   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        return EXIT_OK
-
-    return run_async(work)
-
-
 def logs(target: KubeTarget, name: str, *, container: str | None, tail: int | None, pod: str | None) -> int:
-    """`kube logs`: the log of one container (default: the controller pod's system-controller)."""
+    """`kube logs`: the log of one container (default: the controller pod's control-plane)."""
     if tail is not None and tail < 0:
         _error(f"--tail {tail}: must not be negative")
         return EXIT_USER_ERROR

@@ -42,6 +42,8 @@ namespace: {namespace}
 # Images are <image_registry>/aiperf/<service>:<image_tag>.
 image_registry: localhost
 image_tag: latest
+# Or one image for every container instead (leave image_registry/image_tag at their defaults):
+# image: registry.example/aiperf/all:0.1.0
 
 # Workers in total, split into worker pods of workers_per_pod (the last pod may hold fewer).
 total_workers: 10

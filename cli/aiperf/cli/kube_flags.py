@@ -8,6 +8,7 @@ take three equivalent spellings, freely mixed and repeated:
     --labels '{"team": "perf"}' (a JSON object)
 
 `--tolerations` takes a JSON object or list of objects, or `KEY[=VALUE][:EFFECT]`.
+Durations (`--older-than`) are `90`, `30s`, `15m`, `2h`, `7d` or a sum such as `1h30m`.
 Every problem is a `FlagError` whose message is one line naming the flag and the accepted forms.
 Only the standard library is imported here.
 """
@@ -15,6 +16,7 @@ Only the standard library is imported here.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -27,7 +29,13 @@ TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_FIELDS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 
 __all__ = ["MAPPING_FLAGS", "FlagError", "expand_dotted_flags", "parse_list", "parse_mapping",
-           "parse_resources", "parse_tolerations"]
+           "parse_duration", "parse_resources", "parse_tolerations"]
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhd])+")
 
 
 def _forms(flag: str) -> str:
@@ -189,3 +197,14 @@ def parse_resources(text: str | None, flag: str = "--resources") -> dict[str, di
                 raise FlagError(f"{flag} {service}.{part}: expected an object such as {{\"cpu\": \"500m\"}}")
             out[service][part] = {k: _scalar(f"{flag} {service}.{part}", k, v) for k, v in quantities.items()}
     return out
+
+
+def parse_duration(flag: str, text: str) -> float:
+    """Seconds in `text`: a plain number of seconds, or numbers with units s, m, h, d, summed
+    (`1h30m`). Raises FlagError naming `flag` and the accepted forms."""
+    value = text.strip()
+    if _NUMBER.fullmatch(value):
+        return float(value)
+    if _DURATION.fullmatch(value) is None:
+        raise FlagError(f"{flag} {text!r}: expected a duration such as 90, 30s, 15m, 2h, 7d or 1h30m")
+    return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(value))

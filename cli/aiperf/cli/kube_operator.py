@@ -20,6 +20,7 @@ import yaml
 from kubernetes_asyncio.client import ApiClient
 
 from aiperf.cli.kube_commands import (
+    DEFAULT_IMAGE_PARTS,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USER_ERROR,
@@ -38,8 +39,6 @@ from aiperf.kube import KubeConfigError, SecretRef, jobs, ops, sidecar
 from aiperf.kube.client import KubeClusterError
 from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, JobPhase
 from aiperf.kube.crd_validation import Problem, validate_resource
-
-_DEFAULT_REGISTRY, _DEFAULT_TAG = "localhost", "latest"
 
 
 def compact(value: Any) -> Any:
@@ -88,18 +87,20 @@ def _pod_template(deployment: Deployment) -> dict[str, Any]:
 
 def build_job(deployment: Deployment, *, log_level: str = "info") -> dict[str, Any]:
     """The AIPerfJob of a checked deployment: the benchmark (with `runtime.workers` = the total
-    worker count), the pod template, Secret references, TTL and `log_level`. Raises FlagError for
-    --image-registry/--image-tag, which an AIPerfJob cannot express (it names one image for all
-    containers; the operator's default is used)."""
+    worker count), `spec.image` (--image; unset: the operator's default), the pod template, Secret
+    references, TTL and `log_level`. Raises FlagError for --image-registry/--image-tag, which an
+    AIPerfJob cannot express (it names one image for all containers: use --image)."""
     s = deployment.settings
-    if (s.image_registry, s.image_tag) != (_DEFAULT_REGISTRY, _DEFAULT_TAG):
+    if (s.image_registry, s.image_tag) != DEFAULT_IMAGE_PARTS:
         raise FlagError("--image-registry/--image-tag: an AIPerfJob names one image for every container "
-                        "(spec.image, the operator's default when unset); leave them out with --operator")
+                        "(spec.image); pass --image REF instead, or neither for the operator's default")
     runtime = msgspec.structs.replace(deployment.benchmark.runtime, workers=s.total_workers)
     benchmark = msgspec.structs.replace(deployment.benchmark, runtime=runtime)
     secrets = {k: v for k, v in (("apiKey", _secret(s.api_key_secret, "--api-key-secret")),
                                  ("headers", _secret(s.headers_secret, "--headers-secret"))) if v is not None}
     spec: dict[str, Any] = {"benchmark": compact(benchmark), "workersPerPod": s.workers_per_pod}
+    if s.image is not None:
+        spec["image"] = s.image
     if s.record_processors_per_pod is not None:
         spec["recordProcessorsPerPod"] = s.record_processors_per_pod
     if pod := _pod_template(deployment):

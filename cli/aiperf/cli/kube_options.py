@@ -36,10 +36,13 @@ class KubeDeployFlags:
     config: str | None = None
     """YAML or JSON file of flag values (see `aiperf kube init`); flags given on the command line
     override its values."""
+    image: str | None = None
+    """One image for every container, e.g. registry.example/aiperf/all:0.1.0 (the AIPerfJob's
+    spec.image in operator mode). Replaces --image-registry/--image-tag: give one or the other."""
     image_registry: str = "localhost"
-    """Registry of the images REGISTRY/aiperf/SERVICE:TAG (empty: no registry part)."""
+    """Registry of the per-service images REGISTRY/aiperf/SERVICE:TAG (empty: no registry part)."""
     image_tag: str = "latest"
-    """Tag of the aiperf images."""
+    """Tag of the per-service aiperf images."""
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     """Image pull policy of every container."""
     total_workers: int = 10

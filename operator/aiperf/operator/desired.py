@@ -18,6 +18,10 @@ Mapping of the envelope: `image` is every container's image (else the operator's
 ServiceAccount `aiperf-<name>` is created for the run); `secrets` become the endpoint's Secret
 references; `resourceMode: burstable` drops the default limits. `connectionsPerWorker` is
 accepted and not used yet.
+
+Every container of the controller pod also gets the CR's name, namespace and UID
+(`aiperf.kube.status_push.JobRef.env`): the run's controller pushes its part of the status to
+that CR, and only while it has that UID. Direct mode has no CR and sets none of them.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from aiperf.config import CommsOptions, FileDataset, RunConfig, RuntimeOptions
 from aiperf.config.loader import describe_error
 from aiperf.kube import DEFAULT_RESOURCES, ContainerResources, KubeConfigError, KubeSettings, build_all
 from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, AIPerfJobSpec, ResourceMode, decode_spec
+from aiperf.kube.names import CONTROLLER_JOB
+from aiperf.kube.status_push import JobRef
 
 Obj = dict[str, Any]
 CR_API_VERSION = f"{API_GROUP}/{API_VERSION}"
@@ -146,9 +152,16 @@ def plan_job(body: Mapping[str, Any], *, defaults: Defaults) -> JobPlan:
         raise InvalidSpec(str(exc)) from None
     priority = spec.pod_template.priority_class_name if spec.pod_template else None
     owner = owner_reference(body)
+    ref = JobRef(name=name, namespace=namespace, uid=meta["uid"])
     for obj in objects:
         obj["metadata"]["ownerReferences"] = [dict(owner)]
-        if obj["kind"] == "JobSet" and priority:
-            for job in obj["spec"]["replicatedJobs"]:
-                job["template"]["spec"]["template"]["spec"]["priorityClassName"] = priority
+        if obj["kind"] != "JobSet":
+            continue
+        for job in obj["spec"]["replicatedJobs"]:
+            pod = job["template"]["spec"]["template"]["spec"]
+            if priority:
+                pod["priorityClassName"] = priority
+            if job["name"] == CONTROLLER_JOB:
+                for container in pod["containers"]:
+                    container["env"] = [*container.get("env", []), *ref.env()]
     return JobPlan(spec=spec, settings=settings, objects=objects)

@@ -4,8 +4,9 @@
 - startup: `connect()` opens the ApiClient (in kopf's own event loop) and builds the reconciler;
   cleanup closes the client;
 - AIPerfJob create -> `create`; update of `spec.cancel` -> `cancel`; update of
-  `spec.timeoutSeconds` -> `acknowledge` + `sync`; resume (operator restart) and a timer every
-  `resync_interval` seconds -> `sync`;
+  `spec.timeoutSeconds` -> `acknowledge` + `sync`; resume (operator restart), a timer every
+  `resync_interval` seconds, and the run's controller pushing a running `status.subPhase` while
+  the phase is Initializing -> `sync` (which promotes it to Running);
 - JobSet events (label `app.kubernetes.io/name=aiperf`) -> `jobset_event`.
 The registry has no login handler: the caller adds one (main.py from the kubeconfig or the
 pod's ServiceAccount; tests from the fake API server). Every handler counts itself in `metrics`.
@@ -16,17 +17,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 import kopf
 from kubernetes_asyncio.client import ApiClient
 
-from aiperf.kube.crd_model import API_GROUP, API_VERSION
+from aiperf.kube.crd_model import API_GROUP, API_VERSION, JobPhase
 from aiperf.kube.ops import APP_LABEL, APP_LABEL_VALUE
 from aiperf.operator.desired import Defaults
 from aiperf.operator.metrics import Metrics
-from aiperf.operator.reconciler import JobReconciler
+from aiperf.operator.reconciler import JobReconciler, utc_now
 from aiperf.operator.results import ResultsStore
+from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
+from aiperf.operator.status import RUNNING_SUBPHASES
 
 JOBS = (API_GROUP, API_VERSION, "aiperfjobs")
 JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
@@ -80,9 +84,11 @@ def tune(settings: kopf.OperatorSettings) -> kopf.OperatorSettings:
 
 def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Defaults, metrics: Metrics,
                    resync_interval: float = 30.0, retry_delay: float = 5.0,
+                   thresholds: StartupThresholds = DEFAULT_THRESHOLDS,
+                   clock: Callable[[], datetime] = utc_now,
                    results: ResultsStore | None = None) -> kopf.OperatorRegistry:
-    """The operator's handlers (see the module doc) in a new registry; `results` is the results
-    volume finished runs are copied to (`JobReconciler`)."""
+    """The operator's handlers (see the module doc) in a new registry; `thresholds`, `clock` and
+    `results` (the results volume finished runs are copied to) go to the reconciler."""
     registry = kopf.OperatorRegistry()
     holder = _Holder()
 
@@ -99,7 +105,8 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
     async def open_client(**_: Any) -> None:
         holder.api = await connect()
         holder.reconciler = JobReconciler(api=holder.api, defaults=defaults, metrics=metrics,
-                                          retry_delay=retry_delay, results=results)
+                                          retry_delay=retry_delay, thresholds=thresholds, clock=clock,
+                                          results=results)
 
     @kopf.on.cleanup(registry=registry)
     async def close_client(**_: Any) -> None:
@@ -120,6 +127,10 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
             await r.sync(str(namespace), name, uid)
         await counted("timeout", work)
 
+    @kopf.on.event(*JOBS, id="subphase", when=_controller_is_running, registry=registry)
+    async def on_subphase(namespace: str | None, name: str, uid: str, **_: Any) -> None:
+        await counted("subphase", lambda r: r.sync(str(namespace), name, uid))
+
     @kopf.on.resume(*JOBS, id="resume", registry=registry)
     async def on_resume(namespace: str | None, name: str, uid: str, **_: Any) -> None:
         await counted("resume", lambda r: r.sync(str(namespace), name, uid))
@@ -133,6 +144,11 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
         await counted("jobset", lambda r: r.jobset_event(_plain(body)))
 
     return registry
+
+
+def _controller_is_running(status: kopf.Status, **_: Any) -> bool:
+    """The run's controller pushed a running `subPhase` while the phase is still Initializing."""
+    return status.get("phase") == JobPhase.INITIALIZING.value and status.get("subPhase") in RUNNING_SUBPHASES
 
 
 def _plain(body: kopf.Body) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.probes import build_app, serving
 from aiperf.operator.results import ResultsStore
+from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
 
 PROG = "aiperf-operator"
 DEFAULT_HEALTH_PORT = 8080
@@ -58,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="tag of the service images when a CR sets no spec.image (default latest)")
     parser.add_argument("--resync-interval", type=float, default=DEFAULT_RESYNC_S, metavar="S",
                         help=f"seconds between status checks of every run (default {DEFAULT_RESYNC_S:g})")
+    _seconds(parser, "--startup-warn-after", "AIPERF_OPERATOR_STARTUP_WARN_AFTER", DEFAULT_THRESHOLDS.warn_after_s,
+             "seconds a startup blocker (image pull, config, crash, scheduling) persists before a Warning Event")
+    _seconds(parser, "--startup-fail-after", "AIPERF_OPERATOR_STARTUP_FAIL_AFTER", DEFAULT_THRESHOLDS.fail_after_s,
+             "seconds an unchanged critical startup blocker persists before the run fails")
+    _seconds(parser, "--startup-unschedulable-fail-after", "AIPERF_OPERATOR_STARTUP_UNSCHEDULABLE_FAIL_AFTER",
+             DEFAULT_THRESHOLDS.unschedulable_fail_after_s,
+             "the same for a pod no node can ever take (capacity shortages never fail a run)")
     parser.add_argument("--health-port", type=int, default=DEFAULT_HEALTH_PORT, metavar="PORT",
                         help=f"port of GET /healthz, the liveness and readiness probe (default {DEFAULT_HEALTH_PORT})")
     parser.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT, metavar="PORT",
@@ -70,13 +79,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _seconds(parser: argparse.ArgumentParser, flag: str, env: str, default: float, text: str) -> None:
+    """A seconds flag whose default comes from `env` when set."""
+    raw = os.environ.get(env)
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        parser.error(f"{env}={raw!r} is not a number of seconds")
+    parser.add_argument(flag, type=float, default=value, metavar="S",
+                        help=f"{text} (default {value:g}; env {env})")
+
+
 async def serve(args: argparse.Namespace) -> None:
     """Run the operator until kopf stops. Raises `KubeError` for an unusable configuration."""
     config = await load_configuration(args.kubeconfig, args.context)
     metrics = Metrics()
+    thresholds = StartupThresholds(warn_after_s=args.startup_warn_after, fail_after_s=args.startup_fail_after,
+                                   unschedulable_fail_after_s=args.startup_unschedulable_fail_after)
     registry = build_registry(connect=client_factory(config), metrics=metrics, resync_interval=args.resync_interval,
                               defaults=Defaults(image_registry=args.image_registry, image_tag=args.image_tag),
-                              results=ResultsStore(Path(args.results_dir)))
+                              thresholds=thresholds, results=ResultsStore(Path(args.results_dir)))
     default_namespace = pod_namespace()
 
     def login(**_: object) -> kopf.ConnectionInfo:

@@ -13,6 +13,9 @@ its two error types, which say what happens next).
   shut the results sidecar down; else follow the JobSet into the status; finished runs get their
   clean-up re-checked.
 - `cancel`: the `spec.cancel` edit: suspend the JobSet, phase Cancelled.
+- startup diagnosis (`aiperf.operator.startup`): each `sync` of a run still starting records
+  what blocks its pods in `status.startupIssue`, warns, and fails it once a critical blocker
+  persists.
 
 Status writes go through `write_status`: read the live CR, compute the change, send it as a JSON Patch
 fenced on UID, resourceVersion and phase; a lost race re-reads and recomputes (up to
@@ -24,6 +27,7 @@ make the garbage collector do it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,9 +40,10 @@ from aiperf.comms import CurveKeys
 from aiperf.kube import sidecar, with_curve_keys
 from aiperf.kube.client import KubeClusterError
 from aiperf.kube.crd_model import JOB_KIND, JobPhase
+from aiperf.kube.diagnosis import classify
 from aiperf.kube.names import jobset_name
 from aiperf.kube.ops import JOBSET_API_VERSION, JobState, jobset_state
-from aiperf.operator import api
+from aiperf.operator import api, startup
 from aiperf.operator.desired import CR_API_VERSION, Defaults, InvalidSpec, JobPlan, plan_job
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.ownership import Verdict, claim, controller_of
@@ -70,14 +75,17 @@ def utc_now() -> datetime:
 class JobReconciler:
     """Reconciles AIPerfJobs through `api`. `defaults` fill what a CR leaves out; `clock` returns
     an aware datetime (injected for tests); `retry_delay` is the seconds kopf waits before
-    retrying a create that waits for an older incarnation's objects to go. `results`: the results
-    volume finished runs are copied to (None: the run ends with its JobSet, nothing is copied)."""
+    retrying a create that waits for an older incarnation's objects to go; `thresholds` time the
+    startup diagnosis. `results`: the results volume finished runs are copied to (None: the run
+    ends with its JobSet, nothing is copied)."""
 
     def __init__(self, *, api: ApiClient, defaults: Defaults, metrics: Metrics,
                  clock: Callable[[], datetime] = utc_now, retry_delay: float = 5.0,
+                 thresholds: startup.StartupThresholds = startup.DEFAULT_THRESHOLDS,
                  results: ResultsStore | None = None) -> None:
         self._api, self._defaults, self._metrics = api, defaults, metrics
-        self._clock, self._retry_delay, self._results = clock, retry_delay, results
+        self._clock, self._retry_delay, self._thresholds = clock, retry_delay, thresholds
+        self._results = results
 
     # -- create --------------------------------------------------------------------------------
 
@@ -187,7 +195,45 @@ class JobReconciler:
                 await self._finish(cr, end.exit_code, end.pod)
                 return
         now = self._clock()
-        await self.write_status(ns, name, uid, lambda live: observe_jobset(live, jobset, now=now))
+        written = await self.write_status(ns, name, uid, lambda live: observe_jobset(live, jobset, now=now))
+        if written is not None:
+            await self._diagnose_startup(written, jobset)
+
+    async def _diagnose_startup(self, cr: Mapping[str, Any], jobset: Mapping[str, Any]) -> None:
+        """Record, warn about and (past its threshold, through a fenced claim) fail on what blocks
+        the pods of a run still starting (see `aiperf.operator.startup`)."""
+        meta = cr["metadata"]
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        if phase_of(cr) not in startup.STARTING:
+            if phase_of(cr) == JobPhase.RUNNING and startup.issue_of(cr) is not None:  # the pods run now
+                await self.write_status(ns, name, uid, lambda live: startup.issue_change(live, None, now=self._clock()))
+            return
+        try:
+            pods = await startup.run_pods(self._api, jobset)
+        except ApiException as exc:
+            raise kopf.TemporaryError(f"listing the pods of {name} failed: {api.describe(exc)}",
+                                      delay=self._retry_delay) from None
+        blocker = classify(pods)
+        now = self._clock()
+        live = await self.write_status(ns, name, uid, lambda read: startup.issue_change(read, blocker, now=now))
+        issue = startup.issue_of(live) if live is not None else None
+        if live is None or issue is None:
+            return
+        fingerprint = str(issue.get("fingerprint"))
+        if startup.failure(live, fingerprint, now=now, thresholds=self._thresholds) is None:
+            if startup.age(issue, now) >= self._thresholds.warn_after_s:
+                await startup.warn_once(self._api, live, issue, now=now)
+            return
+
+        def claim(read: Obj) -> StatusChange | None:
+            cond = startup.failure(read, fingerprint, now=now, thresholds=self._thresholds)
+            change = self._terminal_once(read, JobPhase.FAILED, [cond]) if cond is not None else None
+            return replace(change, expect=startup.claim_fence(fingerprint)) if change is not None else None
+
+        failed = await self.write_status(ns, name, uid, claim)
+        if failed is not None and is_true(failed, startup.FAILED_CONDITION):
+            log.info("run.startup_failed", namespace=ns, name=name, reason=issue.get("reason"))
+            await self._clean_up_finished(failed)
 
     async def jobset_event(self, jobset: Mapping[str, Any]) -> None:
         """A JobSet changed (or was listed, or deleted): sync the AIPerfJob that controls it."""
@@ -262,10 +308,11 @@ class JobReconciler:
             await self._clean_up_finished(written)
 
     async def _clean_up_finished(self, cr: Mapping[str, Any]) -> None:
-        """A timed-out run's JobSet is deleted, a cancelled one's suspended (idempotent)."""
+        """A timed-out or startup-failed run's JobSet is deleted, a cancelled one's suspended
+        (idempotent)."""
         if phase_of(cr) == JobPhase.CANCELLED:
             await self._suspend_jobset(cr)
-        elif is_true(cr, "TimedOut"):
+        elif is_true(cr, "TimedOut") or is_true(cr, startup.FAILED_CONDITION):
             jobset = await self._own_jobset(cr)
             if jobset is not None and not jobset["metadata"].get("deletionTimestamp"):
                 await api.delete(self._api, JOBSET_API_VERSION, "JobSet", cr["metadata"]["namespace"],

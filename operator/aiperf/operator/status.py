@@ -8,7 +8,8 @@ computed from a stale read is refused by the API server instead of overwriting a
 (`status_patch`).
 
 Conditions written here: `ConfigValid`, `ResourcesCreated`, `WorkersReady`, `Cancelled`,
-`TimedOut`, `Succeeded` (and `ResultsStored`, by the reconciler at the run's end).
+`TimedOut`, `Succeeded` (and `StartupFailed`, by `aiperf.operator.startup`; `ResultsStored`, by
+the reconciler at the run's end).
 """
 
 from __future__ import annotations
@@ -82,11 +83,13 @@ class Cond:
 
 @dataclass(frozen=True)
 class StatusChange:
-    """Status keys to set, conditions to merge, controller keys to remove."""
+    """Status keys to set, conditions to merge, status keys to remove, and `expect`: extra
+    preconditions, JSON Pointer -> value, each sent as a JSON Patch `test`."""
 
     values: Mapping[str, Any] = field(default_factory=dict)
     conditions: Sequence[Cond] = ()
     remove: Sequence[str] = ()
+    expect: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def phase(self) -> JobPhase | None:
@@ -128,10 +131,11 @@ def merge_conditions(existing: Sequence[Mapping[str, Any]], updates: Sequence[Co
 
 def status_patch(cr: Mapping[str, Any], change: StatusChange, *, now: datetime) -> list[Obj]:
     """The fenced JSON Patch applying `change` to the CR as read (`cr`): tests on metadata.uid,
-    metadata.resourceVersion and (when set) status.phase, then one `add` per key."""
+    metadata.resourceVersion, (when set) status.phase and `change.expect`, then one `add` per key."""
     meta, status = cr["metadata"], cr.get("status")
     ops: list[Obj] = [{"op": "test", "path": "/metadata/uid", "value": meta["uid"]},
                       {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]}]
+    ops += [{"op": "test", "path": pointer, "value": value} for pointer, value in change.expect.items()]
     if status is None:
         ops.append({"op": "add", "path": "/status", "value": {}})
         status = {}

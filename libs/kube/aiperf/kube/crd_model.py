@@ -383,9 +383,10 @@ class ControllerFailure(_Status, frozen=True, kw_only=True):
 
 class AIPerfJobStatus(_Status, frozen=True, kw_only=True):
     """`status` of an AIPerfJob. The operator owns `phase`, `conditions`, `observedGeneration`,
-    `startupIssue`, `runEpoch`, `resultsPath` and the projected counters; the controller owns
-    `subPhase`, `currentPhase`, `phases`, `workers` (after its first push), `controllerFailure`
-    and `resultsExported`."""
+    `startupIssue`, `runEpoch`, `resultsPath`, `startTime` and `completionTime`; the run's
+    controller pushes `subPhase`, `currentPhase`, `phases`, `workers` (after its first push), the
+    profiling phase's counters projected to the top level (`requestsCompleted`, `requestsTotal`,
+    `requestsPerSecond`, `progressPercent`), `controllerFailure` and `resultsExported`."""
 
     phase: JobPhase | None = None
     sub_phase: SystemState | None = None

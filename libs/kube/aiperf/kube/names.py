@@ -18,6 +18,14 @@ _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _PORT_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 _SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+# The grammar of github.com/distribution/reference (what the kubelet and the runtimes parse):
+# [DOMAIN[:PORT]/]PATH[:TAG][@DIGEST], PATH components lowercase, DOMAIN a hostname or [IPv6].
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REFERENCE = re.compile(
+    rf"(?P<name>(?:{_DOMAIN}/)?{_PATH_PART}(?:/{_PATH_PART})*)"
+    r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
 
 PREFIX = "aiperf"
 CONTROLLER_JOB = "controller"
@@ -25,6 +33,8 @@ WORKERS_JOB = "workers"
 WORKERS_LAST_JOB = "workers-last"
 POD_NAME_SUFFIX = "-abcde"
 """Stands for the random suffix the Job controller adds to pod names (JobSet's own length check)."""
+JOB_NAME_ENV, JOB_NAMESPACE_ENV, JOB_UID_ENV = "AIPERF_JOB_NAME", "AIPERF_JOB_NAMESPACE", "AIPERF_JOB_UID"
+"""Operator mode: the AIPerfJob the controller pod reports to (`aiperf.kube.status_push.JobRef`)."""
 
 
 def is_dns1123_label(value: str) -> bool:
@@ -57,6 +67,14 @@ def is_env_name(value: str) -> bool:
 def is_secret_key(value: str) -> bool:
     """True when `value` is a valid key of a Secret or ConfigMap."""
     return len(value) <= 253 and _SECRET_KEY.fullmatch(value) is not None
+
+
+def is_image_reference(value: str) -> bool:
+    """True when `value` is an image reference a container runtime accepts:
+    `[REGISTRY[:PORT]/]PATH[:TAG][@DIGEST]`, e.g. `registry.example:5000/aiperf/all:0.1.0`
+    (the repository name at most 255 characters, its path lowercase)."""
+    match = _IMAGE_REFERENCE.fullmatch(value)
+    return match is not None and len(match["name"]) <= 255
 
 
 def jobset_name(name: str) -> str:

@@ -29,6 +29,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from aiperf.kube.client import KubeClusterError, KubeError, api_status
+from aiperf.kube.containers import API_PORT
 from aiperf.kube.names import CONTROLLER_JOB, PREFIX, config_map_name, curve_secret_name, jobset_name
 from aiperf.kube.settings import INSTANCE_LABEL, NAME_LABEL
 
@@ -126,6 +127,10 @@ def _unreachable(api: ApiClient, exc: BaseException) -> KubeClusterError:
 def _describe(exc: ApiException) -> str:
     code, reason, message = api_status(exc)
     return f"{code} {reason}: {message}"
+
+
+class RunReplaced(KubeClusterError):
+    """A run's object was replaced by a same-name one (a newer run) since it was read: left alone."""
 
 
 def _plural(kind: str) -> str:
@@ -247,12 +252,15 @@ async def list_jobs(api: ApiClient, namespace: str | None) -> list[JobSummary]:
             raise KubeClusterError("the JobSet API (jobset.x-k8s.io) is not installed in this cluster; "
                             "install JobSet first") from None
         raise KubeClusterError(f"listing JobSets failed: {_describe(exc)}") from None
-    summaries = [JobSummary(name=_run_name(js), namespace=js["metadata"].get("namespace", ""),
-                            jobset=js["metadata"]["name"], state=jobset_state(js),
-                            created=js["metadata"].get("creationTimestamp"),
-                            uid=js["metadata"].get("uid", ""))
-                 for js in answer.get("items") or []]
+    summaries = [summarize(js) for js in answer.get("items") or []]
     return sorted(summaries, key=lambda s: (s.created or "", s.namespace, s.name))
+
+
+def summarize(jobset: Obj) -> JobSummary:
+    """The run a JobSet stands for (name, namespace, state, creation time, uid)."""
+    meta = jobset["metadata"]
+    return JobSummary(name=_run_name(jobset), namespace=meta.get("namespace", ""), jobset=meta["name"],
+                      state=jobset_state(jobset), created=meta.get("creationTimestamp"), uid=meta.get("uid", ""))
 
 
 async def watch_jobset_until_done(api: ApiClient, name: str, namespace: str,
@@ -406,13 +414,14 @@ async def delete(api: ApiClient, name: str, namespace: str, *, uid: str | None =
     nothing of the run was there.
 
     Every delete is fenced on the UID read just before (`preconditions.uid`): an object replaced
-    by a same-name one meanwhile is left alone (KubeClusterError). With `uid` (the JobSet's, as
-    `kube list` shows it) nothing is deleted unless the run's JobSet is that incarnation."""
+    by a same-name one meanwhile is left alone (RunReplaced, a KubeClusterError). With `uid` (the
+    JobSet's, as `kube list` shows it) nothing is deleted unless the run's JobSet is that
+    incarnation."""
     if uid is not None:
         jobset = await get_jobset(api, name, namespace)
         if jobset is not None and jobset["metadata"]["uid"] != uid:
-            raise KubeClusterError(f"run {name} is now JobSet uid {jobset['metadata']['uid']}, not {uid}: "
-                                   "a new run with the same name; nothing deleted")
+            raise RunReplaced(f"run {name} is now JobSet uid {jobset['metadata']['uid']}, not {uid}: "
+                              "a new run with the same name; nothing deleted")
     targets = [("JobSet", JOBSET_API_VERSION, JOBSETS, jobset_name(name)),
                ("ConfigMap", "v1", "configmaps", config_map_name(name)),
                ("Secret", "v1", "secrets", curve_secret_name(name)),
@@ -424,15 +433,17 @@ async def delete(api: ApiClient, name: str, namespace: str, *, uid: str | None =
         path = _path(api_version, plural, namespace, object_name)
         try:
             current: Obj = await _call(api, "GET", path)
+            # The JobSet is fenced on the given uid itself: one replaced since the check is kept.
+            fence = uid if kind == "JobSet" and uid is not None else current["metadata"]["uid"]
             body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground",
-                    "preconditions": {"uid": current["metadata"]["uid"]}}
+                    "preconditions": {"uid": fence}}
             await _call(api, "DELETE", path, body=body)
         except ApiException as exc:
             if exc.status == 404:
                 continue
             if exc.status == 409:
-                raise KubeClusterError(f"{kind} {namespace}/{object_name} was replaced by a same-name one "
-                                       "while deleting; left alone") from None
+                raise RunReplaced(f"{kind} {namespace}/{object_name} was replaced by a same-name one "
+                                  "while deleting; left alone") from None
             raise KubeClusterError(f"deleting {kind} {namespace}/{object_name} failed: "
                                    f"{_describe(exc)}") from None
         deleted.append(f"{kind}/{object_name}")
@@ -453,6 +464,23 @@ async def list_pods(api: ApiClient, name: str, namespace: str, *,
         raise KubeClusterError(f"listing pods of run {name} failed: {_describe(exc)}") from None
     pods: list[Obj] = answer.get("items") or []
     return sorted(pods, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+
+
+async def list_events(api: ApiClient, namespace: str) -> list[Obj]:
+    """The core/v1 Events of `namespace` (callers pick the objects they care about), oldest
+    first by their last occurrence."""
+    try:
+        answer: Obj = await _call(api, "GET", _path("v1", "events", namespace))
+    except ApiException as exc:
+        raise KubeClusterError(f"listing the events of namespace {namespace} failed: {_describe(exc)}") from None
+    events: list[Obj] = answer.get("items") or []
+    return sorted(events, key=event_time)
+
+
+def event_time(event: Mapping[str, Any]) -> str:
+    """When an Event last happened (RFC 3339): lastTimestamp, else eventTime, else creation."""
+    return str(event.get("lastTimestamp") or event.get("eventTime") or
+               (event.get("metadata") or {}).get("creationTimestamp") or "")
 
 
 async def controller_pod(api: ApiClient, name: str, namespace: str) -> str:
@@ -487,6 +515,6 @@ async def pod_logs(api: ApiClient, pod: str, namespace: str, *, container: str |
         response.release()
 
 
-__all__ = ["APP_LABEL", "APP_LABEL_VALUE", "JOBSET_API_VERSION", "TERMINAL", "JobState", "JobSummary", "cancel",
-           "controller_pod", "create_all", "delete", "ensure_namespace_exists", "get_jobset", "jobset_state",
-           "list_jobs", "list_pods", "pod_logs", "watch_jobset_until_done"]
+__all__ = ["API_PORT", "APP_LABEL", "APP_LABEL_VALUE", "JOBSET_API_VERSION", "TERMINAL", "JobState", "JobSummary", "RunReplaced",
+           "cancel", "controller_pod", "create_all", "delete", "ensure_namespace_exists", "get_jobset", "jobset_state",
+           "list_jobs", "list_pods", "pod_logs", "summarize", "watch_jobset_until_done"]

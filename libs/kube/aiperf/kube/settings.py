@@ -15,12 +15,16 @@ from aiperf.config.catalog import CATALOG
 from aiperf.kube.layout import WorkerLayout
 from aiperf.kube.names import (
     CONTROLLER_JOB,
+    JOB_NAME_ENV,
+    JOB_NAMESPACE_ENV,
+    JOB_UID_ENV,
     POD_NAME_SUFFIX,
     WORKERS_JOB,
     WORKERS_LAST_JOB,
     is_dns1123_label,
     is_dns1123_subdomain,
     is_env_name,
+    is_image_reference,
     is_secret_key,
     jobset_name,
     pod_hostname,
@@ -31,7 +35,8 @@ API_KEY_ENV, HEADERS_ENV = SECRET_ENV_VARS
 MAX_PER_POD = 256
 """Most workers (and record processors) in one pod: keeps per-container health ports apart."""
 
-RESERVED_ENV = frozenset({"AIPERF_CONTROLLER_HOST", "AIPERF_JOB_INDEX", "AIPERF_HEALTH_PORT"})
+RESERVED_ENV = frozenset({"AIPERF_CONTROLLER_HOST", "AIPERF_JOB_INDEX", "AIPERF_HEALTH_PORT",
+                          JOB_NAME_ENV, JOB_NAMESPACE_ENV, JOB_UID_ENV})
 """Environment variables the manifests set themselves."""
 
 NAME_LABEL, INSTANCE_LABEL, COMPONENT_LABEL = (
@@ -94,8 +99,10 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Deployment of one run named `name` into `namespace`.
 
     Images are `<image_registry>/aiperf/<svc>:<image_tag>` (`aiperf/<svc>:<tag>` with an empty
-    registry), or `image` for every container when set (an AIPerfJob's `spec.image`). `total_workers` are split into pods of `workers_per_pod`; the last pod may hold
-    fewer. `record_processors_per_pod` defaults to max(1, workers_per_pod // 4).
+    registry), or `image` for every container when set (`--image`, an AIPerfJob's `spec.image`;
+    it must be a valid image reference). `total_workers` are split into pods of
+    `workers_per_pod`; the last pod may hold fewer. `record_processors_per_pod` defaults to
+    max(1, workers_per_pod // 4).
 
     Secrets only travel as Secret references: `env_from_secrets` maps `ENV` to `secret/key` for
     every container; `api_key_secret` and `headers_secret` (`secret/key`) feed `AIPERF_API_KEY`
@@ -184,8 +191,9 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
         need(is_dns1123_label(self.namespace), f"namespace {self.namespace!r}: must be a DNS-1123 label")
         need(bool(self.image_tag) and "/" not in self.image_tag and ":" not in self.image_tag,
              f"image_tag {self.image_tag!r}: must be a plain tag such as latest or 0.1.0")
-        need(self.image is None or (bool(self.image) and not any(c.isspace() for c in self.image)),
-             f"image {self.image!r}: must be an image reference such as registry.example/aiperf/all:0.1.0")
+        need(self.image is None or is_image_reference(self.image),
+             f"image {self.image!r}: not an image reference; expected [REGISTRY[:PORT]/]PATH[:TAG][@DIGEST] "
+             "with a lowercase path, e.g. registry.example/aiperf/all:0.1.0")
         need(self.total_workers >= 1, f"total_workers {self.total_workers}: must be at least 1")
         need(1 <= self.workers_per_pod <= MAX_PER_POD,
              f"workers_per_pod {self.workers_per_pod}: must be 1-{MAX_PER_POD}")

@@ -30,8 +30,9 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
   on an expired token); WATCH from a resourceVersion over a bounded history (410 when older:
   `history_limit`, `compact()`), selector transitions as ADDED/DELETED, BOOKMARKs when allowed
   (`send_bookmarks()` and every `bookmark_interval`), `sendInitialEvents`.
-- Subresources: status, scale, pods/log and pods/proxy (`fake_kube_pods`), namespaces/finalize,
-  pods/binding, serviceaccounts/token. events.k8s.io/v1 Events share storage with core/v1 ones.
+- Subresources: status, scale, pods/log and pods/proxy (`fake_kube_pods`; `fake_kube_proxy.forward_to`
+  relays to a real server, WebSocket upgrades included), namespaces/finalize, pods/binding,
+  serviceaccounts/token. events.k8s.io/v1 Events share storage with core/v1 ones.
 - Optional authentication and RBAC (`rbac=True`, `fake_kube_rbac`): 401 without a known bearer
   token, 403 with the real Status text when no Role/ClusterRole binding allows the request.
 - Errors are `Status` objects with the real reason, code and message texts; `requests` records

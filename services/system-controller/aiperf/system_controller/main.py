@@ -4,7 +4,9 @@ Locally the `aiperf` CLI runs the controller in-process instead; this entry serv
 Kubernetes (where the other services are containers that only need to register) and
 developers running it by hand: `python -m aiperf.system_controller.main --config run_config.json`.
 With `mode: profile` it drives the benchmark and prints the same report as `aiperf profile`;
-otherwise it brings the services up and down.
+otherwise it brings the services up and down. In operator mode (`AIPERF_JOB_NAME`,
+`AIPERF_JOB_NAMESPACE`, `AIPERF_JOB_UID` set by the operator) it also pushes the run's part of
+the AIPerfJob's status (`job_status`).
 
 To debug the controller alone, start fakes of the eight other services first
 (`aiperf dev-fakes --for system-controller`) and run it with `--external-services`: it then
@@ -22,6 +24,7 @@ import anyio
 from aiperf.config import ConfigError, load_run_config
 from aiperf.runtime import EXIT_USER_ERROR, configure_logging
 from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
+from aiperf.system_controller.job_status import reporting
 from aiperf.system_controller.launcher import NoLauncher
 from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report, write_end_marker
@@ -49,10 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     async def go() -> int:
         driver = ProfileDriver(config=config) if config.mode == "profile" else None
         launcher = NoLauncher() if args.external_services else None
-        async with anyio.create_task_group() as tg:
+        async with reporting(config, os.environ) as tracker, anyio.create_task_group() as tg:
             if port := os.environ.get(HEALTH_PORT_ENV):  # its container's probes (Kubernetes)
                 await tg.start(HealthServer(lambda: Health(alive=True, ready=True), port=int(port)).run)
-            verdict = await run_cancellable(config, config_path=args.config, driver=driver, launcher=launcher)
+            verdict = await run_cancellable(config, config_path=args.config, driver=driver, launcher=launcher,
+                                            tracker=tracker)
+            if tracker is not None:
+                tracker.finish(verdict, driver.outcome if driver is not None else None)
             tg.cancel_scope.cancel()
         if driver is not None:
             code = report(config, verdict, driver.outcome)

@@ -7,10 +7,11 @@ from __future__ import annotations
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
-from aiperf.comms import Channel, RouterSocket, load_curve, zmq_context
+from aiperf.comms import Channel, RouterSocket, Subscriber, load_curve, zmq_context
 from aiperf.config import RunConfig
 from aiperf.messages import SystemState, ToController
 from aiperf.runtime import addressing_of
@@ -18,6 +19,9 @@ from aiperf.runtime.control_server import ControlServer
 from aiperf.system_controller.launcher import Launcher, LocalLauncher, NoLauncher
 from aiperf.system_controller.plan import plan_services
 from aiperf.system_controller.service import BringUpDriver, Driver, SystemController, Verdict
+
+if TYPE_CHECKING:  # operator mode only: the CLI's runs never import the Kubernetes client
+    from aiperf.system_controller.job_status import RunTracker
 
 
 def log_tail(path: Path, lines: int = 3) -> str:
@@ -33,12 +37,16 @@ def log_tail(path: Path, lines: int = 3) -> str:
 async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher | None = None,
                      driver: Driver | None = None,
                      on_state: Callable[[SystemState], Awaitable[None]] | None = None,
-                     on_controller: Callable[[SystemController], None] | None = None) -> Verdict:
+                     on_controller: Callable[[SystemController], None] | None = None,
+                     tracker: RunTracker | None = None) -> Verdict:
     """Run every service of `config` to the end and return the verdict.
 
     `launcher` defaults to local processes (or none in Kubernetes mode); `driver` to
     bring-up only. `on_controller` receives the controller before it starts (to wire
-    Ctrl+C to `cancel`)."""
+    Ctrl+C to `cancel`). `tracker` (operator mode) follows the controller's states, its
+    registry and the event bus's phase and progress broadcasts while the run lasts."""
+    if tracker is not None:
+        on_state = _both(on_state, tracker.on_state)
     log_dir = Path(config.artifact_dir) / "logs"
     if launcher is None:
         launcher = NoLauncher() if config.kubernetes else LocalLauncher(config_path=config_path,
@@ -56,12 +64,30 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
                 describe_failure=lambda sid: log_tail(log_dir / f"{sid}.log"))
             if on_controller is not None:
                 on_controller(controller)
-            return await controller.run()
+            if tracker is None:
+                return await controller.run()
+            tracker.watch(controller)
+            async with Subscriber(ctx, connect=[addressing.connect_endpoint(Channel.EVENT_BUS_BACKEND)],
+                                  topics=tracker.TOPICS) as events, anyio.create_task_group() as tg:
+                tg.start_soon(tracker.follow, events)
+                verdict = await controller.run()
+                tg.cancel_scope.cancel()
+            return verdict
+
+
+def _both(first: Callable[[SystemState], Awaitable[None]] | None,
+          second: Callable[[SystemState], Awaitable[None]]) -> Callable[[SystemState], Awaitable[None]]:
+    async def both(state: SystemState) -> None:
+        if first is not None:
+            await first(state)
+        await second(state)
+    return both
 
 
 async def run_cancellable(config: RunConfig, *, config_path: str, driver: Driver | None = None,
                           launcher: Launcher | None = None,
-                          on_cancel: Callable[[], None] | None = None) -> Verdict:
+                          on_cancel: Callable[[], None] | None = None,
+                          tracker: RunTracker | None = None) -> Verdict:
     """`run_system` where the first SIGINT/SIGTERM is a graceful cancel (`on_cancel` is told,
     the driver stops and results are still written) and a second SIGINT aborts at once
     (`KeyboardInterrupt`)."""
@@ -82,6 +108,6 @@ async def run_cancellable(config: RunConfig, *, config_path: str, driver: Driver
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_signals)
         verdict = await run_system(config, config_path=config_path, launcher=launcher, driver=driver,
-                                   on_controller=holder.append)
+                                   on_controller=holder.append, tracker=tracker)
         tg.cancel_scope.cancel()
     return verdict

@@ -3,7 +3,7 @@ and returns the run's verdict."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -14,7 +14,7 @@ from aiperf.comms import AskTimeout, PeerUnreachable
 from aiperf.config import RunConfig
 from aiperf.messages import ServiceState, ServiceType, Shutdown, SystemState
 from aiperf.runtime import CommandError
-from aiperf.runtime.control_server import ControlServer, RegistrationTimeout
+from aiperf.runtime.control_server import ControlServer, RegistrationTimeout, ServiceInfo
 from aiperf.system_controller.launcher import Handle, Launcher, Planned
 from aiperf.system_controller.plan import plan_services
 
@@ -111,6 +111,21 @@ class SystemController:
         self._failed = anyio.Event()
         self.cancelled = anyio.Event()
         self.state = SystemState.INITIALIZING
+
+    @property
+    def planned(self) -> Sequence[Planned]:
+        """Every service instance the run needs (the controller excepted)."""
+        return self._plan
+
+    @property
+    def services(self) -> Mapping[str, ServiceInfo]:
+        """The services registered so far, by id, as the control channel last heard them."""
+        return self._control.services
+
+    @property
+    def lost(self) -> Mapping[str, str]:
+        """Registered services written off (worker lost, or with its pod), by id: why."""
+        return self._lost
 
     async def _set_state(self, state: SystemState) -> None:
         self.state = state

@@ -1,0 +1,113 @@
+"""`kube cleanup`: delete the finished runs of a namespace (or all), older than a duration.
+
+Finished: an AIPerfJob Completed, Failed or Cancelled (deleting the CR removes what it owns), a
+direct-mode JobSet Completed or Failed (deleted with its ConfigMap, CURVE Secret, RoleBinding,
+Role and ServiceAccount). A Suspended JobSet is kept: it may be queued (`kube delete` removes a
+cancelled one). Age counts from when the run finished (the CR's completionTime, the JobSet's
+terminal condition), else from its creation.
+
+Every delete is fenced on the UID listed: a same-name run created since the list is kept.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import anyio
+from kubernetes_asyncio.client import ApiClient
+
+from aiperf.cli.kube_commands import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, _error, _open, run_async
+from aiperf.cli.kube_flags import parse_duration
+from aiperf.cli.kube_options import KubeTarget
+from aiperf.cli.kube_runs import Run, age, age_seconds, list_runs, now
+from aiperf.cli.profile_args import FlagError
+from aiperf.kube import jobs, ops
+from aiperf.kube.client import KubeClusterError
+from aiperf.kube.crd_model import JOB_KIND
+
+Confirm = Callable[[str], bool]
+_COMPANIONS = " with its ConfigMap, Secret, RoleBinding, Role, ServiceAccount"
+
+
+def _ask(question: str) -> bool:
+    answer = input(f"{question} [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _describe(run: Run) -> str:
+    return f"{run.kind} {run.namespace}/{run.object_name}"
+
+
+async def _delete(api: ApiClient, run: Run) -> str | None:
+    """Delete one run fenced on its listed UID: None when deleted, else why it was kept.
+    KubeClusterError for a failure of the cluster."""
+    if run.kind == JOB_KIND:
+        job = {"metadata": {"name": run.object_name, "namespace": run.namespace, "uid": run.uid}}
+        return None if await jobs.delete_job(api, job) else "deleted or replaced by a new run meanwhile"
+    try:
+        await ops.delete(api, run.name, run.namespace, uid=run.uid)
+    except ops.RunReplaced:
+        return "replaced by a new run with the same name"
+    return None
+
+
+def cleanup(target: KubeTarget, *, older_than: str, all_namespaces: bool, dry_run: bool, yes: bool,
+            confirm: Confirm | None = None) -> int:
+    """`kube cleanup`: list the runs, pick the finished ones older than `older_than`, and (unless
+    `dry_run`) delete each, UID-fenced, after a confirmation (`yes` skips it; without a terminal
+    it is required). Prints one line per run deleted or kept, then a count. Exit 0 when every
+    chosen run was deleted or found replaced, 1 when a delete failed, 2 for a bad flag or no
+    --yes without a terminal."""
+    try:
+        min_age = parse_duration("--older-than", older_than)
+    except FlagError as exc:
+        _error(str(exc))
+        return EXIT_USER_ERROR
+    ask = None if yes else confirm or (_ask if sys.stdin.isatty() else None)
+    if not (dry_run or yes or ask):
+        _error("kube cleanup deletes runs: pass --yes to confirm (or --dry-run to see what would go)")
+        return EXIT_USER_ERROR
+
+    async def work() -> int:
+        api, namespace = await _open(target)
+        async with api:
+            runs = (await list_runs(api, None if all_namespaces else namespace)).runs()
+            moment = now()
+            chosen = [r for r in runs
+                      if r.done and (age_seconds(r.finished or r.created, moment) or 0.0) >= min_age]
+            young = sum(1 for r in runs if r.done) - len(chosen)
+            running = len(runs) - len(chosen) - young
+            left = f"{running} unfinished" + (f", {young} finished less than {older_than} ago" if young else "")
+            if not chosen:
+                where = "any namespace" if all_namespaces else f"namespace {namespace}"
+                print(f"nothing to clean up in {where} ({left})")
+                return EXIT_OK
+            if dry_run or ask is not None:
+                for run in chosen:
+                    print(f"{'would delete' if dry_run else 'to delete'} {_describe(run)} "
+                          f"({run.state} {age(run.finished or run.created, moment)} ago)")
+            if dry_run:
+                print(f"{len(chosen)} would be deleted (--dry-run: nothing deleted); left alone: {left}")
+                return EXIT_OK
+            if ask is not None and not await anyio.to_thread.run_sync(ask, f"delete these {len(chosen)} runs?"):
+                print("nothing deleted")
+                return EXIT_OK
+            deleted = kept = failed = 0
+            for run in chosen:
+                try:
+                    why = await _delete(api, run)
+                except KubeClusterError as exc:
+                    _error(f"{_describe(run)}: {exc}")
+                    failed += 1
+                    continue
+                if why is None:
+                    deleted += 1
+                    print(f"deleted {_describe(run)}" + ("" if run.kind == JOB_KIND else _COMPANIONS))
+                else:
+                    kept += 1
+                    print(f"kept {_describe(run)}: {why}")
+        print(f"{deleted} deleted, {kept} kept, {failed} failed; left alone: {left}")
+        return EXIT_FAILED if failed else EXIT_OK
+
+    return run_async(work)

@@ -1,0 +1,235 @@
+"""`kube show`: a run's AIPerfJob rendered for people, live (`kube show NAME`) or from a file
+before it is applied (`kube show -f CR.yaml`: `${VAR}` resolved from the environment, checked
+as `kube validate` checks it, and what the operator would create for it).
+
+`-o yaml|json` prints the object itself instead (live: as stored; a file: with `${VAR}`s
+resolved). Exit 0 shown, 1 a file's CR is invalid, 2 no such run or an unreadable file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import yaml
+
+from aiperf.cli.kube_commands import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, _error, _open, run_async
+from aiperf.cli.kube_operator import compact
+from aiperf.cli.kube_options import KubeTarget
+from aiperf.cli.kube_runs import age, now
+from aiperf.kube import jobs, ops
+from aiperf.kube.client import KubeError
+from aiperf.kube.crd_model import JOB_KIND, AIPerfJobSpec, AIPerfSweepSpec, decode_spec
+from aiperf.kube.crd_validation import validate_resource
+from aiperf.kube.layout import WorkerLayout
+from aiperf.kube.names import config_map_name, curve_secret_name, jobset_name
+from aiperf.kube.settings import KubeSettings
+
+Obj = dict[str, Any]
+Format = Literal["text", "yaml", "json"]
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def resolve_variables(text: str, environ: Mapping[str, str]) -> str:
+    """`text` with each `${VAR}` replaced by the variable's value and each `${VAR:-default}` by
+    the value or `default`. KubeError naming the first variable that is unset without a default."""
+
+    def value(match: re.Match[str]) -> str:
+        name, default = match[1], match[2]
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        raise KubeError(f"${{{name}}} is not set; export it or write ${{{name}:-DEFAULT}}")
+
+    return _VARIABLE.sub(value, text)
+
+
+def _dump(doc: Any, fmt: Format) -> str:
+    if fmt == "json":
+        return json.dumps(doc, indent=2) + "\n"
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def _fields(rows: list[tuple[str, str | None]]) -> list[str]:
+    shown = [(k, v) for k, v in rows if v not in (None, "")]
+    width = max(len(k) for k, _ in shown) + 2
+    return [f"{k + ':':<{width}}{v}" for k, v in shown]
+
+
+def _phase_line(phase: Any) -> str:
+    doc = compact(phase)
+    name = doc.pop("name", None) or doc.pop("type", "?")
+    return f"{name}: " + ", ".join(f"{k}={v}" for k, v in doc.items())
+
+
+def _spec_lines(spec: AIPerfJobSpec | AIPerfSweepSpec) -> list[str]:
+    b = spec.benchmark
+    lines = _fields([
+        ("Model", ", ".join(b.models)), ("Endpoint", f"{b.endpoint.type} {', '.join(b.endpoint.urls)}"
+                                                      + (" (streaming)" if b.endpoint.streaming else "")),
+        ("Image", spec.image or "the operator's default"),
+        ("Timeout", f"{spec.timeout_seconds}s" if spec.timeout_seconds else None),
+        ("Cancel", "requested" if spec.cancel else None),
+    ])
+    return [*lines, "Phases:", *(f"  {_phase_line(p)}" for p in b.phases)]
+
+
+def _default(field: str) -> Any:
+    """The default of a KubeSettings field (what the operator uses when a spec leaves it out)."""
+    return next(f.default for f in msgspec.structs.fields(KubeSettings) if f.name == field)
+
+
+def _layout(spec: AIPerfJobSpec) -> WorkerLayout:
+    """How the operator splits the workers (its defaults where the spec is silent)."""
+    per_pod = spec.workers_per_pod or _default("workers_per_pod")
+    return WorkerLayout.split(total_workers=spec.benchmark.runtime.workers or _default("total_workers"),
+                              workers_per_pod=per_pod,
+                              record_processors_per_pod=spec.record_processors_per_pod or max(1, per_pod // 4))
+
+
+def _would_create(name: str, spec: AIPerfJobSpec) -> list[str]:
+    layout = _layout(spec)
+    split = f"{layout.full_pods} of {layout.workers_per_pod}" + (
+        f" and 1 of {layout.last_pod_workers}" if layout.last_pod_workers is not None else "")
+    own_account = spec.pod_template is None or spec.pod_template.service_account_name is None
+    rbac = "ServiceAccount, Role, RoleBinding" if own_account else "Role, RoleBinding"
+    return ["The operator would create:",
+            f"  JobSet {jobset_name(name)}: 1 controller pod, {layout.pods} worker pods ({split} workers; "
+            f"{layout.total_workers} in all, {layout.record_processors_per_pod} record processors per pod)",
+            f"  ConfigMap {config_map_name(name)}, Secret {curve_secret_name(name)} (CURVE keys), "
+            f"{rbac} {jobset_name(name)}"]
+
+
+def render_file_doc(doc: Obj) -> tuple[list[str], bool]:
+    """The lines describing one CR document of a file, and whether it is valid."""
+    meta: Obj = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
+    kind, name = doc.get("kind", "?"), meta.get("name", "?")
+    head = f"{kind}/{name}" + (f" in namespace {meta['namespace']}" if meta.get("namespace") else "")
+    problems = validate_resource(doc)
+    if problems:
+        return [f"{head}: invalid", *(f"  {p}" for p in problems)], False
+    spec = decode_spec(doc["spec"], str(kind))
+    lines = [f"{head}: valid", *(f"  {line}" for line in _spec_lines(spec))]
+    if isinstance(spec, AIPerfJobSpec):
+        lines += [f"  {line}" for line in _would_create(str(name), spec)]
+    return lines, True
+
+
+def show_file(path: str, *, fmt: Format, environ: Mapping[str, str] | None = None) -> int:
+    """`kube show -f PATH`: each document of the file, `${VAR}`s resolved, rendered (text) or
+    printed (yaml, json). Exit 1 when a document is invalid, 2 when the file cannot be read."""
+    try:
+        text = resolve_variables(Path(path).read_text(), os.environ if environ is None else environ)
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except OSError as exc:
+        _error(f"{path}: cannot read the file: {exc.strerror}")
+        return EXIT_USER_ERROR
+    except KubeError as exc:
+        _error(f"{path}: {exc}")
+        return EXIT_USER_ERROR
+    except yaml.YAMLError as exc:
+        _error(f"{path}: not valid YAML: {str(exc).splitlines()[0]}")
+        return EXIT_USER_ERROR
+    if not documents:
+        _error(f"{path}: no YAML documents")
+        return EXIT_USER_ERROR
+    if fmt != "text":
+        print(_dump(documents[0] if len(documents) == 1 else documents, fmt), end="")
+        return EXIT_OK
+    code = EXIT_OK
+    for doc in documents:
+        lines, valid = render_file_doc(doc) if isinstance(doc, dict) else (["?: not a mapping"], False)
+        print("\n".join(lines))
+        code = code if valid else EXIT_FAILED
+    return code
+
+
+def _issue(issue: Obj) -> str:
+    """`REASON: MESSAGE (pod P, container C) [critical]`."""
+    text = ": ".join(str(x) for x in (issue.get("reason"), issue.get("message")) if x)
+    where = ", ".join(f"{k} {issue[k]}" for k in ("pod", "container") if issue.get(k))
+    return text + (f" ({where})" if where else "") + (" [critical]" if issue.get("critical") else "")
+
+
+def render_job(job: Obj) -> list[str]:
+    """The lines describing a live AIPerfJob: identity, phase and progress, workers, the startup
+    issue, conditions, results, and the spec's gist."""
+    meta, status = job.get("metadata") or {}, job.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    done, total = status.get("requestsCompleted"), status.get("requestsTotal")
+    progress = None
+    if done is not None:
+        progress = f"{done}/{total if total is not None else '?'} requests"
+        if status.get("progressPercent") is not None:
+            progress += f" ({status['progressPercent']:.0f}%)"
+        if status.get("requestsPerSecond") is not None:
+            progress += f", {status['requestsPerSecond']:.1f} req/s"
+    workers = status.get("workers") or {}
+    issue = status.get("startupIssue") or {}
+    failure = status.get("controllerFailure") or {}
+    lines = _fields([
+        ("Name", meta.get("name")), ("Namespace", meta.get("namespace")), ("UID", meta.get("uid")),
+        ("Created", f"{meta.get('creationTimestamp')} ({age(meta.get('creationTimestamp'), now())} ago)"),
+        ("Phase", phase + (f" ({status['subPhase']})" if status.get("subPhase") else "")),
+        ("Current phase", status.get("currentPhase")), ("Progress", progress),
+        ("Workers", f"{workers.get('ready', 0)}/{workers.get('total', '?')} ready" + (
+            f", pods {workers.get('readyPods', 0)}/{workers['totalPods']}" if workers.get("totalPods") else "")
+         if workers else None),
+        ("Startup issue", _issue(issue) if issue else None),
+        ("Failure", ": ".join(str(x) for x in (failure.get("service"), failure.get("message")) if x)
+         if failure else None),
+        ("Started", status.get("startTime")), ("Finished", status.get("completionTime")),
+        ("Results", status.get("resultsPath")),
+    ])
+    phases = status.get("phases") or {}
+    if phases:
+        lines.append("Phases:")
+        for name, p in phases.items():
+            counts = f"{p.get('requestsCompleted', 0)}/{p.get('requestsTotal', '?')} requests"
+            if p.get("requestsFailed"):
+                counts += f", {p['requestsFailed']} failed"
+            lines.append(f"  {name} ({p.get('phaseKind', '?')}): {counts}")
+    conditions = status.get("conditions") or []
+    if conditions:
+        lines.append("Conditions:")
+        rows = [("TYPE", "STATUS", "REASON", "MESSAGE")] + [
+            (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason") or ""), str(c.get("message") or ""))
+            for c in conditions]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        lines += ["  " + "   ".join([*(r[i].ljust(widths[i]) for i in range(3)), r[3]]).rstrip() for r in rows]
+    try:
+        spec = decode_spec(job.get("spec") or {}, JOB_KIND)
+    except msgspec.ValidationError:
+        return lines  # a spec this CLI cannot read (a newer CRD): the status is still worth showing
+    return [*lines, "Spec:", *(f"  {line}" for line in _spec_lines(spec))]
+
+
+def show_run(target: KubeTarget, name: str, *, fmt: Format) -> int:
+    """`kube show NAME`: the run's AIPerfJob rendered (or as YAML/JSON). A direct-mode run (a
+    JobSet, no CR) gets a one-line summary. Exit 2 when there is no such run."""
+
+    async def work() -> int:
+        api, namespace = await _open(target)
+        async with api:
+            job = await jobs.get_job(api, name, namespace)
+            jobset = None if job is not None else await ops.get_jobset(api, name, namespace)
+        if job is not None:
+            print(_dump(job, fmt) if fmt != "text" else "\n".join(render_job(job)) + "\n", end="")
+            return EXIT_OK
+        if jobset is None:
+            _error(f"no run {name} in namespace {namespace}; `aiperf kube list -n {namespace}` shows the runs")
+            return EXIT_USER_ERROR
+        if fmt != "text":
+            print(_dump(jobset, fmt), end="")
+        else:
+            print(f"run {name} is a direct-mode run (JobSet {jobset_name(name)}, no AIPerfJob): "
+                  f"{ops.jobset_state(jobset)}; `aiperf kube logs {name} -n {namespace}` shows its controller")
+        return EXIT_OK
+
+    return run_async(work)

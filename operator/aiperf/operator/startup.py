@@ -1,0 +1,166 @@
+"""Startup-blocker diagnosis for a run that has not started yet (`Pending`/`Initializing`).
+
+Each `sync` of such a run lists its pods (the JobSet's, by label) and classifies them with
+`aiperf.kube.diagnosis.classify`. The result lives in `status.startupIssue`:
+
+- a new blocker is written with `firstObservedTime` = now; the same fingerprint keeps the time it
+  has (also across operator restarts and recreated pods: the time is in the status, not in
+  memory); no blocker removes it, and so does the run reaching `Running`;
+- past `warn_after_s` a Warning Event `StartupBlocked` is posted on the AIPerfJob, once per
+  fingerprint (its name is derived from the CR's UID and the fingerprint, so a second operator
+  or a restart gets AlreadyExists instead of a duplicate);
+- a critical blocker unchanged past its failure threshold (`fail_after_s`, or
+  `unschedulable_fail_after_s` for a scheduling one, which a cluster autoscaler may still
+  resolve) fails the run: condition `StartupFailed=True` with the blocker's reason, phase
+  Failed, then the JobSet is deleted (UID precondition) as after a timeout. The failure is a
+  claim: the status patch tests the CR's UID, resourceVersion, phase and
+  `status.startupIssue.fingerprint`, so a replica acting on a stale read, or a blocker that
+  changed meanwhile, cannot fail the run. Retryable blockers (capacity) are never failed here:
+  `spec.timeoutSeconds` bounds them.
+
+Why a list on each sync rather than a pod watch: kopf filters by label on the client side, so a
+pod handler would receive every pod event of every watched namespace; the resync timer
+(`--resync-interval`) and the JobSet's own events already run `sync`, and pods are listed only
+for runs still starting, by a label selector the API server applies. A blocker is therefore
+seen up to one resync interval late, which the thresholds (a minute and more) absorb.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from aiperf.kube.crd_model import JOB_KIND, JobPhase
+from aiperf.kube.diagnosis import Blocker, describe
+from aiperf.kube.ops import JOBSET_NAME_LABEL
+from aiperf.operator import api
+from aiperf.operator.desired import CR_API_VERSION
+from aiperf.operator.status import Cond, StatusChange, parse_time, phase_of, timestamp
+
+Obj = dict[str, Any]
+STARTING = frozenset({JobPhase.PENDING, JobPhase.INITIALIZING})
+ISSUE = "startupIssue"
+FAILED_CONDITION = "StartupFailed"
+WARNING_REASON = "StartupBlocked"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+COMPONENT = "aiperf-operator"
+log = structlog.get_logger("aiperf.operator")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartupThresholds:
+    """Seconds a blocker must persist (since its `firstObservedTime`) before a Warning Event, and
+    before a critical one fails the run (see the module doc)."""
+
+    warn_after_s: float = 60.0
+    fail_after_s: float = 300.0
+    unschedulable_fail_after_s: float = 600.0
+
+    def fail_after(self, issue: Mapping[str, Any]) -> float | None:
+        """The failure threshold of a `status.startupIssue`, None for a retryable one."""
+        if issue.get("critical") is not True:
+            return None
+        return self.unschedulable_fail_after_s if issue.get("reason") == "Unschedulable" else self.fail_after_s
+
+
+DEFAULT_THRESHOLDS = StartupThresholds()
+
+
+def issue_of(cr: Mapping[str, Any]) -> Obj | None:
+    """The CR's `status.startupIssue`, if any."""
+    issue = (cr.get("status") or {}).get(ISSUE)
+    return dict(issue) if issue else None
+
+
+def age(issue: Mapping[str, Any], now: datetime) -> float:
+    """Seconds since the issue was first observed (0 when its time is unreadable)."""
+    first = parse_time(issue.get("firstObservedTime"))
+    return max((now - first).total_seconds(), 0.0) if first is not None else 0.0
+
+
+def issue_change(cr: Mapping[str, Any], blocker: Blocker | None, *, now: datetime) -> StatusChange | None:
+    """The change of `status.startupIssue` for `blocker` seen on the CR read as `cr`: set it
+    (keeping `firstObservedTime` when the fingerprint is unchanged), remove it when nothing
+    blocks or the run is Running, nothing for a finished run (the issue explains its end)."""
+    phase = phase_of(cr)
+    if phase not in STARTING and phase != JobPhase.RUNNING:
+        return None
+    current = issue_of(cr)
+    if blocker is None or phase not in STARTING:
+        return StatusChange(remove=(ISSUE,)) if current is not None else None
+    first = timestamp(now)
+    if current is not None and current.get("fingerprint") == blocker.fingerprint and current.get("firstObservedTime"):
+        first = str(current["firstObservedTime"])
+    wanted = blocker.as_status(first)
+    return None if wanted == current else StatusChange(values={ISSUE: wanted})
+
+
+def failure(cr: Mapping[str, Any], fingerprint: str, *, now: datetime,
+            thresholds: StartupThresholds) -> Cond | None:
+    """The `StartupFailed` condition when the CR read as `cr` is still starting, not cancelled,
+    and its startup issue still has `fingerprint`, is critical and has persisted past its
+    threshold; else None (the claim is off)."""
+    issue = issue_of(cr)
+    if (phase_of(cr) not in STARTING or (cr.get("spec") or {}).get("cancel") is True or issue is None
+            or issue.get("fingerprint") != fingerprint):
+        return None
+    limit = thresholds.fail_after(issue)
+    if limit is None or age(issue, now) < limit:
+        return None
+    return Cond(FAILED_CONDITION, True, str(issue.get("reason") or "StartupBlocked"),
+                f"{describe(issue)} since {issue.get('firstObservedTime')} (over {limit:g} s): "
+                f"{issue.get('message') or ''}".rstrip(": "))
+
+
+def claim_fence(fingerprint: str) -> dict[str, Any]:
+    """The extra JSON Patch tests of a startup failure (see `StatusChange.expect`)."""
+    return {f"/status/{ISSUE}/fingerprint": fingerprint}
+
+
+async def run_pods(client: ApiClient, jobset: Mapping[str, Any]) -> list[Obj]:
+    """The pods of `jobset` (label `jobset.sigs.k8s.io/jobset-name`, and its UID label when the
+    pod carries one, so a same-name predecessor's pods are left out)."""
+    meta = jobset["metadata"]
+    answer = await api.call(client, "GET", api.path("v1", "Pod", meta["namespace"]),
+                            query={"labelSelector": f"{JOBSET_NAME_LABEL}={meta['name']}"})
+    pods: list[Obj] = answer.get("items") or []
+    return [p for p in pods if (p["metadata"].get("labels") or {}).get(JOBSET_UID_LABEL, meta["uid"]) == meta["uid"]]
+
+
+def warning_event(cr: Mapping[str, Any], issue: Mapping[str, Any], *, now: datetime) -> Obj:
+    """The Warning Event for `issue` on the CR (named by the CR's UID and the fingerprint)."""
+    meta = cr["metadata"]
+    kind = "will fail the run" if issue.get("critical") else "is retryable (spec.timeoutSeconds bounds it)"
+    stamp = timestamp(now)
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{meta['uid'][:8]}.{issue.get('fingerprint')}",
+                     "namespace": meta["namespace"]},
+        "involvedObject": {"apiVersion": CR_API_VERSION, "kind": JOB_KIND, "name": meta["name"],
+                           "namespace": meta["namespace"], "uid": meta["uid"]},
+        "type": "Warning", "reason": WARNING_REASON,
+        "message": f"{describe(issue)} since {issue.get('firstObservedTime')}; it {kind}: "
+                   f"{issue.get('message') or ''}".rstrip(": "),
+        "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+    }
+
+
+async def warn_once(client: ApiClient, cr: Mapping[str, Any], issue: Mapping[str, Any], *, now: datetime) -> bool:
+    """Post the Warning Event for `issue` unless it exists. True when posted now. A refusal
+    other than AlreadyExists is logged and dropped: a missing Event never blocks the run."""
+    try:
+        await api.create(client, warning_event(cr, issue, now=now))
+    except ApiException as exc:
+        if exc.status != 409:
+            log.warning("startup.event_refused", name=cr["metadata"]["name"], detail=api.describe(exc))
+        return False
+    log.info("startup.blocked", namespace=cr["metadata"]["namespace"], name=cr["metadata"]["name"],
+             reason=issue.get("reason"), pod=issue.get("pod"))
+    return True

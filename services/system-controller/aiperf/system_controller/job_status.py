@@ -1,0 +1,281 @@
+"""Operator mode: the run's own part of its AIPerfJob's status, pushed from the controller.
+
+The system-controller is the process that lives from the first registration to the verdict, so
+it reports: `RunTracker` turns what it knows (its `SystemState`, the registrations, the phase and
+progress broadcasts of the event bus, the verdict and the exports) into the controller-owned
+status keys, and `reporting` wires a `aiperf.kube.status_push.StatusReporter` to push them
+(every few seconds, and at once on a state or phase change) when the environment names the CR.
+Status is advisory: a push that fails is logged and retried, it never fails the benchmark, and
+nothing here is on the credit path (the timing-manager and workers are other processes).
+
+What each key says:
+- `subPhase`: the controller's `SystemState`; `currentPhase`: the benchmark phase (its name in
+  the config) that started last, always a key of `phases`.
+- `phases.<name>`: `phaseKind`, `phaseIndex` (position in the config), `profilingIndex` (among
+  profiling-kind phases), `startTime`/`endTime` (when the controller heard the phase start and
+  finish), `requestsTotal` (the phase's request count, when it has one), `requestsCompleted`
+  (requests finished any way: records seen while running, the timing-manager's accounting at
+  the end), `requestsFailed`, `requestsCancelled` and `requestsSent` (once known), and
+  `requestsPerSecond` (completed over the phase's elapsed time).
+- top level `requestsCompleted`/`requestsTotal`/`requestsPerSecond`/`progressPercent`: the
+  profiling-kind phase's (by count, or by time for a phase with a duration).
+- `workers` (all nine keys, so `totalPods` marks the controller's takeover): planned workers,
+  record processors and worker pods (groups); registered and running ones not written off;
+  `dispatchable` and `routerConnected` are the ready workers once configured (the
+  timing-manager's configure waits for every worker's credit connection); `degradedPods` are
+  pods that lost a member. Frozen when the run starts stopping (services stop then).
+- `controllerFailure` (the verdict's reason) when the run failed; `resultsExported` once the
+  run ended: whether the exports were written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+import anyio
+import structlog
+
+from aiperf.comms import BadMessage
+from aiperf.config import PhaseKind, RunConfig
+from aiperf.kube.crd_model import AIPerfJobStatus, ControllerFailure, PhaseStatus, WorkersStatus
+from aiperf.kube.incluster import InClusterClient, InClusterConfig, InClusterError
+from aiperf.kube.status_push import JobRef, StatusReporter, timestamp
+from aiperf.messages import (
+    Event,
+    Phase,
+    PhaseComplete,
+    PhaseSendingComplete,
+    PhaseStarted,
+    Progress,
+    ServiceState,
+    ServiceType,
+    SystemState,
+)
+from aiperf.system_controller.plan import plan_services
+from aiperf.system_controller.profile_driver import ProfileOutcome
+from aiperf.system_controller.service import SystemController, Verdict
+
+log = structlog.get_logger("aiperf.system_controller.job_status")
+
+_STOPPED = frozenset({SystemState.STOPPING, SystemState.DONE, SystemState.FAILED, SystemState.CANCELLED})
+
+
+class EventSource(Protocol):
+    """Events, one at a time (`aiperf.comms.Subscriber`): `recv` raises `BadMessage` for an
+    undecodable one and `anyio.EndOfStream` when there are no more."""
+
+    async def recv(self) -> Event: ...
+
+
+@dataclass
+class _PhaseProgress:
+    started: datetime
+    ended: datetime | None = None
+    total: int | None = None
+    duration_s: float | None = None
+    sent: int | None = None
+    completed: int = 0
+    failed: int = 0
+    cancelled: int | None = None
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RunTracker:
+    """The controller-owned status of one run (see the module doc), built by `status()`.
+
+    Fed by `on_state` (the controller's state callback), `apply`/`follow` (event-bus
+    broadcasts), `watch` (the controller, for the workers) and `finish` (the verdict). Calls
+    `on_change` on every state change and every phase start or end. Never blocks."""
+
+    TOPICS = tuple(kind.__struct_config__.tag.encode()  # type: ignore[union-attr]
+                   for kind in (PhaseStarted, PhaseSendingComplete, PhaseComplete, Progress))
+    """The event-bus topics `follow` needs."""
+
+    def __init__(self, *, config: RunConfig, clock: Callable[[], datetime] = _utc_now,
+                 on_change: Callable[[], None] = lambda: None) -> None:
+        self._config, self._clock, self.on_change = config, clock, on_change
+        self._phase_config = {Phase(str(p.role)): (i, p) for i, p in enumerate(config.benchmark.phases)}
+        self._phases: dict[Phase, _PhaseProgress] = {}  # in start order
+        self._controller: SystemController | None = None
+        self._configured = False
+        self._frozen_workers: WorkersStatus | None = None
+        self._failure: ControllerFailure | None = None
+        self._exported: bool | None = None
+        self.state = SystemState.INITIALIZING
+
+    def watch(self, controller: SystemController) -> None:
+        """Count workers from `controller`'s registry."""
+        self._controller = controller
+
+    async def on_state(self, state: SystemState) -> None:
+        """The controller moved to `state`."""
+        if state is SystemState.READY:
+            self._configured = True
+        if state in _STOPPED and self._frozen_workers is None:
+            self._frozen_workers = self._workers()
+        self.state = state
+        self.on_change()
+
+    async def follow(self, events: EventSource) -> None:
+        """`apply` every event of `events` until it ends or the caller cancels."""
+        while True:
+            try:
+                event = await events.recv()
+            except BadMessage as exc:
+                log.warning("job_status.bad_event", error=str(exc))
+                continue
+            except anyio.EndOfStream:
+                return
+            self.apply(event)
+
+    def apply(self, event: Event) -> None:
+        """Record a phase or progress broadcast (others, and phases the config lacks, are ignored)."""
+        if not isinstance(event, PhaseStarted | PhaseSendingComplete | PhaseComplete | Progress):
+            return
+        if event.phase not in self._phase_config:
+            return
+        progress = self._progress(event.phase)
+        match event:
+            case PhaseStarted():
+                progress.total, progress.duration_s = event.expected_credits, event.expected_duration_s
+                self.on_change()
+            case PhaseSendingComplete():
+                progress.sent = event.issued
+            case PhaseComplete():
+                progress.sent, progress.ended = event.issued, self._clock()
+                self.on_change()
+            case Progress():
+                progress.completed, progress.failed = event.completed, event.errors
+                if event.expected is not None:
+                    progress.total = event.expected
+
+    def finish(self, verdict: Verdict, outcome: ProfileOutcome | None) -> None:
+        """The run ended with `verdict`: the accounting's exact counts (when the benchmark ran),
+        the failure (when it failed) and whether the exports were written (`outcome` None: a
+        bring-up run, nothing to export)."""
+        accounting = outcome.accounting if outcome is not None else None
+        for tag, acc in (accounting.phases if accounting is not None else {}).items():
+            if tag not in self._phase_config:
+                continue
+            progress = self._progress(tag)
+            progress.sent = acc.sent or acc.issued
+            progress.completed, progress.failed, progress.cancelled = acc.ok + acc.failed + acc.cancelled, \
+                acc.failed, acc.cancelled
+            if acc.start_wall_ns:
+                progress.started = datetime.fromtimestamp(acc.start_wall_ns / 1e9, UTC)
+            if acc.end_wall_ns:
+                progress.ended = datetime.fromtimestamp(acc.end_wall_ns / 1e9, UTC)
+        if verdict.state is SystemState.FAILED:
+            self._failure = ControllerFailure(message=verdict.reason or "the run failed",
+                                              reason="UserError" if verdict.user_error else "RunFailed",
+                                              time=timestamp(self._clock()))
+        self._exported = outcome is not None and outcome.results is not None
+        self.on_change()
+
+    def status(self) -> AIPerfJobStatus:
+        """The controller-owned status keys as of now."""
+        now = self._clock()
+        phases: dict[str, PhaseStatus] = {}
+        top: PhaseStatus | None = None
+        top_progress: _PhaseProgress | None = None
+        for tag, progress in self._phases.items():
+            index, spec = self._phase_config[tag]
+            kind = spec.role
+            elapsed = ((progress.ended or now) - progress.started).total_seconds()
+            entry = PhaseStatus(
+                phase_name=spec.name, phase_kind=kind, phase_index=index,
+                profiling_index=sum(p.role == kind for p in self._config.benchmark.phases[:index])
+                if kind == PhaseKind.PROFILING else None,
+                requests_sent=progress.sent, requests_completed=progress.completed,
+                requests_failed=progress.failed, requests_cancelled=progress.cancelled,
+                requests_total=progress.total if progress.total is not None else spec.requests,
+                requests_per_second=round(progress.completed / elapsed, 3) if elapsed > 0 else 0.0,
+                start_time=timestamp(progress.started),
+                end_time=timestamp(progress.ended) if progress.ended else None)
+            phases[spec.name] = entry
+            if kind == PhaseKind.PROFILING:
+                top, top_progress = entry, progress
+        current = self._phase_config[list(self._phases)[-1]][1].name if self._phases else None
+        return AIPerfJobStatus(
+            sub_phase=self.state, current_phase=current, phases=phases, workers=self._workers(),
+            requests_completed=top.requests_completed if top else None,
+            requests_total=top.requests_total if top else None,
+            requests_per_second=top.requests_per_second if top else None,
+            progress_percent=_percent(top, top_progress, now) if top and top_progress else None,
+            controller_failure=self._failure, results_exported=self._exported)
+
+    def _progress(self, tag: Phase) -> _PhaseProgress:
+        if tag not in self._phases:  # also for a progress broadcast whose phase start was missed
+            self._phases[tag] = _PhaseProgress(started=self._clock())
+        return self._phases[tag]
+
+    def _workers(self) -> WorkersStatus:
+        if self._frozen_workers is not None:
+            return self._frozen_workers
+        controller = self._controller
+        planned = controller.planned if controller else plan_services(self._config.services)
+        services = controller.services if controller else {}
+        lost: Mapping[str, str] = controller.lost if controller else {}
+
+        def up(sid: str) -> bool:
+            info = services.get(sid)
+            return info is not None and info.state is ServiceState.RUNNING and sid not in lost
+
+        workers = [p.service_id for p in planned if p.service_type is ServiceType.WORKER]
+        processors = [p.service_id for p in planned if p.service_type is ServiceType.RECORD_PROCESSOR]
+        pods: dict[str, list[str]] = {}
+        for p in planned:
+            if p.group_id:
+                pods.setdefault(p.group_id, []).append(p.service_id)
+        ready = sum(map(up, workers))
+        dispatchable = ready if self._configured else 0
+        return WorkersStatus(
+            ready=ready, total=len(workers), dispatchable=dispatchable, router_connected=dispatchable,
+            ready_record_processors=sum(map(up, processors)), declared_record_processors=len(processors),
+            ready_pods=sum(all(map(up, members)) for members in pods.values()), total_pods=len(pods),
+            degraded_pods=sum(any(sid in lost for sid in members) for members in pods.values()))
+
+
+def _percent(phase: PhaseStatus, progress: _PhaseProgress, now: datetime) -> float | None:
+    """How far the profiling phase is: by request count, else by time against its duration."""
+    if phase.requests_total:
+        return round(min(100.0, 100.0 * (phase.requests_completed or 0) / phase.requests_total), 1)
+    if progress.duration_s:
+        elapsed = ((progress.ended or now) - progress.started).total_seconds()
+        return round(min(100.0, 100.0 * elapsed / progress.duration_s), 1)
+    return None
+
+
+@asynccontextmanager
+async def reporting(config: RunConfig, env: Mapping[str, str], *,
+                    kube: InClusterConfig | None = None) -> AsyncIterator[RunTracker | None]:
+    """Operator mode (the environment names the AIPerfJob, `JobRef.from_env`): yields a
+    `RunTracker` for `run_system` while a `StatusReporter` pushes its status; on exit, after the
+    caller's `finish`, one last push (bounded by its deadline). Otherwise yields None. `kube`
+    replaces the in-cluster config (tests); a pod that cannot find its API server logs why at
+    error and runs without reporting."""
+    try:
+        job = JobRef.from_env(env)
+        if job is not None and kube is None:
+            kube = InClusterConfig.from_env(env)
+    except InClusterError as exc:
+        log.error("job_status.disabled", reason=str(exc))
+        job = None
+    if job is None or kube is None:
+        yield None
+        return
+    tracker = RunTracker(config=config)
+    async with InClusterClient(kube) as client, anyio.create_task_group() as tg:
+        reporter = StatusReporter(client=client, job=job, snapshot=tracker.status)
+        tracker.on_change = reporter.poke
+        await tg.start(reporter.run)
+        yield tracker
+        await reporter.flush()
+        tg.cancel_scope.cancel()
