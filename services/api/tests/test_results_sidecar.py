@@ -103,6 +103,8 @@ async def test_a_control_plane_gone_without_a_marker_ends_the_run_unsuccessfully
             await listener.aclose()  # the control plane crashed: no end marker
             status = await wait_ended(http, url)
             assert (status["how"], status["exit_code"], status["results_ready"]) == ("controller-gone", None, False)
+            finish(tmp_path)  # a control plane that was only slow to leave its marker: the marker wins
+            assert (await status_of(http, url))["how"] == "marker"
             server.shutdown()
 
 

@@ -45,9 +45,9 @@ log = structlog.get_logger("aiperf.api.results")
 
 DEFAULT_PORT = 9091
 DEFAULT_LINGER_S = 300.0
-DEFAULT_GONE_AFTER_S = 10.0
+DEFAULT_GONE_AFTER_S = 30.0
 """How long the control plane's health port must refuse before it counts as gone: it closes
-just before the controller prints its report and writes the end marker."""
+before the controller's last status push (up to 10 s), its report and the end marker."""
 DEFAULT_STARTUP_BUDGET_S = 240.0
 """How long a control plane that never answered may take (its own startup probe allows 180 s)."""
 
@@ -100,6 +100,13 @@ class ResultsServer:
         self._shutdown = anyio.Event()
         self._stopping = False
 
+    def current_end(self) -> RunEnd | None:
+        """`end`; a `controller-gone` end is replaced by the end marker if one appeared since (a
+        control plane slower to write it than `gone_after_s`)."""
+        if self.end is not None and self.end.how == "controller-gone":
+            self.end = read_run_end(self._dir) or self.end
+        return self.end
+
     def shutdown(self, reason: str = "requested") -> None:
         """Ask `run` to stop serving and return (idempotent; callable from the serving loop)."""
         if not self._shutdown.is_set():
@@ -111,7 +118,7 @@ class ResultsServer:
         not listen within `ready_timeout_s`, granian's error when it cannot bind."""
         connect_host = "127.0.0.1" if self._host in ("0.0.0.0", "") else self._host
         port = self._port or free_tcp_port(connect_host)
-        in_flight = InFlight(create_results_app(artifact_dir=self._dir, run_end=lambda: self.end,
+        in_flight = InFlight(create_results_app(artifact_dir=self._dir, run_end=self.current_end,
                                                 shutdown=self.shutdown))
         server = self._factory(in_flight, self._host, port)
         async with anyio.create_task_group() as tg:
