@@ -11,9 +11,9 @@ from typing import Any
 import anyio
 import pytest
 import yaml
-from aiohttp import web
 
 from aiperf.testing.fake_kube import FakeKube
+from aiperf.testing.fake_sidecar import FakeSidecar
 
 pytestmark = pytest.mark.anyio
 
@@ -53,22 +53,32 @@ def add_controller_pod(kube: FakeKube, name: str = "demo") -> str:
     kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": NS, "labels": {
         "jobset.sigs.k8s.io/jobset-name": f"aiperf-{name}",
         "jobset.sigs.k8s.io/replicatedjob-name": "controller"}},
-        "spec": {"containers": [{"name": "system-controller", "image": "x"}, {"name": "api", "image": "x"}]}})
-    kube.run_pod(NS, pod)  # scheduled, with a pod IP, both containers running
+        "spec": {"containers": [{"name": "control-plane", "image": "x"},
+                                {"name": "api", "image": "x", "ports": [{"containerPort": 9090}]},
+                                {"name": "results-sidecar", "image": "x", "ports": [{"containerPort": 9091}]}]}})
+    kube.run_pod(NS, pod)  # scheduled, with a pod IP, every container running
     return pod
+
+
+def add_jobset(kube: FakeKube, name: str = "demo") -> None:
+    kube.create({"apiVersion": JS_API, "kind": "JobSet", "metadata": {"name": f"aiperf-{name}", "namespace": NS},
+                 "spec": {"replicatedJobs": []}})
+
+
+def finished_run(kube: FakeKube, exit_code: int = 0) -> tuple[str, FakeSidecar]:
+    """A run whose control plane (and api container) exited, its results sidecar serving."""
+    add_jobset(kube)
+    pod = add_controller_pod(kube)
+    kube.end_container(NS, pod, "control-plane", exit_code)
+    kube.end_container(NS, pod, "api")
+    fake = FakeSidecar(RESULT_FILES, kube=kube, namespace=NS, pod=pod, exit_code=exit_code)
+    kube.register_proxy(NS, pod, 9091, fake)
+    return pod, fake
 
 
 RESULT_FILES = {"profile_export_aiperf.json": b'{"ok": true}\n', "profile_export_aiperf.csv": b"a,b\n1,2\n",
                 "profile_export.jsonl": b"{}\n" * 1000, "inputs.json": b'{"data": []}\n',
                 "profile_export_console.txt": b"aiperf | LLM Metrics\n"}
-
-
-async def api_container(request: web.Request, path: str) -> web.StreamResponse:
-    """The controller pod's api container, serving the result files."""
-    name = path.removeprefix("/api/results/files/")
-    if name not in RESULT_FILES:
-        return web.json_response({"detail": "not found"}, status=404)
-    return web.Response(body=RESULT_FILES[name])
 
 
 # -- profile ------------------------------------------------------------------------------------
@@ -117,60 +127,62 @@ async def test_profile_twice_says_to_delete_first(aiperf: Run, kube: FakeKube) -
                           "`aiperf kube delete demo -n bench` first (or choose another --name)\n")
 
 
-async def test_profile_watches_until_completed_and_downloads_results(aiperf: Run, kube: FakeKube,
-                                                                    tmp_path: Path) -> None:
+async def _profile_until_the_control_plane_exits(aiperf: Run, kube: FakeKube, tmp_path: Path, exit_code: int,
+                                                 *extra: str) -> tuple[Any, str, FakeSidecar]:
     results: list[Any] = []
 
     async def run() -> None:
         results.append(await aiperf("kube", "profile", *BENCH, *kube_args(
-            kube, "--name", "demo", "--artifact-dir", str(tmp_path))))
+            kube, "--name", "demo", "--artifact-dir", str(tmp_path), *extra)))
 
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
-            while not kube.store.watchers:
-                await anyio.sleep(0.01)
+            await kube.wait_until(lambda: len(kube.store.watchers) >= 2)  # the JobSet and the controller pods
             pod = add_controller_pod(kube)
-            kube.register_proxy(NS, pod, 9090, api_container)
+            fake = FakeSidecar(RESULT_FILES, kube=kube, namespace=NS, pod=pod, exit_code=exit_code)
+            kube.register_proxy(NS, pod, 9091, fake)
             kube.set_status(JS_API, "JobSet", NS, "aiperf-demo", {"replicatedJobsStatus": [
                 {"name": "controller", "ready": 1, "succeeded": 0, "failed": 0}]})
-            await anyio.sleep(0.2)
-            kube.set_status(JS_API, "JobSet", NS, "aiperf-demo",
-                            {"conditions": [{"type": "Completed", "status": "True"}]})
+            kube.end_container(NS, pod, "control-plane", exit_code)  # the JobSet runs on: the sidecar serves
+            kube.end_container(NS, pod, "api")
     (result,) = results
+    return result, pod, fake
+
+
+async def test_profile_waits_for_the_control_plane_then_downloads_from_the_sidecar_and_retires_it(
+        aiperf: Run, kube: FakeKube, tmp_path: Path) -> None:
+    result, pod, fake = await _profile_until_the_control_plane_exits(aiperf, kube, tmp_path, 0)
     assert result.code == 0, result.err
-    progress = [line for line in result.out.splitlines() if line.startswith("[")]
-    assert [line.split("] ", 1)[1] for line in progress] == [
-        "run demo: Running", "run demo: Running (controller: 1 ready, 0 done, 0 failed)",
-        "run demo: Completed"]
+    progress = [line.split("] ", 1)[1] for line in result.out.splitlines() if line.startswith("[")]
+    assert progress[0] == "run demo: Running"
     dest = tmp_path / "demo"
     assert {p.name: p.read_bytes() for p in dest.iterdir()} == RESULT_FILES
-    assert (f"results: {dest}/ (profile_export_aiperf.json, profile_export_aiperf.csv, "
-            f"profile_export.jsonl, inputs.json, profile_export_console.txt) from pod {pod}") in result.out
-    proxied = [r.path for r in kube.requests if "/proxy/" in r.path]
-    assert proxied == [f"/api/v1/namespaces/{NS}/pods/{pod}:9090/proxy/api/results/files/{f}"
-                       for f in RESULT_FILES]
+    assert (f"results: {dest}/ (inputs.json, profile_export.jsonl, profile_export_aiperf.csv, "
+            f"profile_export_aiperf.json, profile_export_console.txt) from pod {pod}") in result.out
+    assert f"results sidecar of pod {pod} shut down" in result.out and fake.shutdowns == 1
+    proxied = [(r.method, r.path.split("/proxy", 1)[1]) for r in kube.requests if "/proxy/" in r.path]
+    assert all(f"/pods/{pod}:9091/proxy/" in r.path for r in kube.requests if "/proxy/" in r.path)
+    assert proxied == [("GET", "/api/status"), ("GET", "/api/results/files"),
+                       *(("GET", f"/api/results/files/{f}") for f in sorted(RESULT_FILES)), ("POST", "/shutdown")]
+
+
+async def test_profile_keep_sidecar_leaves_it_serving(aiperf: Run, kube: FakeKube, tmp_path: Path) -> None:
+    result, pod, fake = await _profile_until_the_control_plane_exits(aiperf, kube, tmp_path, 0, "--keep-sidecar")
+    assert result.code == 0, result.err
+    assert fake.shutdowns == 0 and f"`aiperf kube shutdown demo -n {NS}` retires it" in result.out
+    again = await aiperf("kube", "results", "demo", "--from-pods", "--artifact-dir", str(tmp_path / "again"),
+                         *kube_args(kube))
+    assert again.code == 0, again.err
 
 
 async def test_profile_of_a_failed_run_exits_1(aiperf: Run, kube: FakeKube, tmp_path: Path) -> None:
-    results: list[Any] = []
-
-    async def run() -> None:
-        results.append(await aiperf("kube", "profile", *BENCH, *kube_args(
-            kube, "--name", "demo", "--artifact-dir", str(tmp_path))))
-
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            while not kube.store.watchers:
-                await anyio.sleep(0.01)
-            kube.register_proxy(NS, add_controller_pod(kube), 9090, api_container)
-            kube.set_status(JS_API, "JobSet", NS, "aiperf-demo",
-                            {"conditions": [{"type": "Failed", "status": "True"}]})
-    (result,) = results
+    result, _pod, fake = await _profile_until_the_control_plane_exits(aiperf, kube, tmp_path, 1)
     assert result.code == 1
-    assert result.err.endswith("error: run demo failed; see `aiperf kube logs demo -n bench`\n")
+    assert result.err.endswith("error: run demo failed (its control plane exited 1); "
+                               "see `aiperf kube logs demo -n bench`\n")
     assert (tmp_path / "demo" / "profile_export_aiperf.json").exists()  # partial results still fetched
+    assert fake.shutdowns == 1
 
 
 # -- generate and --dry-run ---------------------------------------------------------------------
@@ -309,13 +321,13 @@ async def test_delete_removes_the_six_objects(aiperf: Run, kube: FakeKube) -> No
     assert again.code == 2 and again.err.startswith("error: no run demo in namespace bench")
 
 
-async def test_logs_default_to_the_system_controller(aiperf: Run, kube: FakeKube) -> None:
+async def test_logs_default_to_the_control_plane(aiperf: Run, kube: FakeKube) -> None:
     pod = add_controller_pod(kube)
-    kube.set_pod_log(NS, pod, "one\ntwo\nthree\n", container="system-controller")
+    kube.set_pod_log(NS, pod, "one\ntwo\nthree\n", container="control-plane")
     kube.set_pod_log(NS, pod, "api says hi\n", container="api")
     result = await aiperf("kube", "logs", "demo", *kube_args(kube))
     assert (result.code, result.out) == (0, "one\ntwo\nthree\n")
-    assert kube.requests[-1].query == {"container": "system-controller"}
+    assert kube.requests[-1].query == {"container": "control-plane"}
     tail = await aiperf("kube", "logs", "demo", "--container", "api", "--tail", "1", *kube_args(kube))
     assert tail.out == "api says hi\n" and kube.requests[-1].query == {"container": "api", "tailLines": "1"}
     by_pod = await aiperf("kube", "logs", "demo", "--pod", pod, "--container", "api", *kube_args(kube))
@@ -325,22 +337,42 @@ async def test_logs_default_to_the_system_controller(aiperf: Run, kube: FakeKube
 
 
 async def test_results_from_pods(aiperf: Run, kube: FakeKube, tmp_path: Path) -> None:
-    pod = add_controller_pod(kube)
-    kube.register_proxy(NS, pod, 9090, api_container)
+    _pod, fake = finished_run(kube)
     refused = await aiperf("kube", "results", "demo", *kube_args(kube))
     assert refused.code == 2 and "pass --from-pods" in refused.err
     result = await aiperf("kube", "results", "demo", "--from-pods", "--artifact-dir", str(tmp_path),
                           *kube_args(kube))
     assert result.code == 0, result.err
     assert {p.name: p.read_bytes() for p in (tmp_path / "demo").iterdir()} == RESULT_FILES
+    assert fake.shutdowns == 0  # results never retire the sidecar: `kube shutdown` does
 
 
-async def test_results_when_the_pod_cannot_be_reached_is_a_cluster_failure(aiperf: Run, kube: FakeKube,
-                                                                          tmp_path: Path) -> None:
-    add_controller_pod(kube)  # no proxy handler: the fake answers 503 like an unreachable pod
+async def test_results_when_the_sidecar_is_gone_is_a_cluster_failure(aiperf: Run, kube: FakeKube,
+                                                                     tmp_path: Path) -> None:
+    pod, _fake = finished_run(kube)
+    kube.end_container(NS, pod, "results-sidecar")  # shut down, or its linger time is over
     result = await aiperf("kube", "results", "demo", "--from-pods", "--artifact-dir", str(tmp_path),
                           *kube_args(kube))
-    assert result.code == 1 and result.err.startswith("error: fetching profile_export_aiperf.json from pod")
+    assert result.code == 1 and result.err.startswith("error: reading /api/status from the results sidecar of pod")
+    assert result.err.count("\n") == 1
+
+
+async def test_shutdown_retires_a_finished_runs_sidecar_only(aiperf: Run, kube: FakeKube) -> None:
+    add_jobset(kube)
+    pod = add_controller_pod(kube)
+    fake = FakeSidecar(RESULT_FILES, kube=kube, namespace=NS, pod=pod)
+    kube.register_proxy(NS, pod, 9091, fake)
+    running = await aiperf("kube", "shutdown", "demo", *kube_args(kube))
+    assert running.code == 1 and running.err.startswith(f"error: run demo is still going (the control plane of pod {pod}")
+    kube.end_container(NS, pod, "control-plane")
+    done = await aiperf("kube", "shutdown", "demo", *kube_args(kube))
+    assert (done.code, done.out) == (0, f"results sidecar of pod {pod} shut down; run demo's controller pod completes\n")
+    assert fake.shutdowns == 1
+    assert [r.method for r in kube.requests if "/proxy/" in r.path] == ["POST"]
+    again = await aiperf("kube", "shutdown", "demo", *kube_args(kube))
+    assert (again.code, again.out) == (0, f"results sidecar of pod {pod} had already exited\n")
+    none = await aiperf("kube", "shutdown", "other", *kube_args(kube))
+    assert none.code == 2 and none.err.startswith("error: no controller pod for run other")
 
 
 # -- connection errors ---------------------------------------------------------------------------

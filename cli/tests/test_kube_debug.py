@@ -46,7 +46,7 @@ def event(kube: FakeKube, name: str, kind: str, obj: str, reason: str, message: 
 
 def stuck_run(kube: FakeKube) -> str:
     """Run demo's controller pod runs; its worker pod cannot pull its image. Returns the worker pod."""
-    add_pod(kube, "aiperf-demo-controller-0-0-aaaaa", "controller", ["system-controller"])
+    add_pod(kube, "aiperf-demo-controller-0-0-aaaaa", "controller", ["control-plane"])
     kube.run_pod(NS, "aiperf-demo-controller-0-0-aaaaa")
     worker = "aiperf-demo-workers-0-0-bbbbb"
     add_pod(kube, worker, "workers", ["worker-group-manager", "worker-0"])
@@ -78,7 +78,7 @@ async def test_a_direct_mode_run_stuck_on_an_image_pull(aiperf: Run, kube: FakeK
     assert f"  {worker}  Pending  (not scheduled)" in out
     assert f'    worker-0: waiting ImagePullBackOff: Back-off pulling image "{IMAGE}"' in out
     assert "    worker-group-manager: terminated exit 2 Error: curve key file missing" in out
-    assert "    system-controller: running" in out
+    assert "    control-plane: running" in out
     events = [line for line in out if line.startswith("  2026-")]
     assert [e.split("  ")[3] for e in events] == ["Pod/aiperf-demo-workers-0-0-gone1", "Job/aiperf-demo-workers-0",
                                                   f"Pod/{worker}"]

@@ -4,6 +4,7 @@ server with the AIPerfJob CRD installed; the test plays the operator by writing 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -11,7 +12,9 @@ import pytest
 
 from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import JOB_KIND
+from aiperf.kube.sidecar import KEEP_SIDECAR_ANNOTATION
 from aiperf.testing.fake_kube import FakeKube
+from aiperf.testing.fake_sidecar import FakeSidecar
 
 pytestmark = pytest.mark.anyio
 
@@ -95,6 +98,38 @@ async def test_profile_watches_the_phase_until_the_run_fails(aiperf: Run, kube: 
     assert result.code == 1
     assert "run demo: Running (profiling), 10/80 requests" in result.out
     assert result.err.strip().endswith("run demo failed: the run exceeded timeoutSeconds 60")
+
+
+async def test_profile_downloads_from_the_sidecar_the_operator_left_to_it(aiperf: Run, kube: FakeKube,
+                                                                         tmp_path: Path) -> None:
+    kube.install_crd(build_crd(JOB_KIND))
+    outcome: dict[str, Any] = {}
+    files = {"profile_export_aiperf.json": b'{"ok": true}\n', "inputs.json": b"{}\n"}
+
+    async def run() -> None:
+        outcome["result"] = await aiperf(*args(kube, "--operator", "--artifact-dir", str(tmp_path)))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await kube.wait_until(lambda: any(r.query.get("watch") == "true" for r in kube.requests_for("GET", CR_PATH)))
+        # the attached client asked the operator to leave the results sidecar to it
+        assert stored(kube)["metadata"]["annotations"] == {KEEP_SIDECAR_ANNOTATION: "true"}  # type: ignore[index]
+        pod = "aiperf-demo-controller-0-0-abcde"
+        kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": NS, "labels": {
+            "jobset.sigs.k8s.io/jobset-name": "aiperf-demo", "jobset.sigs.k8s.io/replicatedjob-name": "controller"}},
+            "spec": {"containers": [{"name": "control-plane", "image": "x"},
+                                    {"name": "results-sidecar", "image": "x", "ports": [{"containerPort": 9091}]}]}})
+        kube.run_pod(NS, pod)
+        kube.end_container(NS, pod, "control-plane")
+        fake = FakeSidecar(files, kube=kube, namespace=NS, pod=pod)
+        kube.register_proxy(NS, pod, 9091, fake)
+        kube.set_status(CR_API, JOB_KIND, NS, "demo", {"phase": "Completed", "runEpoch": "1700000000",
+                                                       "resultsPath": "bench/demo/1700000000"})
+    result = outcome["result"]
+    assert result.code == 0, result.err
+    assert {p.name: p.read_bytes() for p in (tmp_path / "demo").iterdir()} == files
+    assert fake.shutdowns == 1 and f"results sidecar of pod {pod} shut down" in result.out
+    assert "results stored by the operator under bench/demo/1700000000 (run epoch 1700000000)" in result.out
 
 
 async def test_cancel_in_operator_mode_sets_spec_cancel_fenced_on_the_uid(aiperf: Run, kube: FakeKube) -> None:

@@ -79,7 +79,7 @@ EXPECTED_OPERATOR_RULES = [
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]},
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create"]},
     {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get", "create"]},
     {"apiGroups": [""], "resources": ["services", "endpoints"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"],

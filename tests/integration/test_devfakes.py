@@ -245,6 +245,8 @@ def test_system_controller(tmp_path: Path) -> None:
         report = controller_out.rest()
         assert f"(fake records-manager) {REQUESTS} requests" in report
         assert f"accounting: profiling: issued {REQUESTS}, ok {REQUESTS}" in report
+        ended = json.loads((tmp_path / "dev" / "artifacts" / ".aiperf_run_ended.json").read_text())
+        assert ended == {"state": "done", "exit_code": 0, "reason": ""}  # what the results sidecar reads
         commands = out.event("dev.run_over")["commands"]
         assert commands["dataset-manager"] == ["BuildDataset", "Shutdown"]
         assert commands["worker-group-manager-g0"] == ["PrepareGroup", "Shutdown"]

@@ -17,9 +17,12 @@
   headless-service names through network aliases, one `kube play` per pod; the mock LLM server
   runs on it as its own container with the alias `mock` (the profile's URL is http://mock:8000).
 
-The run is over when the controller pod's system-controller container exits. Its artifacts
-emptyDir is copied out before `close()` tears everything down (pods, volumes, mock, network),
-which it always does, also after a failure. Names carry a random run id, so reruns and
+The run is over when the controller pod's `control-plane` container (the system-controller)
+exits; the `results-sidecar` container keeps running, as in a cluster. `wait()` copies the
+artifacts emptyDir out, reads the sidecar's `/api/status` (it must have seen the end) and shuts it
+down with `POST /shutdown` (as `aiperf kube profile` does; it must exit 0), all from inside the
+sidecar container. `close()` tears everything down (pods, volumes, mock, network), which it
+always does, also after a failure. Names carry a random run id, so reruns and
 concurrent runs never collide.
 
 Podman is always run with the project's settings (deploy/podman/*.conf, the same as
@@ -50,7 +53,13 @@ from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 from aiperf.comms import CurveKeys
 from aiperf.config import CommsOptions, RunConfig, RuntimeOptions
 from aiperf.kube import KubeSettings, build_all, jobset_name, with_curve_keys
-from aiperf.kube.containers import ARTIFACTS_VOLUME, JOB_INDEX_ANNOTATION
+from aiperf.kube.containers import (
+    ARTIFACTS_VOLUME,
+    CONTROL_PLANE_CONTAINER,
+    JOB_INDEX_ANNOTATION,
+    RESULTS_CONTAINER,
+    RESULTS_PORT,
+)
 from aiperf.kube.curve_secret import CURVE_FILE_MODE
 from aiperf.kube.names import pod_hostname
 
@@ -64,6 +73,11 @@ NAMESPACE = "default"
 STARTUP_S = 180.0
 """Registration timeout of the pod runs: on 2 cores 12 containers start at once (vfs rootfs copy
 plus each one unpacking its pex), measured 35-40 s until the last service registers."""
+SIDECAR_URL = f"http://127.0.0.1:{RESULTS_PORT}"
+_SIDECAR_STATUS = ("import urllib.request; "
+                   f"print(urllib.request.urlopen('{SIDECAR_URL}/api/status', timeout=5).read().decode())")
+_SIDECAR_SHUTDOWN = ("import urllib.request; urllib.request.urlopen(urllib.request.Request("
+                     f"'{SIDECAR_URL}/shutdown', method='POST'), timeout=5)")
 _VAR_REF = re.compile(r"\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
 
 def podman_env() -> dict[str, str]:
@@ -189,6 +203,8 @@ class PodsResult:
     exit_codes: dict[str, int | None]
     timings: dict[str, float]
     logs: dict[str, str] = field(default_factory=dict)
+    sidecar_status: dict[str, Any] = field(default_factory=dict)
+    sidecar_exit: int | None = None
 
     def summary(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads((self.artifacts / "profile_export_aiperf.json").read_text())
@@ -327,8 +343,9 @@ class PodRun:
     # -- the end ------------------------------------------------------------------------
 
     def wait(self, timeout: float = 300) -> PodsResult:
-        """Until the controller's system-controller exits; its results copied to workdir."""
-        sc = self.container(self.controller, "system-controller")
+        """Until the controller's control plane exits; its results copied to workdir, then the
+        results sidecar's status read and the sidecar shut down (see the module doc)."""
+        sc = self.container(self.controller, CONTROL_PLANE_CONTAINER)
         self.wait_until(lambda: self.exit_codes().get(sc) is not None, timeout,
                         f"{sc} to exit")
         self._mark("controller_exited_s")
@@ -340,10 +357,34 @@ class PodRun:
             pass
         out = self.workdir / "artifacts"
         shutil.copytree(self.controller_artifacts(), out, dirs_exist_ok=True)
+        status, sidecar_exit = self._retire_sidecar()
         codes = self.exit_codes()
         logs = {name: self.logs(name) for name in codes}
         return PodsResult(controller_exit=codes.get(sc), controller_log=logs.get(sc, ""), artifacts=out,
-                          exit_codes=codes, timings=dict(self.timings), logs=logs)
+                          exit_codes=codes, timings=dict(self.timings), logs=logs, sidecar_status=status,
+                          sidecar_exit=sidecar_exit)
+
+    def _retire_sidecar(self, timeout: float = 60) -> tuple[dict[str, Any], int | None]:
+        """The results sidecar's status once it has seen the run end (it notices the end marker
+        within a second, a crash within `--gone-after-s`), then its exit code after POST /shutdown.
+        An unreachable sidecar gives an empty status (the test says so with the debug output)."""
+        sidecar = self.container(self.controller, RESULTS_CONTAINER)
+        status: dict[str, Any] = {}
+
+        def ended() -> bool:
+            nonlocal status
+            r = podman("exec", sidecar, "python3", "-c", _SIDECAR_STATUS, check=False)
+            status = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else {}
+            return bool(status.get("ended"))
+
+        try:
+            self.wait_until(ended, timeout, f"{sidecar} to see the run end")
+            podman("exec", sidecar, "python3", "-c", _SIDECAR_SHUTDOWN, check=False)
+            self.wait_until(lambda: self.exit_codes().get(sidecar) is not None, 30, f"{sidecar} to exit")
+        except TimeoutError:
+            pass
+        self._mark("sidecar_retired_s")
+        return status, self.exit_codes().get(sidecar)
 
     def logs(self, container: str) -> str:
         r = podman("logs", container, check=False)

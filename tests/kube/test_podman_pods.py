@@ -74,6 +74,9 @@ def test_pods_measure_what_a_local_run_measures(tmp_path: Path) -> None:
     assert (pods.artifacts / "profile_export_aiperf.json").exists(), \
         f"no results. {_no_results_hint(pods.controller_log)}\n{pods.controller_log[-3000:]}"
     assert "accounting: profiling: issued 60 = ok 60 + failed 0 + cancelled 0" in pods.controller_log
+    # The results outlive the control plane: the sidecar saw the end, then exited 0 on shutdown.
+    assert pods.sidecar_status.get("exit_code") == 0 and pods.sidecar_status.get("results_ready"), debug
+    assert pods.sidecar_exit == 0, debug
 
     assert pods.metric("request_count") == local.metric("request_count") == 60
     for run_ in (pods, local):
@@ -104,7 +107,7 @@ def test_a_lost_worker_pod_is_named_and_its_credits_counted(tmp_path: Path) -> N
                 runtime=runtime) as run:
         run.start()
         victim = run.worker_pods()[-1]  # aiperf-e2e-<id>-workers-1-0: group g1
-        sc = run.container(run.controller, "system-controller")
+        sc = run.container(run.controller, "control-plane")
         run.wait_until(lambda: run.jsonl_count() >= 20 or run.exit_codes().get(sc) is not None, 300,
                        "the first records in the controller's jsonl")
         if run.jsonl_count() < 20:

@@ -104,16 +104,17 @@ def validate(files: list[str], *,
 def profile(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
             dry_run: bool = False, detach: bool = False,
             artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
-            = "artifacts", operator: bool | None = None) -> int:
+            = "artifacts", operator: bool | None = None, keep_sidecar: bool = False) -> int:
     """Run a benchmark on Kubernetes: submit the run, watch it, download its results.
 
     Checks the flags and that the namespace exists (it is never created). When the cluster serves
     the AIPerfJob CRD (operator mode), creates the run's AIPerfJob and the operator creates the
     rest; otherwise (direct mode) creates [ServiceAccount,] Role, RoleBinding, the CURVE key Secret
     (with a fresh key pair), ConfigMap and JobSet in that order.
-    Prints each state change of the run until it ends, then copies the result files from the
-    controller pod to ARTIFACT_DIR/NAME/. Exit 0 when the run completed, 1 when it failed or was
-    cancelled, 2 for a mistake in the flags.
+    Prints each state change of the run until it ends (its control plane exits), then copies the
+    result files from the controller pod's results sidecar to ARTIFACT_DIR/NAME/ and shuts the
+    sidecar down (the JobSet then completes). Exit 0 when the run completed, 1 when it failed or
+    was cancelled, 2 for a mistake in the flags.
 
     Parameters
     ----------
@@ -126,11 +127,14 @@ def profile(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target:
     operator
         --operator submits an AIPerfJob without probing for the CRD; --no-operator forces direct
         mode. Default: probe (a dry run never probes: it prints the direct-mode manifests).
+    keep_sidecar
+        Leave the results sidecar serving after the download (`kube results --from-pods` again,
+        `kube shutdown` retires it; else it exits --ttl-seconds after the run).
     """
     from aiperf.cli.kube_commands import profile as run
 
     return run(target, deploy, flags, dry_run=dry_run, detach=detach, artifact_dir=artifact_dir,
-               operator=operator)
+               operator=operator, keep_sidecar=keep_sidecar)
 
 
 @kube_app.command(name="list")
@@ -161,15 +165,15 @@ def list_(*, target: KubeTarget = _TARGET,
 @kube_app.command
 def logs(name: str, *, target: KubeTarget = _TARGET, container: str | None = None,
          tail: int | None = None, pod: str | None = None) -> int:
-    """Print a container's log (default: the system-controller container of the controller pod).
+    """Print a container's log (default: the control-plane container of the controller pod).
 
     Parameters
     ----------
     name
         Run name.
     container
-        Container to read (e.g. api, records-manager, worker-0); default system-controller, or the
-        only container of --pod.
+        Container to read (e.g. api, records-manager, results-sidecar, worker-0); default
+        control-plane (the system-controller), or the only container of --pod.
     tail
         Only the last N lines.
     pod
@@ -206,18 +210,36 @@ def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
             = "artifacts") -> int:
     """Download a run's result files from its controller pod into ARTIFACT_DIR/NAME/.
 
+    Waits until the run has ended (its control plane exited), then copies from the controller
+    pod's results sidecar, which serves them until `kube shutdown` or --ttl-seconds after the run.
+
     Parameters
     ----------
     name
         Run name.
     from_pods
-        Copy from the controller pod's api container (required: direct mode has no results server).
+        Copy from the controller pod's results sidecar (required: there is no results server yet).
     artifact_dir
         Results go to ARTIFACT_DIR/NAME/.
     """
     from aiperf.cli.kube_commands import results as run
 
     return run(target, name, from_pods=from_pods, artifact_dir=artifact_dir)
+
+
+@kube_app.command
+def shutdown(name: str, *, target: KubeTarget = _TARGET) -> int:
+    """Retire a finished run's controller pod: its results sidecar stops serving and exits, the
+    run's JobSet completes (its TTL then removes it). Exit 1 while the run is still going.
+
+    Parameters
+    ----------
+    name
+        Run name.
+    """
+    from aiperf.cli.kube_commands import shutdown as run
+
+    return run(target, name)
 
 
 @kube_app.command

@@ -45,6 +45,7 @@ from aiperf.kube import (
     jobs,
     ops,
     secret_values_from_env,
+    sidecar,
     to_yaml,
     with_curve_keys,
 )
@@ -55,11 +56,11 @@ from aiperf.kube.client import (
     load_client,
     resolve_namespace,
 )
+from aiperf.kube.containers import CONTROL_PLANE_CONTAINER
 from aiperf.kube.names import jobset_name
-from aiperf.messages import ServiceType
 
 EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR = 0, 1, 2
-DEFAULT_LOG_CONTAINER = str(ServiceType.SYSTEM_CONTROLLER)
+DEFAULT_LOG_CONTAINER = CONTROL_PLANE_CONTAINER
 DEFAULT_IMAGE_PARTS = (KubeDeployFlags.image_registry, KubeDeployFlags.image_tag)
 """--image-registry and --image-tag when not given."""
 
@@ -250,25 +251,62 @@ async def _open(target: KubeTarget) -> tuple[ApiClient, str]:
         raise
 
 
-async def _fetch(api: ApiClient, name: str, namespace: str, artifact_dir: str) -> int:
+async def _fetch(api: ApiClient, name: str, namespace: str, artifact_dir: str, *, pod: str | None = None) -> int:
+    """Download the run's exports from its controller pod's results sidecar into
+    ARTIFACT_DIR/NAME/; EXIT_FAILED when it has none."""
     dest = Path(artifact_dir) / name
-    fetched = await ops.fetch_results_from_pods(api, name, namespace, dest)
+    fetched = await sidecar.fetch_results_from_pods(api, name, namespace, dest, pod=pod)
     if fetched.written:
         print(f"results: {dest}/ ({', '.join(p.name for p in fetched.written)}) from pod {fetched.pod}")
     if fetched.missing:
         print(f"warning: pod {fetched.pod} has no {', '.join(fetched.missing)}", file=sys.stderr)
     if not fetched.written:
-        _error(f"pod {fetched.pod} has no result files yet; is the run finished? (`aiperf kube list`)")
+        _error(f"pod {fetched.pod} has no result files; see `aiperf kube logs {name} -n {namespace}`")
         return EXIT_FAILED
     return EXIT_OK
 
 
+async def _retire(api: ApiClient, name: str, namespace: str, pod: str, *, keep: bool, ttl_s: int) -> None:
+    """Shut the results sidecar of `pod` down (the controller Job then completes), unless `keep`."""
+    if keep:
+        print(f"results sidecar of pod {pod} kept: `aiperf kube shutdown {name} -n {namespace}` retires it "
+              f"(it exits by itself {ttl_s} s after the run)")
+        return
+    if await sidecar.shutdown_sidecar(api, namespace, pod):
+        print(f"results sidecar of pod {pod} shut down")
+
+
+async def _collect(api: ApiClient, name: str, namespace: str, end: sidecar.RunEnd, *, artifact_dir: str,
+                   keep: bool, ttl_s: int) -> int:
+    """After the run's end: fetch its results (partial ones of a failed run too), retire the
+    sidecar, and give the exit code (1 for a failed or cancelled run)."""
+    if end.state == ops.JobState.SUSPENDED:
+        _error(f"run {name} was cancelled")
+        return EXIT_FAILED
+    failed = not end.succeeded
+    try:
+        code = await _fetch(api, name, namespace, artifact_dir, pod=end.pod)
+    except KubeClusterError as exc:
+        if not failed:
+            raise
+        print(f"warning: no results: {exc}", file=sys.stderr)
+        code = EXIT_FAILED
+    if end.pod is not None:
+        await _retire(api, name, namespace, end.pod, keep=keep, ttl_s=ttl_s)
+    if failed:
+        how = f"its control plane exited {end.exit_code}" if end.exit_code is not None else f"JobSet {end.state}"
+        _error(f"run {name} failed ({how}); see `aiperf kube logs {name} -n {namespace}`")
+        return EXIT_FAILED
+    return code
+
+
 def profile(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, *, dry_run: bool,
-            detach: bool, artifact_dir: str, operator: bool | None = None) -> int:
+            detach: bool, artifact_dir: str, operator: bool | None = None, keep_sidecar: bool = False) -> int:
     """`kube profile`: build, then (unless `dry_run`, which prints what `kube generate` prints,
     with `--operator` the AIPerfJob, and touches no API) check the namespace, submit the run and
-    (unless `detach`) watch it until it ends and download its results. Exit 0 on a completed run,
-    1 on a failed or cancelled one.
+    (unless `detach`) watch it until it ends (its control plane exits), download its results from
+    the results sidecar and shut that down (unless `keep_sidecar`). Exit 0 on a completed run, 1
+    on a failed or cancelled one.
 
     `operator` None probes the cluster for the AIPerfJob CRD: operator mode when it is served
     (create the AIPerfJob, the operator does the rest), direct mode otherwise (create the run's
@@ -286,7 +324,7 @@ def profile(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, *,
             if operator is True or (operator is None and await jobs.operator_installed(api)):
                 from aiperf.cli.kube_operator import submit_job
                 return await submit_job(api, deployment, log_level=deploy.log_level, detach=detach,
-                                        artifact_dir=artifact_dir)
+                                        artifact_dir=artifact_dir, keep_sidecar=keep_sidecar)
             await ops.ensure_namespace_exists(api, namespace)
             # The run's CURVE keys exist only here and in the Secret: never in a manifest.
             objects = with_curve_keys(deployment.objects, CurveKeys.generate())
@@ -297,15 +335,9 @@ def profile(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, *,
                 print(f"run {name} started; follow it with `aiperf kube list -n {namespace}`, get results "
                       f"with `aiperf kube results {name} --from-pods -n {namespace}`")
                 return EXIT_OK
-            state = await ops.watch_jobset_until_done(api, name, namespace, Progress(name))
-            if state == ops.JobState.SUSPENDED:
-                _error(f"run {name} was cancelled")
-                return EXIT_FAILED
-            code = await _fetch(api, name, namespace, artifact_dir)
-            if state == ops.JobState.FAILED:
-                _error(f"run {name} failed; see `aiperf kube logs {name} -n {namespace}`")
-                return EXIT_FAILED
-            return code
+            end = await sidecar.wait_run_end(api, name, namespace, Progress(name))
+            return await _collect(api, name, namespace, end, artifact_dir=artifact_dir, keep=keep_sidecar,
+                                  ttl_s=deployment.settings.ttl_seconds)
 
     try:
         return run_async(work)
@@ -318,7 +350,7 @@ def profile(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, *,
 # -- the other commands ------------------------------------------------------------------------
 
 def logs(target: KubeTarget, name: str, *, container: str | None, tail: int | None, pod: str | None) -> int:
-    """`kube logs`: the log of one container (default: the controller pod's system-controller)."""
+    """`kube logs`: the log of one container (default: the controller pod's control-plane)."""
     if tail is not None and tail < 0:
         _error(f"--tail {tail}: must not be negative")
         return EXIT_USER_ERROR
@@ -336,15 +368,44 @@ def logs(target: KubeTarget, name: str, *, container: str | None, tail: int | No
 
 
 def results(target: KubeTarget, name: str, *, from_pods: bool, artifact_dir: str) -> int:
-    """`kube results --from-pods`: download the run's result files into ARTIFACT_DIR/NAME/."""
+    """`kube results --from-pods`: wait until the run has ended (its control plane exited), then
+    download its result files from the controller pod's results sidecar into ARTIFACT_DIR/NAME/.
+    The sidecar keeps serving (`kube shutdown` retires it)."""
     if not from_pods:
-        _error("only --from-pods is available (direct mode has no results server): pass --from-pods")
+        _error("only --from-pods is available (the operator's results server is not there yet): pass --from-pods")
         return EXIT_USER_ERROR
 
     async def work() -> int:
         api, namespace = await _open(target)
         async with api:
-            return await _fetch(api, name, namespace, artifact_dir)
+            end = await sidecar.wait_run_end(api, name, namespace)
+            if end.state == ops.JobState.SUSPENDED:
+                _error(f"run {name} was cancelled; it has no results")
+                return EXIT_FAILED
+            return await _fetch(api, name, namespace, artifact_dir, pod=end.pod)
+
+    return run_async(work)
+
+
+def shutdown(target: KubeTarget, name: str) -> int:
+    """`kube shutdown`: retire a finished run's controller pod: `POST /shutdown` to its results
+    sidecar, which exits 0; the controller Job and the JobSet then complete (and the JobSet's TTL
+    starts). Exit 1 while the run is still going (its control plane runs)."""
+
+    async def work() -> int:
+        api, namespace = await _open(target)
+        async with api:
+            end = await sidecar.controller_end(api, name, namespace)
+            if end is None or end.pod is None:
+                pod = await ops.controller_pod(api, name, namespace)  # KubeError when there is none
+                _error(f"run {name} is still going (the control plane of pod {pod} runs); "
+                       f"`aiperf kube cancel {name} -n {namespace}` stops it")
+                return EXIT_FAILED
+            if await sidecar.shutdown_sidecar(api, namespace, end.pod):
+                print(f"results sidecar of pod {end.pod} shut down; run {name}'s controller pod completes")
+            else:
+                print(f"results sidecar of pod {end.pod} had already exited")
+        return EXIT_OK
 
     return run_async(work)
 

@@ -9,6 +9,7 @@ the generated CRD (schema and CEL) before it is printed.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,7 @@ from aiperf.cli.kube_commands import (
     Deployment,
     _error,
     _fetch,
+    _retire,
     build_deployment,
     guarded,
     write_output,
@@ -33,7 +35,8 @@ from aiperf.cli.kube_commands import (
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import ProfileFlags
-from aiperf.kube import KubeConfigError, SecretRef, jobs, ops
+from aiperf.kube import KubeConfigError, SecretRef, jobs, ops, sidecar
+from aiperf.kube.client import KubeClusterError
 from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, JobPhase
 from aiperf.kube.crd_validation import Problem, validate_resource
 
@@ -156,11 +159,16 @@ def _why(job: dict[str, Any]) -> str:
 
 
 async def submit_job(api: ApiClient, deployment: Deployment, *, log_level: str, detach: bool,
-                     artifact_dir: str) -> int:
+                     artifact_dir: str, keep_sidecar: bool = False) -> int:
     """`kube profile` in operator mode: create the run's AIPerfJob (checked against the CRD
-    first), then unless `detach` watch its `status.phase` until it ends and, when Completed,
-    download the results from the controller pod. Exit 0 completed, 1 failed or cancelled."""
+    first), then unless `detach` watch its `status.phase` until it ends; then download the results
+    (partial ones of a failed run too) from the controller pod's results sidecar and shut that
+    down unless `keep_sidecar`. An attached client (or `keep_sidecar`) marks the CR with
+    `KEEP_SIDECAR_ANNOTATION`, so the operator, which copies the results to its own volume
+    first, leaves the sidecar to it. Exit 0 completed, 1 failed or cancelled."""
     job = build_job(deployment, log_level=log_level)
+    if keep_sidecar or not detach:
+        job["metadata"].setdefault("annotations", {})[sidecar.KEEP_SIDECAR_ANNOTATION] = "true"
     problems = validate_resource(job)
     if problems:
         raise KubeConfigError("the AIPerfJob would be rejected: " + "; ".join(map(str, problems)))
@@ -183,10 +191,23 @@ async def submit_job(api: ApiClient, deployment: Deployment, *, log_level: str, 
     if phase == JobPhase.CANCELLED:
         _error(f"run {name} was cancelled")
         return EXIT_FAILED
+    stored = (last.get("status") or {}).get("resultsPath")
+    end = await sidecar.controller_end(api, name, namespace)
+    code = EXIT_FAILED
+    if end is not None and end.pod is not None:
+        try:
+            code = await _fetch(api, name, namespace, artifact_dir, pod=end.pod)
+        except KubeClusterError as exc:
+            if phase == JobPhase.COMPLETED and not stored:
+                raise
+            print(f"warning: no results from the results sidecar: {exc}", file=sys.stderr)
+        await _retire(api, name, namespace, end.pod, keep=keep_sidecar, ttl_s=deployment.settings.ttl_seconds)
+    if stored:
+        print(f"results stored by the operator under {stored} (run epoch {last['status'].get('runEpoch')})")
     if phase == JobPhase.FAILED:
         _error(f"run {name} failed: {_why(last)}")
         return EXIT_FAILED
-    return await _fetch(api, name, namespace, artifact_dir)
+    return EXIT_OK if stored else code
 
 
 def _documents(path: str) -> tuple[list[Any], Problem | None]:

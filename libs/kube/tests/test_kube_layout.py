@@ -33,6 +33,8 @@ def _service_ids(jobset: dict) -> dict[str, list[str]]:
     for rjob in jobset["spec"]["replicatedJobs"]:
         for index in range(rjob["replicas"]):
             for c in rjob["template"]["spec"]["template"]["spec"]["containers"]:
+                if c["name"] == "results-sidecar":  # a file server, not a registered service
+                    continue
                 service = c["image"].rsplit("/", 1)[1].split(":")[0]
                 service_id = c["args"][c["args"].index("--service-id") + 1]
                 ids.setdefault(service, []).append(service_id.replace(JOB_INDEX_ARG, str(index)))
@@ -107,19 +109,25 @@ def test_worker_pods_reach_the_controller_by_its_jobset_hostname(typical) -> Non
     assert jobset["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["controller"]}
 
 
-def test_controller_pod_runs_the_six_control_services(typical) -> None:
+def test_controller_pod_runs_the_six_control_services_and_the_results_sidecar(typical) -> None:
     jobs = {r["name"]: r for r in build_jobset(*typical)["spec"]["replicatedJobs"]}
     containers = jobs["controller"]["template"]["spec"]["template"]["spec"]["containers"]
-    assert [c["name"] for c in containers] == ["system-controller", "event-bus-proxy", "records-manager",
-                                               "timing-manager", "dataset-manager", "api"]
+    assert [c["name"] for c in containers] == ["control-plane", "event-bus-proxy", "records-manager",
+                                               "timing-manager", "dataset-manager", "api", "results-sidecar"]
     assert containers[0]["image"] == "registry.example.com/aiperf/system-controller:0.1.0"
     assert containers[0]["args"] == ["--config", "/config/run_config.json",
                                      "--service-id", "system-controller"]
     ports = {p["name"]: p["containerPort"] for c in containers for p in c["ports"]}
     channels = ("control", "bus-front", "bus-back", "credits", "credit-returns", "records")
     assert {ports[n] for n in channels} == {5667, 5663, 5664, 5564, 5565, 5557}
-    assert ports["http-api"] == 9090
-    assert sorted(v for k, v in ports.items() if k.startswith("health-")) == list(range(8080, 8086))
+    assert ports["http-api"] == 9090 and ports["http-results"] == 9091
+    assert sorted(v for k, v in ports.items() if k.startswith("health-")) == [*range(8080, 8086), 8089]
+    sidecar = containers[-1]
+    assert sidecar["image"] == "registry.example.com/aiperf/api:0.1.0"
+    assert sidecar["args"] == ["serve-results", "--artifact-dir", "/aiperf/artifacts", "--port", "9091",
+                               "--controller-health-port", "8080", "--linger-s", str(typical[0].ttl_seconds)]
+    assert sidecar["volumeMounts"] == [{"name": "artifacts", "mountPath": "/aiperf/artifacts", "readOnly": True}]
+    assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health-results"}
 
 
 def test_images_without_registry_and_locally_built() -> None:

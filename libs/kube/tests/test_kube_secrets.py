@@ -57,10 +57,14 @@ def test_endpoint_secrets_reach_worker_containers_only(typical) -> None:
             assert (ref in c["env"]) == is_worker, (job, c["name"])
 
 
-def test_plain_secret_env_reaches_every_container(uneven) -> None:
+def test_plain_secret_env_reaches_every_service_container(uneven) -> None:
     ref = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
     for rjob in build_jobset(*uneven)["spec"]["replicatedJobs"]:
-        assert all(ref in c["env"] for c in rjob["template"]["spec"]["template"]["spec"]["containers"])
+        containers = rjob["template"]["spec"]["template"]["spec"]["containers"]
+        assert all(ref in c["env"] for c in containers if c["name"] != "results-sidecar")
+        # the results sidecar only serves files: no secret reaches it
+        assert all(e["name"] == "AIPERF_HEALTH_PORT" for c in containers if c["name"] == "results-sidecar"
+                   for e in c["env"])
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [

@@ -9,7 +9,6 @@ from typing import Any
 
 import anyio
 import pytest
-from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
 from aiperf.kube import client as kube_client
@@ -402,45 +401,6 @@ async def test_pod_logs(kube: FakeKube, api: ApiClient) -> None:
         await ops.pod_logs(api, "p", NS)
     with pytest.raises(KubeError, match=r"^pod q not found in namespace bench$"):
         await ops.pod_logs(api, "q", NS)
-
-
-async def test_fetch_results_through_the_pod_proxy(kube: FakeKube, api: ApiClient, tmp_path: Path) -> None:
-    add_pod(kube, "aiperf-demo-workers-0-0-aaaaa", "workers")
-    add_pod(kube, "aiperf-demo-controller-0-0-old00", "controller", phase="Failed")
-    add_pod(kube, "aiperf-demo-controller-0-0-bbbbb", "controller")
-    files = {"profile_export_aiperf.json": json.dumps({"ok": True}).encode(),
-             "profile_export.jsonl": b"x" * 300_000}
-
-    async def api_container(request: web.Request, path: str) -> web.Response:
-        name = path.removeprefix("/api/results/files/")
-        if name not in files:
-            return web.json_response({"status_code": 404, "detail": "not found"}, status=404)
-        return web.Response(body=files[name])
-
-    kube.register_proxy(NS, "aiperf-demo-controller-0-0-bbbbb", 9090, api_container)
-    fetched = await ops.fetch_results_from_pods(api, "demo", NS, tmp_path / "out")
-    assert fetched.pod == "aiperf-demo-controller-0-0-bbbbb"
-    assert fetched.missing == ["profile_export_aiperf.csv", "inputs.json", "profile_export_console.txt"]
-    assert {p.name: p.read_bytes() for p in fetched.written} == files
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(files)
-    listing, *gets = kube.requests
-    assert listing.query == {"labelSelector": "jobset.sigs.k8s.io/jobset-name=aiperf-demo,"
-                                              "jobset.sigs.k8s.io/replicatedjob-name=controller"}
-    assert [r.path for r in gets] == [
-        f"/api/v1/namespaces/bench/pods/aiperf-demo-controller-0-0-bbbbb:9090/proxy/api/results/files/{f}"
-        for f in ops.RESULT_FILES]
-
-
-async def test_fetch_results_needs_a_reachable_controller_pod(kube: FakeKube, api: ApiClient,
-                                                              tmp_path: Path) -> None:
-    with pytest.raises(KubeError, match=r"^no controller pod for run demo in namespace bench"):
-        await ops.fetch_results_from_pods(api, "demo", NS, tmp_path)
-    add_pod(kube, "aiperf-demo-controller-0-0-bbbbb", "controller")
-    with pytest.raises(KubeError, match=r"^fetching profile_export_aiperf.json from pod "
-                                        r"aiperf-demo-controller-0-0-bbbbb \(port 9090\) failed: "
-                                        r"503 ServiceUnavailable"):
-        await ops.fetch_results_from_pods(api, "demo", NS, tmp_path)
-    assert list(tmp_path.iterdir()) == []
 
 
 async def test_a_run_with_its_curve_secret_is_created_and_deleted_whole(kube: FakeKube, api: ApiClient) -> None:

@@ -66,3 +66,23 @@ async def test_logs_of_waiting_containers_are_400_and_follow_streams_until_the_e
             assert await response.content.read() == b""  # the stream ends with the container
     finally:
         response.release()
+
+
+async def test_proxy_to_a_container_that_exited_is_refused_while_its_pod_runs(kube: FakeKube,
+                                                                              api: ApiClient) -> None:
+    # The controller pod after a run: the api container has exited, the results sidecar serves on.
+    core = CoreV1Api(api)
+    await core.create_namespaced_pod("bench", {"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "api", "image": "img:1", "ports": [{"containerPort": 9090}]},
+        {"name": "results-sidecar", "image": "img:1", "ports": [{"containerPort": 9091}]}]}})
+    kube.run_pod("bench", "p")
+    kube.register_proxy("bench", "p", 9090, answer)
+    kube.register_proxy("bench", "p", 9091, answer)
+    assert await core.connect_get_namespaced_pod_proxy_with_path("p:9090", "bench", "r") == "results at /r"
+    kube.end_container("bench", "p", "api")
+    pod = await core.read_namespaced_pod("p", "bench")
+    assert pod.status.phase == "Running"
+    with pytest.raises(ApiException) as exc:
+        await core.connect_get_namespaced_pod_proxy_with_path("p:9090", "bench", "r")
+    assert exc.value.status == 503
+    assert await core.connect_get_namespaced_pod_proxy_with_path("p:9091", "bench", "r") == "results at /r"

@@ -28,6 +28,7 @@ from aiperf.kube.ops import APP_LABEL, APP_LABEL_VALUE
 from aiperf.operator.desired import Defaults
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.reconciler import JobReconciler, utc_now
+from aiperf.operator.results import ResultsStore
 from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
 from aiperf.operator.status import RUNNING_SUBPHASES
 
@@ -84,9 +85,10 @@ def tune(settings: kopf.OperatorSettings) -> kopf.OperatorSettings:
 def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Defaults, metrics: Metrics,
                    resync_interval: float = 30.0, retry_delay: float = 5.0,
                    thresholds: StartupThresholds = DEFAULT_THRESHOLDS,
-                   clock: Callable[[], datetime] = utc_now) -> kopf.OperatorRegistry:
-    """The operator's handlers (see the module doc) in a new registry; `thresholds` and `clock`
-    go to the reconciler."""
+                   clock: Callable[[], datetime] = utc_now,
+                   results: ResultsStore | None = None) -> kopf.OperatorRegistry:
+    """The operator's handlers (see the module doc) in a new registry; `thresholds`, `clock` and
+    `results` (the results volume finished runs are copied to) go to the reconciler."""
     registry = kopf.OperatorRegistry()
     holder = _Holder()
 
@@ -103,7 +105,8 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
     async def open_client(**_: Any) -> None:
         holder.api = await connect()
         holder.reconciler = JobReconciler(api=holder.api, defaults=defaults, metrics=metrics,
-                                          retry_delay=retry_delay, thresholds=thresholds, clock=clock)
+                                          retry_delay=retry_delay, thresholds=thresholds, clock=clock,
+                                          results=results)
 
     @kopf.on.cleanup(registry=registry)
     async def close_client(**_: Any) -> None:

@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import kopf
 import structlog
@@ -26,6 +27,7 @@ from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.probes import build_app, serving
+from aiperf.operator.results import ResultsStore
 from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
 
 PROG = "aiperf-operator"
@@ -70,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT, metavar="PORT",
                         help=f"port of GET /metrics, Prometheus text format (default {DEFAULT_METRICS_PORT})")
     parser.add_argument("--results-dir", default=DEFAULT_RESULTS_DIR, metavar="DIR",
-                        help=f"results volume, <ns>/<name>/<epoch>/ per run (default {DEFAULT_RESULTS_DIR}; "
-                             "reserved: results are not copied yet)")
+                        help="results volume: each finished run's exports are copied to <ns>/<name>/<epoch>/ "
+                             f"(default {DEFAULT_RESULTS_DIR})")
     parser.add_argument("--results-port", type=int, default=DEFAULT_RESULTS_PORT, metavar="PORT",
                         help=f"port of the results server (default {DEFAULT_RESULTS_PORT}; reserved: not served yet)")
     return parser
@@ -96,7 +98,7 @@ async def serve(args: argparse.Namespace) -> None:
                                    unschedulable_fail_after_s=args.startup_unschedulable_fail_after)
     registry = build_registry(connect=client_factory(config), metrics=metrics, resync_interval=args.resync_interval,
                               defaults=Defaults(image_registry=args.image_registry, image_tag=args.image_tag),
-                              thresholds=thresholds)
+                              thresholds=thresholds, results=ResultsStore(Path(args.results_dir)))
     default_namespace = pod_namespace()
 
     def login(**_: object) -> kopf.ConnectionInfo:

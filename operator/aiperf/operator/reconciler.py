@@ -7,8 +7,11 @@ its two error types, which say what happens next).
   CR's (`ownership.claim`); an older incarnation's or a terminating one is waited for
   (`kopf.TemporaryError`), anything else fails the run (`kopf.PermanentError`).
 - `sync`: the one idempotent step every trigger runs (JobSet events, the resync timer, resume,
-  edits of `spec.timeoutSeconds`): cancel when `spec.cancel`, time out past the deadline, else
-  follow the JobSet into the status; finished runs get their clean-up re-checked.
+  edits of `spec.timeoutSeconds`): cancel when `spec.cancel`, time out past the deadline; once
+  the controller pod's control plane has exited, copy the results to the results volume
+  (`aiperf.operator.results`) and end the run Completed (Failed when it exited non-zero), then
+  shut the results sidecar down; else follow the JobSet into the status; finished runs get their
+  clean-up re-checked.
 - `cancel`: the `spec.cancel` edit: suspend the JobSet, phase Cancelled.
 - startup diagnosis (`aiperf.operator.startup`): each `sync` of a run still starting records
   what blocks its pods in `status.startupIssue`, warns, and fails it once a critical blocker
@@ -34,7 +37,8 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from aiperf.comms import CurveKeys
-from aiperf.kube import with_curve_keys
+from aiperf.kube import sidecar, with_curve_keys
+from aiperf.kube.client import KubeClusterError
 from aiperf.kube.crd_model import JOB_KIND, JobPhase
 from aiperf.kube.diagnosis import classify
 from aiperf.kube.names import jobset_name
@@ -43,6 +47,7 @@ from aiperf.operator import api, startup
 from aiperf.operator.desired import CR_API_VERSION, Defaults, InvalidSpec, JobPlan, plan_job
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.ownership import Verdict, claim, controller_of
+from aiperf.operator.results import ResultsStore
 from aiperf.operator.status import (
     TERMINAL,
     Cond,
@@ -71,13 +76,16 @@ class JobReconciler:
     """Reconciles AIPerfJobs through `api`. `defaults` fill what a CR leaves out; `clock` returns
     an aware datetime (injected for tests); `retry_delay` is the seconds kopf waits before
     retrying a create that waits for an older incarnation's objects to go; `thresholds` time the
-    startup diagnosis."""
+    startup diagnosis. `results`: the results volume finished runs are copied to (None: the run
+    ends with its JobSet, nothing is copied)."""
 
     def __init__(self, *, api: ApiClient, defaults: Defaults, metrics: Metrics,
                  clock: Callable[[], datetime] = utc_now, retry_delay: float = 5.0,
-                 thresholds: startup.StartupThresholds = startup.DEFAULT_THRESHOLDS) -> None:
+                 thresholds: startup.StartupThresholds = startup.DEFAULT_THRESHOLDS,
+                 results: ResultsStore | None = None) -> None:
         self._api, self._defaults, self._metrics = api, defaults, metrics
         self._clock, self._retry_delay, self._thresholds = clock, retry_delay, thresholds
+        self._results = results
 
     # -- create --------------------------------------------------------------------------------
 
@@ -181,6 +189,11 @@ class JobReconciler:
                 Cond("ResourcesCreated", False, "JobSetMissing",
                      f"JobSet {jobset_name(name)} was deleted before the run finished")]))
             return
+        if self._results is not None and jobset_state(jobset) == JobState.RUNNING:
+            end = await sidecar.controller_end(self._api, name, ns)
+            if end is not None and end.pod is not None:
+                await self._finish(cr, end.exit_code, end.pod)
+                return
         now = self._clock()
         written = await self.write_status(ns, name, uid, lambda live: observe_jobset(live, jobset, now=now))
         if written is not None:
@@ -228,6 +241,41 @@ class JobReconciler:
         if ref is None or ref.get("kind") != JOB_KIND or ref.get("apiVersion") != CR_API_VERSION:
             return
         await self.sync(jobset["metadata"]["namespace"], str(ref["name"]), str(ref["uid"]))
+
+    # -- the run's end -------------------------------------------------------------------------
+
+    async def _finish(self, cr: Mapping[str, Any], exit_code: int | None, pod: str) -> None:
+        """The control plane of `pod` has exited: on success copy the results to the volume, then
+        phase Completed with `resultsPath` and `runEpoch`; on failure phase Failed. Then shut the
+        results sidecar down (the JobSet completes), unless the CR asks to keep it. A copy that
+        fails is retried (`kopf.TemporaryError`) and the run stays Running meanwhile."""
+        meta = cr["metadata"]
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        assert self._results is not None
+        if exit_code == 0:
+            epoch = str((cr.get("status") or {}).get("runEpoch") or _epoch(cr) or "0")
+            try:
+                stored = await self._results.harvest(self._api, ns, name, epoch, pod)
+            except KubeClusterError as exc:
+                log.warning("results.copy_failed", namespace=ns, name=name, pod=pod, error=str(exc))
+                raise kopf.TemporaryError(f"copying the results of {ns}/{name} from pod {pod} failed: {exc}; "
+                                          "retrying", delay=self._retry_delay) from None
+            log.info("results.stored", namespace=ns, name=name, path=stored.path, files=len(stored.files))
+            done = Cond("ResultsStored", True, "Stored", f"{len(stored.files)} files under {stored.path}")
+            values = {"resultsPath": stored.path, "runEpoch": epoch}
+            written = await self.write_status(ns, name, uid, lambda live: _with_values(
+                self._terminal_once(live, JobPhase.COMPLETED, [done]), values))
+        else:
+            failed = Cond("ResultsStored", False, "ControlPlaneFailed",
+                          f"the control plane exited {exit_code}; see `aiperf kube logs {name} -n {ns}`")
+            written = await self.write_status(ns, name, uid, lambda live: self._terminal_once(
+                live, JobPhase.FAILED, [failed]))
+        if written is None or (meta.get("annotations") or {}).get(sidecar.KEEP_SIDECAR_ANNOTATION) == "true":
+            return
+        try:
+            await sidecar.shutdown_sidecar(self._api, ns, pod)
+        except KubeClusterError as exc:  # it exits by itself after its linger time
+            log.warning("results.sidecar_shutdown_failed", namespace=ns, name=name, pod=pod, error=str(exc))
 
     # -- cancel and timeout --------------------------------------------------------------------
 
@@ -339,6 +387,13 @@ class JobReconciler:
             return written
         raise kopf.TemporaryError(f"status of {ns}/{name} kept changing under {MAX_ATTEMPTS} writes; retrying",
                                   delay=1)
+
+
+def _with_values(change: StatusChange | None, values: Mapping[str, Any]) -> StatusChange | None:
+    """`change` with `values` set too (None stays None: nothing to write)."""
+    if change is None:
+        return None
+    return StatusChange(values={**change.values, **values}, conditions=change.conditions, remove=change.remove)
 
 
 def _epoch(cr: Mapping[str, Any]) -> str | None:

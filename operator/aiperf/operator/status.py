@@ -8,7 +8,8 @@ computed from a stale read is refused by the API server instead of overwriting a
 (`status_patch`).
 
 Conditions written here: `ConfigValid`, `ResourcesCreated`, `WorkersReady`, `Cancelled`,
-`TimedOut`, `Succeeded` (and `StartupFailed`, by `aiperf.operator.startup`).
+`TimedOut`, `Succeeded` (and `StartupFailed`, by `aiperf.operator.startup`; `ResultsStored`, by
+the reconciler at the run's end).
 """
 
 from __future__ import annotations

@@ -12,6 +12,12 @@ Ports: health ports 8080-8088, one per service type (the service catalog,
 health port from `AIPERF_HEALTH_PORT`. Channel ports (control 5667, event bus 5663/5664, credits
 5564/5565, records 5557) and the API's 9090 are declared on the container that binds them.
 Port names are at most 15 characters (a Kubernetes rule), hence `health-ctrl`, `health-w3`.
+
+The controller pod also runs `results_container`: the api image started with its
+`serve-results` command (`aiperf.api.results_main`), which serves the finished exports from the
+artifacts volume (read-only) on port 9091 after the control plane has exited, until
+`POST /shutdown` (`aiperf kube shutdown`, the operator once it has copied them) or a linger time.
+Its health port is 8089.
 """
 
 from __future__ import annotations
@@ -29,6 +35,14 @@ from aiperf.messages import ServiceType
 from aiperf.runtime.health import HEALTH_PORT_ENV
 
 API_PORT = 9090
+CONTROL_PLANE_CONTAINER = "control-plane"
+"""The system-controller's container in the controller pod (its service id stays `system-controller`)."""
+RESULTS_CONTAINER = "results-sidecar"
+RESULTS_PORT_NAME, RESULTS_PORT = "http-results", 9091
+RESULTS_HEALTH_PORT = ("health-results", 8089)
+RESULTS_COMMAND = "serve-results"
+"""The api image's command that runs the results server instead of the api service."""
+RESULTS_RESOURCES = {"cpu": "50m", "memory": "128Mi"}
 JOB_INDEX_ENV = "AIPERF_JOB_INDEX"
 CONTROLLER_HOST_ENV = "AIPERF_CONTROLLER_HOST"
 JOB_INDEX_ANNOTATION = "jobset.sigs.k8s.io/job-index"
@@ -117,5 +131,28 @@ def container(settings: KubeSettings, *, name: str, service_type: ServiceType, s
         "resources": settings.resources_for(service_type).to_manifest(),
         **probes(health_name),
         "volumeMounts": [dict(mount) for mount in _MOUNTS],
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+
+
+def results_container(settings: KubeSettings) -> dict[str, Any]:
+    """The controller pod's results container (see the module doc): serves the exports of
+    `ARTIFACT_DIR` on `RESULTS_PORT` once the run has ended (the control plane's end marker, or
+    its health port gone), and exits 0 on `POST /shutdown` or `settings.ttl_seconds` after the
+    run's end (the JobSet's own TTL counts from then)."""
+    control_health = spec_of(ServiceType.SYSTEM_CONTROLLER).health_port[1]
+    health_name, health_number = RESULTS_HEALTH_PORT
+    return {
+        "name": RESULTS_CONTAINER,
+        "image": settings.image or image(settings.image_registry, ServiceType.API, settings.image_tag),
+        "imagePullPolicy": settings.image_pull_policy,
+        "args": [RESULTS_COMMAND, "--artifact-dir", ARTIFACT_DIR, "--port", str(RESULTS_PORT),
+                 "--controller-health-port", str(control_health), "--linger-s", str(settings.ttl_seconds)],
+        "env": [{"name": HEALTH_PORT_ENV, "value": str(health_number)}],
+        "ports": [{"name": health_name, "containerPort": health_number, "protocol": "TCP"},
+                  {"name": RESULTS_PORT_NAME, "containerPort": RESULTS_PORT, "protocol": "TCP"}],
+        "resources": {"limits": dict(RESULTS_RESOURCES), "requests": dict(RESULTS_RESOURCES)},
+        **probes(health_name),
+        "volumeMounts": [{"name": ARTIFACTS_VOLUME, "mountPath": ARTIFACT_DIR, "readOnly": True}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }

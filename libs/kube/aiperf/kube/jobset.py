@@ -1,10 +1,11 @@
 """The JobSet `aiperf-<name>`: one controller pod and the worker pods.
 
 Replicated jobs (each job runs one pod):
-- `controller` (1): system-controller, event-bus-proxy, dataset-manager, timing-manager,
-  records-manager and api as sibling containers sharing localhost and the `ipc` and `artifacts`
-  emptyDirs. They talk over IPC among themselves and also bind TCP on 0.0.0.0 (from the
-  ConfigMap's comms) for the worker pods.
+- `controller` (1): `control-plane` (the system-controller), event-bus-proxy, dataset-manager,
+  timing-manager, records-manager and api as sibling containers sharing localhost and the `ipc`
+  and `artifacts` emptyDirs, plus `results-sidecar`, which keeps serving the exports after the
+  others have exited (`aiperf.kube.containers.results_container`). The services talk over IPC
+  among themselves and also bind TCP on 0.0.0.0 (from the ConfigMap's comms) for the worker pods.
 - `workers` (one job per full pod): worker-group-manager, `worker-0..k-1`,
   `record-processor-0..m-1`. Group `g<i>` is the pod's JobSet job index.
 - `workers-last` (1, only for an uneven split): the last group `g<pods-1>` with fewer workers.
@@ -13,7 +14,8 @@ Replicated jobs (each job runs one pod):
 
 Worker pods find the controller at `aiperf-<name>-controller-0-0.aiperf-<name>`
 (`AIPERF_CONTROLLER_HOST`), the JobSet headless service enabled by `network`. The run is over
-when the controller job completes (success policy); any failed job fails the JobSet (no
+when the controller job completes (success policy), i.e. once the results container has exited
+too (shut down, or its linger time after the run's end); any failed job fails the JobSet (no
 restarts: a benchmark is not retried behind the user's back). Pods never restart
 (`restartPolicy: Never`, `backoffLimit: 0`): a restarted worker would re-register in the middle
 of a run under the same id, so a crash must surface as a failure instead.
@@ -29,11 +31,13 @@ from aiperf.kube.config_map import require_secrets
 from aiperf.kube.containers import (
     ARTIFACTS_VOLUME,
     CONFIG_VOLUME,
+    CONTROL_PLANE_CONTAINER,
     CONTROLLER_HOST_ENV,
     IPC_VOLUME,
     JOB_INDEX_ARG,
     container,
     job_index_env,
+    results_container,
 )
 from aiperf.kube.curve_secret import curve_volume
 from aiperf.kube.metadata import labels, object_meta
@@ -46,6 +50,7 @@ from aiperf.kube.names import (
     jobset_name,
 )
 from aiperf.kube.settings import KubeSettings
+from aiperf.messages import ServiceType
 
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 
@@ -99,8 +104,11 @@ def _replicated_job(settings: KubeSettings, *, job: str, replicas: int, componen
 
 
 def controller_containers(settings: KubeSettings) -> list[dict[str, Any]]:
-    """The controller pod's containers, one per `CONTROLLER_SERVICES` entry."""
-    return [container(settings, name=str(t), service_type=t, service_id=str(t)) for t in CONTROLLER_SERVICES]
+    """The controller pod's containers: one per `CONTROLLER_SERVICES` entry (the
+    system-controller's named `control-plane`), then the results container."""
+    return [*(container(settings, name=CONTROL_PLANE_CONTAINER if t is ServiceType.SYSTEM_CONTROLLER else str(t),
+                        service_type=t, service_id=str(t)) for t in CONTROLLER_SERVICES),
+            results_container(settings)]
 
 
 def worker_containers(settings: KubeSettings, *, group: str, workers: int,

@@ -16,12 +16,10 @@ replaced the one it read.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -31,6 +29,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from aiperf.kube.client import KubeClusterError, KubeError, api_status
+from aiperf.kube.containers import API_PORT
 from aiperf.kube.names import CONTROLLER_JOB, PREFIX, config_map_name, curve_secret_name, jobset_name
 from aiperf.kube.settings import INSTANCE_LABEL, NAME_LABEL
 
@@ -42,11 +41,6 @@ APP_LABEL = NAME_LABEL
 APP_LABEL_VALUE = "aiperf"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-API_PORT = 9090
-RESULT_FILES = ("profile_export_aiperf.json", "profile_export_aiperf.csv", "profile_export.jsonl",
-                "inputs.json", "profile_export_console.txt")
-"""The export files the controller pod's api container serves under `/api/results/files/`."""
-
 JSON = "application/json"
 JSON_PATCH = "application/json-patch+json"
 _PLURALS = {"Role": "roles", "RoleBinding": "rolebindings", "ConfigMap": "configmaps", "Secret": "secrets",
@@ -77,16 +71,6 @@ class JobSummary:
     state: JobState
     created: str | None
     uid: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class FetchedResults:
-    """What `fetch_results_from_pods` wrote: files under the destination, and names the pod
-    does not have (not written yet, or not produced by this run)."""
-
-    pod: str
-    written: list[Path]
-    missing: list[str]
 
 
 # -- plumbing ----------------------------------------------------------------------------------
@@ -531,48 +515,6 @@ async def pod_logs(api: ApiClient, pod: str, namespace: str, *, container: str |
         response.release()
 
 
-async def fetch_results_from_pods(api: ApiClient, name: str, namespace: str, dest: Path, *,
-                                  files: Sequence[str] = RESULT_FILES,
-                                  port: int = API_PORT) -> FetchedResults:
-    """Download run `name`'s export files from its controller pod's api container, through the
-    API server's pod proxy (`GET .../pods/POD:PORT/proxy/api/results/files/FILE`), into `dest`.
-
-    A file is written whole or not at all (temporary name, then rename). Files the pod answers
-    404 for are listed in `missing`. KubeError when there is no controller pod, the api
-    container cannot be reached, or it answers with another error.
-    """
-    pod = await controller_pod(api, name, namespace)
-    dest.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    missing: list[str] = []
-    for file_name in files:
-        path = _path("v1", "pods", namespace, f"{pod}:{port}", "proxy") + "/api/results/files/" + quote(
-            file_name, safe="")
-        response = await _open(api, path)
-        try:
-            if response.status == 404:
-                missing.append(file_name)
-                continue
-            if response.status != 200:
-                exc = await _error_of(response)
-                raise KubeClusterError(f"fetching {file_name} from pod {pod} (port {port}) failed: "
-                                f"{_describe(exc)}; is the pod running?")
-            target = dest / file_name
-            partial = dest / f".{file_name}.{uuid.uuid4().hex[:8]}.part"
-            try:
-                async with await anyio.open_file(partial, "wb") as out:
-                    async for chunk in response.content.iter_chunked(1 << 16):
-                        await out.write(chunk)
-                await anyio.Path(partial).rename(target)
-            finally:
-                await anyio.Path(partial).unlink(missing_ok=True)
-            written.append(target)
-        finally:
-            response.release()
-    return FetchedResults(pod=pod, written=written, missing=missing)
-
-
-__all__ = ["API_PORT", "APP_LABEL", "APP_LABEL_VALUE", "JOBSET_API_VERSION", "RESULT_FILES", "TERMINAL",
-           "FetchedResults", "JobState", "JobSummary", "RunReplaced", "cancel", "controller_pod", "create_all",
-           "delete", "ensure_namespace_exists", "fetch_results_from_pods", "get_jobset", "jobset_state", "list_jobs",
-           "list_pods", "pod_logs", "summarize", "watch_jobset_until_done"]
+__all__ = ["API_PORT", "APP_LABEL", "APP_LABEL_VALUE", "JOBSET_API_VERSION", "TERMINAL", "JobState", "JobSummary", "RunReplaced",
+           "cancel", "controller_pod", "create_all", "delete", "ensure_namespace_exists", "get_jobset", "jobset_state",
+           "list_jobs", "list_pods", "pod_logs", "summarize", "watch_jobset_until_done"]

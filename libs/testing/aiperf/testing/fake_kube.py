@@ -89,7 +89,7 @@ from aiperf.testing.fake_kube_http import json_response as _json
 from aiperf.testing.fake_kube_kinds import CRDS, JOBSET_CRD, NAMESPACES, PODS
 from aiperf.testing.fake_kube_pods import PodRuntime, ProxyHandler
 from aiperf.testing.fake_kube_rbac import ADMIN, Authenticator, Authorizer, User
-from aiperf.testing.fake_kube_store import Store, present
+from aiperf.testing.fake_kube_store import Store, now_rfc3339, present
 from aiperf.testing.fake_kube_tls import TlsFiles
 
 __all__ = ["ApiError", "FakeKube", "KindInfo", "ProxyHandler", "RecordedRequest", "User"]
@@ -320,6 +320,13 @@ class FakeKube:
     def terminate_pod(self, namespace: str, name: str, exit_codes: dict[str, int] | None = None) -> Obj:
         """Play the kubelet: every container ends (Succeeded, or Failed on a non-zero exit code)."""
         return self.pods.terminate(namespace, name, exit_codes)
+
+    def end_container(self, namespace: str, name: str, container: str, exit_code: int = 0) -> Obj:
+        """Play the kubelet: one container of a running pod exits with `exit_code` (the pod keeps
+        running while others do); pods/proxy to a port of that container is refused from then."""
+        reason = "Completed" if exit_code == 0 else "Error"
+        return self.pods.set_container_state(namespace, name, container, {"terminated": {
+            "exitCode": exit_code, "reason": reason, "finishedAt": now_rfc3339()}})
 
     def finish_pod(self, namespace: str, name: str) -> bool:
         """Play the kubelet after a graceful delete: the pod's containers stopped, it goes."""

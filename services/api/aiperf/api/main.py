@@ -1,4 +1,5 @@
-"""Entry point of the api process: `python -m aiperf.api.main --help`.
+"""Entry point of the api process: `python -m aiperf.api.main --help`; with `serve-results`
+first it runs the controller pod's results sidecar instead (`aiperf.api.results_main`).
 
 Listens on `AIPERF_API_PORT` if set, else 9090 in Kubernetes and a free port locally (logged as
 ``api.listening``); `AIPERF_API_HOST` overrides the bind host (Kubernetes: all interfaces,
@@ -51,9 +52,17 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
                server_factory=granian_server, advertise_host=os.environ.get(CONTROLLER_HOST_ENV))
 
 
+RESULTS_COMMAND = "serve-results"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one api process; see `--help`."""
-    return service_main(ServiceType.API, build, argv)
+    """Run one api process; see `--help` (`serve-results --help` for the results sidecar)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == [RESULTS_COMMAND]:
+        from aiperf.api.results_main import main as serve_results
+
+        return serve_results(args[1:])
+    return service_main(ServiceType.API, build, args)
 
 
 if __name__ == "__main__":

@@ -95,3 +95,16 @@ class InFlight:
             if self._idle is None:
                 self._idle = anyio.Event()
             await self._idle.wait()
+
+
+async def wait_listening(host: str, port: int, timeout_s: float) -> None:
+    """Return once `host:port` accepts a TCP connection; `TimeoutError` after `timeout_s`."""
+    with anyio.fail_after(timeout_s):
+        while True:
+            try:
+                stream = await anyio.connect_tcp(host, port)
+            except OSError:
+                await anyio.sleep(0.01)  # the worker binds shortly after serve() starts
+                continue
+            await stream.aclose()
+            return

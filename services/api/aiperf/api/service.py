@@ -14,7 +14,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from aiperf.api.app import AppConfig, create_app
-from aiperf.api.server import HttpServer, InFlight, ServerFactory, free_tcp_port
+from aiperf.api.server import HttpServer, InFlight, ServerFactory, free_tcp_port, wait_listening
 from aiperf.api.view import RunView
 from aiperf.comms import BadMessage
 from aiperf.messages import Command, Event, ProfileConfigure, Reply
@@ -75,7 +75,7 @@ class Api:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._serve, server, port)
             try:
-                await self._wait_listening(port)
+                await wait_listening(self._connect_host, port, self._ready_timeout_s)
                 self._url = f"http://{self._bracketed(self._advertise)}:{port}"
                 self._ready.set()
                 log.info("api.listening", url=self._url, bind=self._host, port=port)
@@ -118,17 +118,6 @@ class Api:
             await self._drain()
         if not self._stopping:
             raise RuntimeError("the api HTTP server stopped on its own")
-
-    async def _wait_listening(self, port: int) -> None:
-        with anyio.fail_after(self._ready_timeout_s):
-            while True:
-                try:
-                    stream = await anyio.connect_tcp(self._connect_host, port)
-                except OSError:
-                    await anyio.sleep(0.01)  # the worker binds shortly after serve() starts
-                    continue
-                await stream.aclose()
-                return
 
     async def _follow_events(self) -> None:
         while True:

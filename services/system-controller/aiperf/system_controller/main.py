@@ -27,7 +27,7 @@ from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
 from aiperf.system_controller.job_status import reporting
 from aiperf.system_controller.launcher import NoLauncher
 from aiperf.system_controller.profile_driver import ProfileDriver
-from aiperf.system_controller.report import report
+from aiperf.system_controller.report import report, write_end_marker
 from aiperf.system_controller.runner import run_cancellable
 
 
@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
                 tracker.finish(verdict, driver.outcome if driver is not None else None)
             tg.cancel_scope.cancel()
         if driver is not None:
-            return report(config, verdict, driver.outcome)
+            code = report(config, verdict, driver.outcome)
+            write_end_marker(config, verdict, code)  # last: the results sidecar then knows the run is over
+            return code
         print(f"run {verdict.state}: {verdict.reason}" if verdict.reason else f"run {verdict.state}",
               file=sys.stderr)
         return verdict.exit_code

@@ -8,12 +8,11 @@ import sys
 from pathlib import Path
 
 from aiperf.config import RunConfig
+from aiperf.config.markers import END_MARKER, READY_MARKER
 from aiperf.messages import Finalized, SystemState
 from aiperf.metrics import write_atomic
 from aiperf.system_controller.profile_driver import ProfileOutcome
 from aiperf.system_controller.service import Verdict
-
-READY_MARKER = ".aiperf_results_ready.json"
 
 
 def report(config: RunConfig, verdict: Verdict, outcome: ProfileOutcome) -> int:
@@ -84,3 +83,15 @@ def _write_ready_marker(config: RunConfig, verdict: Verdict) -> None:
     marker = {"ready": True, "was_cancelled": verdict.state is SystemState.CANCELLED,
               "partial": bool(verdict.degraded)}
     write_atomic(Path(config.artifact_dir, READY_MARKER), (json.dumps(marker) + "\n").encode())
+
+
+def write_end_marker(config: RunConfig, verdict: Verdict, exit_code: int) -> None:
+    """`.aiperf_run_ended.json` (`aiperf.config.markers.END_MARKER`), atomically, for every
+    outcome: the run's state, the exit code the controller is about to exit with, and the reason.
+    A marker that cannot be written is reported on stderr; the exit code stays the run's."""
+    marker = {"state": str(verdict.state), "exit_code": exit_code, "reason": verdict.reason}
+    try:
+        write_atomic(Path(config.artifact_dir, END_MARKER), (json.dumps(marker) + "\n").encode())
+    except OSError as exc:
+        print(f"error: cannot write the run-ended marker in {config.artifact_dir}: {exc.strerror or exc}",
+              file=sys.stderr)

@@ -1,0 +1,18 @@
+"""Marker files the control plane leaves in the artifact directory for readers in other
+processes (the results sidecar, `aiperf kube`, the operator). Both are written atomically
+(temporary file, fsync, rename), so a reader sees a whole marker or none.
+
+- `READY_MARKER` (`{"ready": true, "was_cancelled": bool, "partial": bool}`): the exports are
+  final and balanced; written only for completed or cancelled runs.
+- `END_MARKER` (`{"state": SystemState, "exit_code": int, "reason": str}`): the run is over and
+  the system-controller exits with `exit_code`; written for every outcome, failures included,
+  after the ready marker. A control plane that dies without writing it is seen as gone by its
+  health port (the results sidecar) or by its container state (`aiperf kube`, the operator).
+"""
+
+from __future__ import annotations
+
+READY_MARKER = ".aiperf_results_ready.json"
+END_MARKER = ".aiperf_run_ended.json"
+
+__all__ = ["END_MARKER", "READY_MARKER"]

@@ -1,0 +1,134 @@
+"""Results at completion (issue 9, item 7), with real kopf against the fake API server: once the
+controller pod's control plane has exited, the operator copies the run's exports from the results
+sidecar onto its volume under `<ns>/<name>/<epoch>/`, then sets resultsPath, runEpoch and phase
+Completed, then shuts the sidecar down. A copy that breaks off is retried and never advertised."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _chart import render
+from _harness import NS, condition, cr, job, operator, phase, set_jobset_status
+from _repo import chart_dir
+
+from aiperf.kube.crd import build_crd
+from aiperf.kube.crd_model import JOB_KIND
+from aiperf.kube.sidecar import KEEP_SIDECAR_ANNOTATION
+from aiperf.testing.fake_kube import FakeKube
+from aiperf.testing.fake_sidecar import FakeSidecar
+
+pytestmark = pytest.mark.anyio
+
+FILES = {"profile_export_aiperf.json": b'{"ok": true}\n', "profile_export_aiperf.csv": b"a,b\n1,2\n",
+         "profile_export.jsonl": b"{}\n" * 20_000, "inputs.json": b'{"data": []}\n'}
+RELEASE_NS = "aiperf-system"
+
+
+async def start_run(kube: FakeKube, fake_files: dict[str, bytes] | None = None, *, name: str = "run",
+                    **kwargs: object) -> tuple[str, FakeSidecar]:
+    """The run `name` Running, with its controller pod up (the JobSet controller's and kubelet's
+    part) and the results sidecar answering through the pod proxy."""
+    await kube.wait_until(lambda: phase(kube, name) == "Initializing", timeout=20)
+    set_jobset_status(kube, name)
+    await kube.wait_until(lambda: phase(kube, name) == "Running")
+    pod = f"aiperf-{name}-controller-0-0-abcde"
+    kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": NS, "labels": {
+        "jobset.sigs.k8s.io/jobset-name": f"aiperf-{name}", "jobset.sigs.k8s.io/replicatedjob-name": "controller"}},
+        "spec": {"containers": [{"name": "control-plane", "image": "x"},
+                                {"name": "api", "image": "x", "ports": [{"containerPort": 9090}]},
+                                {"name": "results-sidecar", "image": "x", "ports": [{"containerPort": 9091}]}]}})
+    kube.run_pod(NS, pod)
+    fake = FakeSidecar(fake_files or FILES, kube=kube, namespace=NS, pod=pod, **kwargs)  # type: ignore[arg-type]
+    kube.register_proxy(NS, pod, 9091, fake)
+    return pod, fake
+
+
+def end_control_plane(kube: FakeKube, pod: str, exit_code: int = 0) -> None:
+    kube.end_container(NS, pod, "control-plane", exit_code)
+    kube.end_container(NS, pod, "api")
+
+
+def run_dirs(results: Path, name: str = "run") -> list[str]:
+    folder = results / NS / name
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+async def test_a_run_to_completed_with_results_on_the_operators_volume(kube: FakeKube, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    async with operator(kube, results_dir=results):
+        kube.create(job())
+        pod, fake = await start_run(kube)
+        end_control_plane(kube, pod)
+        await kube.wait_until(lambda: phase(kube) == "Completed", timeout=20)
+        await kube.wait_until(lambda: fake.shutdowns == 1)
+    status = cr(kube)["status"]
+    epoch = status["runEpoch"]
+    assert status["resultsPath"] == f"{NS}/run/{epoch}"
+    stored = results / status["resultsPath"]
+    assert {p.name: p.read_bytes() for p in stored.iterdir()} == FILES
+    assert run_dirs(results) == [epoch, "latest.txt"]  # no staging directory left
+    assert (results / NS / "run" / "latest.txt").read_text() == f"{epoch}\n"
+    assert condition(kube, "ResultsStored")["status"] == "True" and condition(kube, "Succeeded")["status"] == "True"
+    # The JobSet still runs (the sidecar kept the pod up): Completed came from the stored results.
+    proxied = [(r.method, r.path.split("/proxy", 1)[1]) for r in kube.requests if "/proxy/" in r.path]
+    assert proxied[-1] == ("POST", "/shutdown")
+
+
+async def test_a_broken_copy_is_retried_and_never_advertised(kube: FakeKube, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    async with operator(kube, results_dir=results):
+        kube.create(job())
+        pod, fake = await start_run(kube, broken=["profile_export.jsonl"])
+        end_control_plane(kube, pod)
+        await kube.wait_until(lambda: fake.served.count("profile_export.jsonl") >= 2, timeout=20)
+        # Two copies broke off: nothing is advertised and no run directory exists.
+        assert phase(kube) == "Running" and "resultsPath" not in cr(kube)["status"]
+        assert not any(not name.startswith(".") for name in run_dirs(results))
+        assert fake.shutdowns == 0  # the only copy is still in the sidecar
+        fake.broken.clear()
+        await kube.wait_until(lambda: phase(kube) == "Completed", timeout=20)
+    stored = results / cr(kube)["status"]["resultsPath"]
+    assert {p.name: p.read_bytes() for p in stored.iterdir()} == FILES
+    assert run_dirs(results) == [cr(kube)["status"]["runEpoch"], "latest.txt"]
+
+
+async def test_a_failed_control_plane_fails_the_run_without_a_copy(kube: FakeKube, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    async with operator(kube, results_dir=results):
+        kube.create(job())
+        pod, fake = await start_run(kube, exit_code=1)
+        end_control_plane(kube, pod, 1)
+        await kube.wait_until(lambda: phase(kube) == "Failed", timeout=20)
+        await kube.wait_until(lambda: fake.shutdowns == 1)
+    stored = condition(kube, "ResultsStored")
+    assert (stored["status"], stored["reason"]) == ("False", "ControlPlaneFailed")
+    assert "exited 1" in stored["message"] and "resultsPath" not in cr(kube)["status"]
+    assert run_dirs(results) == []
+
+
+async def test_a_client_that_keeps_the_sidecar_gets_it_left_running(kube: FakeKube, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    async with operator(kube, results_dir=results):
+        body = job()
+        body["metadata"]["annotations"] = {KEEP_SIDECAR_ANNOTATION: "true"}
+        kube.create(body)
+        pod, fake = await start_run(kube)
+        end_control_plane(kube, pod)
+        await kube.wait_until(lambda: phase(kube) == "Completed", timeout=20)
+    assert fake.shutdowns == 0 and (results / cr(kube)["status"]["resultsPath"]).is_dir()
+
+
+async def test_the_charts_cluster_role_suffices_to_copy_the_results_and_shut_the_sidecar_down(
+        tmp_path: Path) -> None:
+    async with FakeKube(namespaces=[NS, RELEASE_NS], rbac=True) as kube:
+        kube.install_crd(build_crd(JOB_KIND))
+        for obj in render(chart_dir(), namespace=RELEASE_NS):
+            if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+                kube.create(obj)
+        token = kube.token_for(RELEASE_NS, "aiperf-operator")
+        async with operator(kube, token=token, results_dir=tmp_path):
+            kube.create(job())
+            pod, fake = await start_run(kube)
+            end_control_plane(kube, pod)
+            await kube.wait_until(lambda: phase(kube) == "Completed" and fake.shutdowns == 1, timeout=20)
