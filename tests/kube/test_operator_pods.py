@@ -9,6 +9,7 @@ Opt-in like test_podman_pods.py (AIPERF_PODMAN_E2E=1 after the images are built)
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -32,9 +33,11 @@ from aiperf.kube.status_push import HEARTBEAT_ANNOTATION
 from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
-from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
+from aiperf.operator.results import ResultsStore
+from aiperf.operator.startup import StartupThresholds
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_kopf import KopfOnFakeKube, fast_settings
+from aiperf.testing.fake_kube_select import Selector
 from aiperf.testing.fake_kube_tls import make_tls_files
 
 NS = "bench"
@@ -44,6 +47,8 @@ BENCHMARK = {"models": ["mock"], "endpoint": {"urls": [f"http://{MOCK_ALIAS}:{MO
              "datasets": [{"type": "synthetic", "entries": 8, "prompts": {"isl": {"mean": 16}, "osl": {"mean": 8}}}],
              "phases": [{"type": "concurrency", "name": "profiling", "concurrency": 2, "requests": 20}],
              "runtime": {"workers": 1}}
+FAST = StartupThresholds(warn_after_s=2, fail_after_s=15)
+"""Startup thresholds of these tests: a pull error fails its run 15 s after it is first seen."""
 RUN_S = 420.0
 """Bound on one run from submission to a terminal phase: the pods start in 60-90 s on 2 cores
 (see _podman.STARTUP_S), the benchmark itself takes seconds."""
@@ -73,8 +78,9 @@ class Operator:
     """The operator (real kopf on the fake API server) in a task of its own: `restart()` stops
     it and starts a fresh one, as a rolled operator Deployment would."""
 
-    def __init__(self, kube: FakeKube, tg: anyio.abc.TaskGroup, thresholds: StartupThresholds) -> None:
-        self.kube, self.tg, self.thresholds = kube, tg, thresholds
+    def __init__(self, kube: FakeKube, tg: anyio.abc.TaskGroup, thresholds: StartupThresholds,
+                 results: ResultsStore) -> None:
+        self.kube, self.tg, self.thresholds, self.results = kube, tg, thresholds, results
         self.starts = 0
         self._stop = anyio.Event()
         self._stopped = anyio.Event()
@@ -84,7 +90,8 @@ class Operator:
             return await new_client_from_config(self.kube.kubeconfig_path, persist_config=False)
 
         registry = build_registry(connect=connect, defaults=Defaults(), metrics=Metrics(),
-                                  resync_interval=1.0, retry_delay=0.5, thresholds=self.thresholds)
+                                  resync_interval=1.0, retry_delay=0.5, thresholds=self.thresholds,
+                                  results=self.results)
         try:
             async with KopfOnFakeKube(self.kube, registry=registry, namespaces=[NS],
                                       settings=tune(fast_settings())):
@@ -111,10 +118,11 @@ class Cluster:
     kube: FakeKube
     operator: Operator
     player: PodmanCluster
+    results: Path
 
 
 @asynccontextmanager
-async def cluster(tmp_path: Path, *, thresholds: StartupThresholds = DEFAULT_THRESHOLDS) -> AsyncIterator[Cluster]:
+async def cluster(tmp_path: Path, *, thresholds: StartupThresholds = FAST) -> AsyncIterator[Cluster]:
     """An internal network with the mock LLM server, the fake API server on its gateway with the
     CRDs installed and RBAC on, the kubelet/JobSet player and the operator; all torn down after."""
     tag = uuid.uuid4().hex[:6]
@@ -135,10 +143,11 @@ async def cluster(tmp_path: Path, *, thresholds: StartupThresholds = DEFAULT_THR
                                    api_port=port, ca=tls.ca)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(player.run)
-                operator = Operator(kube, tg, thresholds)
+                results = tmp_path / "operator-results"
+                operator = Operator(kube, tg, thresholds, ResultsStore(results))
                 operator.start()
                 try:
-                    yield Cluster(kube, operator, player)
+                    yield Cluster(kube, operator, player, results)
                 finally:
                     with anyio.CancelScope(shield=True):
                         await operator.stop()
@@ -167,27 +176,49 @@ async def profile(kube: FakeKube, name: str, *, requests: int = 40) -> int:
 @pytest.mark.timeout(900)
 async def test_a_run_completes_through_the_operator(tmp_path: Path) -> None:
     """The controller pod pushes its status with its own ServiceAccount (phases, counts, the
-    nine worker keys, a UID-fenced heartbeat); the operator completes the run; once the pod is
-    gone nothing has brought `subPhase` back."""
+    nine worker keys, a UID-fenced heartbeat); at the control plane's exit the operator copies
+    the exports from the results sidecar onto its volume and completes the run; once the pod is
+    gone nothing has brought `subPhase` back. Then the CR is deleted and a same-name run with an
+    unpullable image is created at once, while the old JobSet may still terminate: the new run
+    adopts nothing of the old one, fails on its own blocker, and the old results stay."""
     async with cluster(tmp_path) as c:
         kube = c.kube
         assert await profile(kube, "op") == 0
-        await kube.wait_until(lambda: status(kube, "op").get("subPhase") is not None or terminal(kube, "op"),
-                              timeout=RUN_S)
         await kube.wait_until(lambda: terminal(kube, "op"), timeout=RUN_S)
         final = status(kube, "op")
         assert final["phase"] == "Completed", final
         assert final["phases"]["profiling"]["requestsCompleted"] == 40, final
         assert final["requestsCompleted"] == 40 and final["resultsExported"] is True, final
         assert final["workers"]["totalPods"] == 2, final
-        annotations = (kube.get(CR_API, JOB_KIND, NS, "op") or {})["metadata"].get("annotations") or {}
-        assert HEARTBEAT_ANNOTATION in annotations, annotations
+        stored = c.results / final["resultsPath"]
+        assert final["resultsPath"] == f"{NS}/op/{final['runEpoch']}", final
+        summary = json.loads((stored / "profile_export_aiperf.json").read_text())
+        assert summary["request_count"]["avg"] == 40, summary["request_count"]
+        old = kube.get(CR_API, JOB_KIND, NS, "op") or {}
+        assert HEARTBEAT_ANNOTATION in (old["metadata"].get("annotations") or {}), old["metadata"]
         # Only the controller writes `workers`, and RBAC is on: the pod's ServiceAccount sent these.
         pushes = [r for r in kube.requests_for("PATCH", f"/apis/{CR_API}/namespaces/{NS}/aiperfjobs/op/status")
                   if any(op.get("path") == "/status/workers" for op in r.body)]
         assert pushes, "no status push came from the controller pod"
         await kube.wait_until(lambda: played_containers(c, "op-controller") == 0, timeout=120)
         assert "subPhase" not in status(kube, "op"), status(kube, "op")
+
+        code = await anyio.to_thread.run_sync(main, ["kube", "delete", "op", "--kubeconfig", kube.kubeconfig_path,
+                                                     "-n", NS])
+        assert code == 0
+        kube.create({"apiVersion": CR_API, "kind": JOB_KIND, "metadata": {"name": "op", "namespace": NS},
+                     "spec": {"benchmark": BENCHMARK, "image": "localhost/aiperf/does-not-exist:latest",
+                              "workersPerPod": 1}})
+        new_uid = (kube.get(CR_API, JOB_KIND, NS, "op") or {})["metadata"]["uid"]
+        assert new_uid != old["metadata"]["uid"]
+        await kube.wait_until(lambda: terminal(kube, "op"), timeout=180)
+        again = status(kube, "op")
+        assert again["phase"] == "Failed" and again["startupIssue"]["reason"] in ("ErrImagePull",
+                                                                                 "ImagePullBackOff"), again
+        owners = [(o["metadata"]["ownerReferences"][0]["uid"]) for o in kube.store.list_objects(
+            kube.kind("v1", "ConfigMap"), NS, Selector.parse(None, None)) if o["metadata"].get("ownerReferences")]
+        assert old["metadata"]["uid"] not in owners, owners
+        assert (stored / "profile_export_aiperf.json").exists(), "the old run's results went"
 
 
 def terminal(kube: FakeKube, name: str) -> bool:
@@ -226,7 +257,7 @@ async def test_runs_that_never_start_fail_past_their_bounds(tmp_path: Path) -> N
     """Two runs whose image does not exist: one is failed by the startup diagnosis once the pull
     error outlasts its threshold (startupIssue recorded first), the other by `timeoutSeconds`,
     which is shorter; both JobSets deleted."""
-    async with cluster(tmp_path, thresholds=StartupThresholds(warn_after_s=2, fail_after_s=15)) as c:
+    async with cluster(tmp_path) as c:
         kube = c.kube
         for name, extra in (("pull", {}), ("tm", {"timeoutSeconds": 5})):
             kube.create({"apiVersion": CR_API, "kind": JOB_KIND, "metadata": {"name": name, "namespace": NS},
