@@ -190,8 +190,10 @@ async def test_an_unanswered_command_fails_the_run_naming_the_service(router: Fa
 
     router.answer = answer
     cfg = RunConfig(run_id="r", mode="profile", comms=CommsOptions(ipc_dir="/tmp"), services=COUNTS,
+                    # The configure ask waits registration_timeout_s + 5 s; the fake services never
+                    # heartbeat, so their heartbeat timeout must be longer or it fails the run first.
                     runtime=RuntimeOptions(command_timeout_s=0.2, registration_timeout_s=5,
-                                           shutdown_timeout_s=0.2),
+                                           shutdown_timeout_s=0.2, heartbeat_timeout_s=60),
                     benchmark=Benchmark(models=["m"], phases=[ConcurrencyPhase(duration=0.1, grace_period=0)]))
     cfg = msgspec.structs.replace(cfg, runtime=msgspec.structs.replace(cfg.runtime, cancel_drain_s=0.1))
     router.register_plan(COUNTS)
