@@ -8,7 +8,8 @@ answers a streaming or non-streaming inference request the way a broken server w
 - `endless`: events of `FILLER` text as fast as the client reads them, never a `[DONE]`;
 - `malformed-sse`: events whose data is not JSON, then `[DONE]`;
 - `invalid-utf8`: an event with bytes that are not UTF-8, then `[DONE]`;
-- `huge-event`: one 8 MiB event (of words), then `[DONE]`.
+- `huge-event`: one 8 MiB event (of words), then `[DONE]`;
+- `huge-word`: one 8 MiB event whose text is a single word (no space), then `[DONE]`.
 
 "Never" means until the client goes away or `HANG_S` passes (the server stays stoppable).
 """
@@ -35,6 +36,7 @@ class Fault(enum.StrEnum):
     MALFORMED_SSE = "malformed-sse"
     INVALID_UTF8 = "invalid-utf8"
     HUGE_EVENT = "huge-event"
+    HUGE_WORD = "huge-word"
 
 
 class DropConnection(Exception):
@@ -76,6 +78,9 @@ async def serve_fault(fault: Fault, send: Any, headers: list[tuple[bytes, bytes]
             await body(b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe\xc3"}}]}\n\n')
         case Fault.HUGE_EVENT:
             text = b"word " * (HUGE_EVENT_BYTES // 5)
+            await body(b'data: {"choices":[{"index":0,"delta":{"content":"' + text + b'"}}]}\n\n')
+        case Fault.HUGE_WORD:
+            text = b"x7Qz" * (HUGE_EVENT_BYTES // 4)
             await body(b'data: {"choices":[{"index":0,"delta":{"content":"' + text + b'"}}]}\n\n')
     await body(_DONE, more=False)
 
