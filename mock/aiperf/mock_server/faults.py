@@ -9,7 +9,7 @@ answers a streaming or non-streaming inference request the way a broken server w
 - `malformed-sse`: events whose data is not JSON, then `[DONE]`;
 - `invalid-utf8`: an event with bytes that are not UTF-8, then `[DONE]`;
 - `huge-event`: one 8 MiB event (of words), then `[DONE]`;
-- `huge-word`: one 8 MiB event whose text is a single word (no space), then `[DONE]`.
+- `huge-word`: one 8 MiB event whose text is a single word of random letters, then `[DONE]`.
 
 "Never" means until the client goes away or `HANG_S` passes (the server stays stoppable).
 """
@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
+import random
+import string
 from typing import Any
 
 HANG_S = 3600.0
@@ -37,6 +40,13 @@ class Fault(enum.StrEnum):
     INVALID_UTF8 = "invalid-utf8"
     HUGE_EVENT = "huge-event"
     HUGE_WORD = "huge-word"
+
+
+@functools.cache
+def _huge_word() -> bytes:
+    """`HUGE_EVENT_BYTES` of pseudo-random ASCII letters: one word that BPE cannot merge into
+    few tokens (a repeated pattern would merge cheaply), the same on every call."""
+    return "".join(random.Random(0).choices(string.ascii_letters, k=HUGE_EVENT_BYTES)).encode()
 
 
 class DropConnection(Exception):
@@ -80,7 +90,7 @@ async def serve_fault(fault: Fault, send: Any, headers: list[tuple[bytes, bytes]
             text = b"word " * (HUGE_EVENT_BYTES // 5)
             await body(b'data: {"choices":[{"index":0,"delta":{"content":"' + text + b'"}}]}\n\n')
         case Fault.HUGE_WORD:
-            text = b"x7Qz" * (HUGE_EVENT_BYTES // 4)
+            text = _huge_word()
             await body(b'data: {"choices":[{"index":0,"delta":{"content":"' + text + b'"}}]}\n\n')
     await body(_DONE, more=False)
 

@@ -52,7 +52,7 @@ class BundledTokenizer:
 
     def count(self, text: str) -> int:
         """Number of tokens in ``text``, in bounded time (`aiperf.tokenizer.bounded`: words
-        longer than 4096 characters are counted in pieces)."""
+        longer than 4096 characters are counted in pieces, estimated beyond 256 KiB)."""
         return count_bounded(self._count, text)
 
     def _count(self, text: str) -> int:

@@ -34,7 +34,7 @@ class HuggingFaceTokenizer:
 
     def count(self, text: str) -> int:
         """Number of tokens in ``text``, in bounded time (`aiperf.tokenizer.bounded`: words
-        longer than 4096 characters are counted in pieces).
+        longer than 4096 characters are counted in pieces, estimated beyond 256 KiB).
 
         Single-text ``encode`` on purpose: the batch APIs start the Rust thread pool, which
         misbehaves in processes that fork afterwards.
