@@ -88,9 +88,15 @@ class WatchedRun:
         return code, "".join(self.stderr)
 
     def close(self) -> None:
+        """Kill the process if it still runs; close its pipes once their readers are done."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        for reader in self._readers:
+            reader.join(10)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -166,6 +166,8 @@ def _endpoint(doc: dict[str, Any], flags: ProfileFlags, headers: dict[str, str])
 
 def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
     datasets = doc.get("datasets") or [{"type": "synthetic"}]
+    if not isinstance(datasets, list) or not isinstance(datasets[0], dict):
+        return  # not a dataset at all: the model names the field
     dataset = doc["datasets"] = [dict(datasets[0]), *datasets[1:]]
     spec = dataset[0]
     if flags.input_file is not None:
