@@ -22,8 +22,8 @@ from aiperf.config import (
     benchmark_schema,
     decode_benchmark,
     dump_run_config,
-    load_run_config,
     kubernetes_unsupported,
+    load_run_config,
     normalize,
 )
 from aiperf.config.benchmark import GOODPUT_METRICS

@@ -242,9 +242,9 @@ def decode_benchmark(document: dict[str, Any], *, source: str = "") -> Benchmark
         where, what = describe_error(exc)
         prefix = "".join(f"{part}: " for part in (source, where) if part)
         raise ConfigError(f"{prefix}{what}") from None
-    where = _non_finite(msgspec.to_builtins(benchmark))
-    if where is not None:
-        prefix = "".join(f"{part}: " for part in (source, where) if part)
+    infinite = _non_finite(msgspec.to_builtins(benchmark))
+    if infinite is not None:
+        prefix = "".join(f"{part}: " for part in (source, infinite) if part)
         raise ConfigError(f"{prefix}expected a finite number")
     return benchmark
 
