@@ -78,7 +78,15 @@ def expand_config(file: str) -> tuple[Any, list[dict[str, Any]]]:
 
     from aiperf.config import ConfigError, decode_benchmark, normalize
     from aiperf.config.loader import load_document
-    from aiperf.config.sweep import MultiRun, SweepType, apply_values, build_plan, split_sweep_blocks, variations
+    from aiperf.config.sweep import (
+        MultiRun,
+        SweepType,
+        Variation,
+        apply_values,
+        build_plan,
+        split_sweep_blocks,
+        variations,
+    )
 
     rest, sweep, multi = split_sweep_blocks(load_document(file), source=file)
     document, _ = normalize(rest)
@@ -87,7 +95,8 @@ def expand_config(file: str) -> tuple[Any, list[dict[str, Any]]]:
                       sweep_cooldown_s=sweep.cooldown_seconds if sweep else 0.0,
                       sweep_type=sweep.type if sweep else SweepType.GRID)
     out = []
-    for variation in planned or [None]:
+    each: list[Variation | None] = [*planned] or [None]
+    for variation in each:
         values = variation.values if variation is not None else {}
         try:
             bench = decode_benchmark(apply_values(document, values), source=file)

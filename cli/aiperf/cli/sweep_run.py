@@ -119,7 +119,8 @@ def plan_setup(flags: ProfileFlags, local: LocalFlags, multi: MultiRunFlags, *,
     planned = variations(parameters, sweep_type) if parameters else []
     benchmarks: dict[int | None, Benchmark] = {}
     secrets = Secrets()
-    for variation in planned or [None]:
+    each: list[Variation | None] = [*planned] or [None]
+    for variation in each:
         values = variation.values if variation is not None else {}
         varied = dataclasses.replace(flags, **values) if cli_sweep else flags  # type: ignore[arg-type]
         try:

@@ -191,7 +191,7 @@ def build_plan(*, variations: Sequence[Variation], multi_run: MultiRun, sweep_co
     `multi_run.cooldown_seconds`, a new variation within a trial after `sweep_cooldown_s`. Warmup
     runs in the first trial of each variation only, unless `disable_warmup_after_first` is off."""
     each: list[Variation | None] = list(variations) or [None]
-    runs = []
+    runs: list[PlannedRun] = []
     for trial in range(1, multi_run.num_runs + 1):
         for position, variation in enumerate(each):
             if not runs:

@@ -11,7 +11,16 @@ from __future__ import annotations
 import msgspec
 
 from aiperf.config import Benchmark, decode_benchmark
-from aiperf.config.sweep import MultiRun, Plan, PlannedRun, RunOutcome, Variation, apply_values, build_plan, variations
+from aiperf.config.sweep import (
+    MultiRun,
+    Plan,
+    PlannedRun,
+    RunOutcome,
+    Variation,
+    apply_values,
+    build_plan,
+    variations,
+)
 from aiperf.kube.crd_model import AIPerfSweepSpec
 
 __all__ = ["ChildJobExecutor", "benchmark_of", "plan_of"]

@@ -55,9 +55,10 @@ def aggregate_runs(runs: Sequence[Mapping[str, Any] | None], *, confidence: floa
                 if stat in _SKIPPED_STATS:
                     continue
                 values = [m.get(tag, {}).get(stat) for m in per_run]
-                if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+                numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+                if len(numbers) != len(values):
                     continue
-                got = interval([float(v) for v in values], confidence)
+                got = interval(numbers, confidence)
                 stats[stat] = {"mean": got.mean, "std": got.std, "min": got.min, "max": got.max, "cv": got.cv,
                                "se": got.se, "ci_low": got.ci_low, "ci_high": got.ci_high,
                                "t_critical": got.t_critical, "unit": first.get("unit", "")}
@@ -112,7 +113,7 @@ def aggregate_table(doc: Mapping[str, Any], *, title: str) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [f"{title}: {doc['num_successful_runs']} of {doc['num_profile_runs']} runs"]
     for i, row in enumerate(rows):
-        lines.append("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths))))
+        lines.append("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths, strict=True))))
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
