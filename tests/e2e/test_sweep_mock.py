@@ -65,7 +65,8 @@ def test_sweep_with_trials_against_the_mock(tmp_path: Path) -> None:
         assert (agg["num_profile_runs"], agg["num_successful_runs"], agg["confidence_level"]) == (3, 3, 0.95)
         for stats in agg["metrics"].values():
             assert all(tuple(s) == AGGREGATE_KEYS for s in stats.values())
-        rows = list(csv.reader((out / f"aggregate/{label}/profile_export_aiperf_aggregate.csv").read_text().splitlines()))
+        rows = list(csv.reader((out / f"aggregate/{label}/profile_export_aiperf_aggregate.csv").read_text()
+                               .splitlines()))
         assert rows[0] == ["Metric", "Stat", *AGGREGATE_KEYS] and len(rows) > 10
 
         trials = [out / f"profile_runs/trial_000{t}/{label}" for t in (1, 2, 3)]
@@ -105,7 +106,8 @@ def test_sweep_with_trials_against_the_mock(tmp_path: Path) -> None:
     assert sweep["best_configurations"]["best_throughput"]["label"] == max(points, key=lambda k: points[k][0])
     # More concurrency against a mock with a fixed per-request time: more throughput.
     assert points["concurrency_4"][0] > points["concurrency_1"][0]
-    rows = list(csv.DictReader((out / "aggregate/sweep_aggregate/profile_export_aiperf_sweep.csv").read_text().splitlines()))
+    sweep_csv = (out / "aggregate/sweep_aggregate/profile_export_aiperf_sweep.csv").read_text()
+    rows = list(csv.DictReader(sweep_csv.splitlines()))
     assert [r["label"] for r in rows] == list(LABELS)
     assert {r["label"] for r in rows if r["pareto_optimal"] == "true"} == set(brute)
     assert "95% CI" in run.stdout and "Pareto-optimal" in run.stdout

@@ -68,7 +68,8 @@ def test_seeds() -> None:
 
 
 def test_apply_values_sets_paths_in_the_canonical_document() -> None:
-    doc, _ = normalize({"model": "m", "profiling": {"type": "concurrency", "concurrency": 2, "requests": 5}, "dataset": {"isl": 50}})
+    doc, _ = normalize({"model": "m", "profiling": {"type": "concurrency", "concurrency": 2, "requests": 5},
+                        "dataset": {"isl": 50}})
     varied = apply_values(doc, {"phases.profiling.concurrency": 8, "dataset.prompts.isl.mean": 99})
     bench = decode_benchmark(varied)
     assert bench.profiling.concurrency == 8 and bench.dataset.prompts.isl.mean == 99

@@ -109,5 +109,5 @@ def interval(values: Sequence[float], confidence: float) -> Interval:
     std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
     se = std / math.sqrt(n)
     t = t_critical(confidence, n - 1)
-    return Interval(mean=mean, std=std, min=float(min(values)), max=float(max(values)), cv=std / abs(mean) if mean else 0.0,
-                    se=se, ci_low=mean - t * se, ci_high=mean + t * se, t_critical=t, n=n)
+    return Interval(mean=mean, std=std, min=float(min(values)), max=float(max(values)),
+                    cv=std / abs(mean) if mean else 0.0, se=se, ci_low=mean - t * se, ci_high=mean + t * se, t_critical=t, n=n)

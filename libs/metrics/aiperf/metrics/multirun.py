@@ -113,7 +113,8 @@ def aggregate_table(doc: Mapping[str, Any], *, title: str) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [f"{title}: {doc['num_successful_runs']} of {doc['num_profile_runs']} runs"]
     for i, row in enumerate(rows):
-        lines.append("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(row, widths, strict=True))))
+        cells = zip(row, widths, strict=True)
+        lines.append("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(cells)))
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
