@@ -166,7 +166,11 @@ def run_sweep(flags: ProfileFlags, local: LocalFlags, multi: MultiRunFlags, *, c
     for number, run in enumerate(plan.runs, 1):
         if run.cooldown_s > 0:
             print(f"cooldown: {run.cooldown_s:g} s", flush=True)
-            time.sleep(run.cooldown_s)
+            try:
+                time.sleep(run.cooldown_s)
+            except KeyboardInterrupt:  # between runs nothing is in flight: stop here
+                print("\ncancelled between runs; no aggregate written", file=sys.stderr)
+                return 130
         print(f"\n=== run {number} of {len(plan.runs)}: {_what(run, plan)} -> {run.artifact_subdir}", flush=True)
         outcome = executor.execute(run, run_benchmark_of(setup, run))
         outcomes[run.artifact_subdir] = outcome
