@@ -107,7 +107,7 @@ def test_sweep_with_trials_against_the_mock(tmp_path: Path) -> None:
     # More concurrency against a mock with a fixed per-request time: more throughput.
     assert points["concurrency_4"][0] > points["concurrency_1"][0]
     sweep_csv = (out / "aggregate/sweep_aggregate/profile_export_aiperf_sweep.csv").read_text()
-    rows = list(csv.DictReader(sweep_csv.splitlines()))
-    assert [r["label"] for r in rows] == list(LABELS)
-    assert {r["label"] for r in rows if r["pareto_optimal"] == "true"} == set(brute)
+    sweep_rows = list(csv.DictReader(sweep_csv.splitlines()))
+    assert [r["label"] for r in sweep_rows] == list(LABELS)
+    assert {r["label"] for r in sweep_rows if r["pareto_optimal"] == "true"} == set(brute)
     assert "95% CI" in run.stdout and "Pareto-optimal" in run.stdout
