@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ from aiperf.config import (
 )
 from aiperf.config.benchmark import GOODPUT_METRICS
 from aiperf.config.loader import load_document, split_credentials
+from aiperf.config.sweep import apply_values, split_sweep_blocks
 
 RATE_TYPES = ("poisson", "gamma", "constant")
 _ROLES = ("warmup", "profiling")
@@ -53,9 +55,13 @@ class BuiltBenchmark:
 
 
 def build_benchmark(flags: ProfileFlags, local: LocalFlags | None = None, *,
-                    config_file: str | None = None) -> BuiltBenchmark:
+                    config_file: str | None = None,
+                    variation: Mapping[str, int | float] | None = None) -> BuiltBenchmark:
     """The benchmark the flags describe: the AIPerf config v2 file `config_file` (if any), each
     given flag overriding it, AIPerf's CLI defaults for what neither says, validated by the model.
+    `variation` (a sweep's caller, `aiperf.cli.sweep_run`): the file's `sweep:`/`multi_run:`
+    blocks are the caller's and left out here, and these dotted paths are set on its document
+    before the flags apply.
 
     Raises `aiperf.config.ConfigError` with one line naming the flag (or the file and field)
     for any malformed or invalid value. Pure: no I/O besides reading `config_file` and `isatty`.
@@ -64,7 +70,12 @@ def build_benchmark(flags: ProfileFlags, local: LocalFlags | None = None, *,
     secrets = Secrets()
     source = ""
     if config_file is not None:
-        document, secrets = normalize(load_document(config_file))
+        raw = load_document(config_file)
+        if variation is not None:
+            raw, _, _ = split_sweep_blocks(raw, source=config_file)
+        document, secrets = normalize(raw)
+        if variation:
+            document = apply_values(document, variation)
         source = config_file
     try:
         document, secrets = apply_flags(document, secrets, flags, local or LocalFlags())
