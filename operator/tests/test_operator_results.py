@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kubernetes_asyncio.config import new_client_from_config
 from _chart import render
 from _harness import NS, condition, cr, job, operator, phase, set_jobset_status
 from _repo import chart_dir
+from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import JOB_KIND
