@@ -44,7 +44,7 @@ AIPERF_SPELLINGS = [
     "--prefix-prompt-length", "--input-file", "--custom-dataset-type", "--tokenizer", "--random-seed",
     "--goodput", "--extra-inputs", "--header", "-H", "--api-key", "--use-legacy-max-tokens",
     "--use-server-token-count", "--artifact-dir", "--output-artifact-dir", "--ui", "--ui-type",
-    "--workers-max", "--max-workers", "--record-processors", "--record-processor-service-count",
+    "--workers-max", "--max-workers", "--record-processors", "--record-processor-service-count", "--export-level",
 ]
 
 
@@ -296,7 +296,7 @@ def test_config_schema_and_validate_commands(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_the_choices_of_the_flags_are_the_models() -> None:
-    from aiperf.config import DatasetFormat, EndpointKind, RatePhase
+    from aiperf.config import DatasetFormat, EndpointKind, ExportLevel, RatePhase
 
     hints = typing.get_type_hints(ProfileFlags, include_extras=True)
 
@@ -309,3 +309,5 @@ def test_the_choices_of_the_flags_are_the_models() -> None:
     assert choices("endpoint_type") == set(EndpointKind)
     assert choices("custom_dataset_type") == set(DatasetFormat)
     assert choices("request_rate_mode") == {cls.__struct_config__.tag for cls in RatePhase.__subclasses__()}
+    local = typing.get_type_hints(LocalFlags, include_extras=True)["export_level"]
+    assert set(typing.get_args(typing.get_args(local)[0])) == set(typing.get_args(ExportLevel))

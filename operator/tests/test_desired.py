@@ -96,3 +96,17 @@ def test_a_bad_spec_is_one_line_naming_the_field(spec: dict[str, Any], words: st
     with pytest.raises(InvalidSpec) as exc:
         plan_job({"metadata": {"name": "run", "namespace": "bench", "uid": "u1"}, "spec": spec}, defaults=Defaults())
     assert words in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(("workers", "per_worker", "expected"), [(None, 4, 3), (None, 16, 1), (5, 4, 5), (None, None, 1)])
+def test_connections_per_worker_sizes_a_run_without_a_worker_count(workers: int | None, per_worker: int | None,
+                                                                  expected: int) -> None:
+    spec = job()["spec"]
+    spec["benchmark"]["phases"] = [{"type": "concurrency", "name": "warmup", "concurrency": 2, "requests": 4},
+                                   {"type": "concurrency", "name": "profiling", "concurrency": 10, "requests": 20}]
+    spec["benchmark"]["runtime"] = {"workers": workers} if workers else {}
+    if per_worker:
+        spec["connectionsPerWorker"] = per_worker
+    cr = {**job(), "spec": spec}
+    cr["metadata"]["uid"] = "u1"
+    assert plan_job(cr, defaults=Defaults(total_workers=1)).settings.total_workers == expected

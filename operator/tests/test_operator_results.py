@@ -11,10 +11,12 @@ import pytest
 from _chart import render
 from _harness import NS, condition, cr, job, operator, phase, set_jobset_status
 from _repo import chart_dir
+from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import JOB_KIND
 from aiperf.kube.sidecar import KEEP_SIDECAR_ANNOTATION
+from aiperf.operator.results import RUN_UID, ResultsStore
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_sidecar import FakeSidecar
 
@@ -66,7 +68,7 @@ async def test_a_run_to_completed_with_results_on_the_operators_volume(kube: Fak
     epoch = status["runEpoch"]
     assert status["resultsPath"] == f"{NS}/run/{epoch}"
     stored = results / status["resultsPath"]
-    assert {p.name: p.read_bytes() for p in stored.iterdir()} == FILES
+    assert {p.name: p.read_bytes() for p in stored.iterdir() if p.name != RUN_UID} == FILES
     assert run_dirs(results) == [epoch, "latest.txt"]  # no staging directory left
     assert (results / NS / "run" / "latest.txt").read_text() == f"{epoch}\n"
     assert condition(kube, "ResultsStored")["status"] == "True" and condition(kube, "Succeeded")["status"] == "True"
@@ -89,7 +91,7 @@ async def test_a_broken_copy_is_retried_and_never_advertised(kube: FakeKube, tmp
         fake.broken.clear()
         await kube.wait_until(lambda: phase(kube) == "Completed", timeout=20)
     stored = results / cr(kube)["status"]["resultsPath"]
-    assert {p.name: p.read_bytes() for p in stored.iterdir()} == FILES
+    assert {p.name: p.read_bytes() for p in stored.iterdir() if p.name != RUN_UID} == FILES
     assert run_dirs(results) == [cr(kube)["status"]["runEpoch"], "latest.txt"]
 
 
@@ -132,3 +134,26 @@ async def test_the_charts_cluster_role_suffices_to_copy_the_results_and_shut_the
             pod, fake = await start_run(kube)
             end_control_plane(kube, pod)
             await kube.wait_until(lambda: phase(kube) == "Completed" and fake.shutdowns == 1, timeout=20)
+
+
+async def test_a_same_second_reincarnation_gets_its_own_directory(kube: FakeKube, tmp_path: Path) -> None:
+    """Two CRs of one name created within one second share the epoch: the second one's results go
+    to `<epoch>-<uid prefix>`, the first one's stay, and a repeated harvest of either is a no-op."""
+    store, epoch = ResultsStore(tmp_path / "results"), "1700000000"
+    pod = "aiperf-run-controller-0-0-abcde"
+    kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": NS},
+                 "spec": {"containers": [{"name": "results-sidecar", "image": "x", "ports": [{"containerPort": 9091}]}]}})
+    kube.run_pod(NS, pod)
+    api = await new_client_from_config(kube.kubeconfig_path, persist_config=False)
+    async with api:
+        first_files = {"profile_export_aiperf.json": b'{"first": true}\n'}
+        kube.register_proxy(NS, pod, 9091, FakeSidecar(first_files, kube=kube, namespace=NS, pod=pod, ended=True))
+        first = await store.harvest(api, NS, "run", epoch, pod, "aaaaaaaa-1111")
+        kube.register_proxy(NS, pod, 9091, FakeSidecar({"profile_export_aiperf.json": b'{"second": true}\n'},
+                                                       kube=kube, namespace=NS, pod=pod, ended=True))
+        second = await store.harvest(api, NS, "run", epoch, pod, "bbbbbbbb-2222")
+        again = await store.harvest(api, NS, "run", epoch, pod, "aaaaaaaa-1111")
+    assert (first.path, second.path, again.path) == (f"{NS}/run/{epoch}", f"{NS}/run/{epoch}-bbbbbbbb", first.path)
+    assert (store.base / first.path / "profile_export_aiperf.json").read_bytes() == b'{"first": true}\n'
+    assert (store.base / second.path / "profile_export_aiperf.json").read_bytes() == b'{"second": true}\n'
+    assert (store.base / NS / "run" / "latest.txt").read_text() == f"{epoch}-bbbbbbbb\n"

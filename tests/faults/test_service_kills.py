@@ -1,6 +1,7 @@
 """A service of a local run killed (SIGKILL) or stopped (SIGSTOP, then SIGCONT) while profiling:
 the run ends within a stated bound with a verdict that names the service, never a traceback,
-and leaves no process behind (issue 10, the fault suite's process cases).
+and leaves no process behind (issue 10, the fault suite's process cases; kills in the configure,
+warmup and finalize phases are in test_kills_in_<phase>.py).
 
 Each run is time-bound (`--benchmark-duration`), so a run degraded by a lost worker still ends.
 A killed service fails the run (exit 1, its id in the error) or, for a worker, degrades it (exit

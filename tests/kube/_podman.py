@@ -364,9 +364,12 @@ class PodRun:
                           exit_codes=codes, timings=dict(self.timings), logs=logs, sidecar_status=status,
                           sidecar_exit=sidecar_exit)
 
-    def _retire_sidecar(self, timeout: float = 60) -> tuple[dict[str, Any], int | None]:
+    def _retire_sidecar(self, timeout: float = STARTUP_S) -> tuple[dict[str, Any], int | None]:
         """The results sidecar's status once it has seen the run end (it notices the end marker
         within a second, a crash within `--gone-after-s`), then its exit code after POST /shutdown.
+        `timeout` is the start-up bound: the sidecar is the pod's last container and, with a dozen
+        containers unpacking their pex at once on 2 cores, may only listen a minute after the
+        control plane has already finished.
         An unreachable sidecar gives an empty status (the test says so with the debug output)."""
         sidecar = self.container(self.controller, RESULTS_CONTAINER)
         status: dict[str, Any] = {}

@@ -9,8 +9,9 @@ from cyclopts import Parameter
 
 from aiperf.cli.passthrough import SERVICE_TYPES
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
+from aiperf.cli.sweep_options import MultiRunFlags
 
-NO_FLAGS, NO_LOCAL_FLAGS = ProfileFlags(), LocalFlags()
+NO_FLAGS, NO_LOCAL_FLAGS, NO_MULTI_FLAGS = ProfileFlags(), LocalFlags(), MultiRunFlags()
 """Defaults of the flag groups (every flag unset)."""
 
 
@@ -53,6 +54,7 @@ def build_app() -> cyclopts.App:
         flags: ProfileFlags = NO_FLAGS,
         *,
         local: LocalFlags = NO_LOCAL_FLAGS,
+        multi: MultiRunFlags = NO_MULTI_FLAGS,
         config: Annotated[str | None, Parameter(name=["--config", "-f"])] = None,
         log_level: str = "warning",
     ) -> int:
@@ -63,6 +65,8 @@ def build_app() -> cyclopts.App:
         Stop after `--request-count` requests (default max(10, 2 x concurrency)) or after
         `--benchmark-duration` seconds (+ `--benchmark-grace-period`). Results go to
         `--artifact-dir`: profile_export_aiperf.json/.csv, profile_export.jsonl, inputs.json.
+        `--num-profile-runs N` repeats it (confidence intervals over the trials); a comma list on
+        a sweepable flag (`--concurrency 4,8,16`) or a config `sweep:` block runs a sweep.
 
         Parameters
         ----------
@@ -77,8 +81,11 @@ def build_app() -> cyclopts.App:
         from aiperf.cli.benchmark_flags import build_benchmark
         from aiperf.cli.clock import T0_WALL_NS
         from aiperf.cli.profile import run_profile
+        from aiperf.cli.sweep_run import run_sweep, wants_plan
         from aiperf.config import ConfigError
 
+        if wants_plan(multi, config):
+            return run_sweep(flags, local, multi, config_file=config, log_level=log_level)
         try:
             built = build_benchmark(flags, local, config_file=config)
         except ConfigError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ from aiperf.config import (
 )
 from aiperf.config.benchmark import GOODPUT_METRICS
 from aiperf.config.loader import load_document, split_credentials
+from aiperf.config.sweep import apply_values, split_sweep_blocks
 
 RATE_TYPES = ("poisson", "gamma", "constant")
 _ROLES = ("warmup", "profiling")
@@ -53,9 +55,13 @@ class BuiltBenchmark:
 
 
 def build_benchmark(flags: ProfileFlags, local: LocalFlags | None = None, *,
-                    config_file: str | None = None) -> BuiltBenchmark:
+                    config_file: str | None = None,
+                    variation: Mapping[str, int | float] | None = None) -> BuiltBenchmark:
     """The benchmark the flags describe: the AIPerf config v2 file `config_file` (if any), each
     given flag overriding it, AIPerf's CLI defaults for what neither says, validated by the model.
+    `variation` (a sweep's caller, `aiperf.cli.sweep_run`): the file's `sweep:`/`multi_run:`
+    blocks are the caller's and left out here, and these dotted paths are set on its document
+    before the flags apply.
 
     Raises `aiperf.config.ConfigError` with one line naming the flag (or the file and field)
     for any malformed or invalid value. Pure: no I/O besides reading `config_file` and `isatty`.
@@ -64,7 +70,12 @@ def build_benchmark(flags: ProfileFlags, local: LocalFlags | None = None, *,
     secrets = Secrets()
     source = ""
     if config_file is not None:
-        document, secrets = normalize(load_document(config_file))
+        raw = load_document(config_file)
+        if variation is not None:
+            raw, _, _ = split_sweep_blocks(raw, source=config_file)
+        document, secrets = normalize(raw)
+        if variation:
+            document = apply_values(document, variation)
         source = config_file
     try:
         document, secrets = apply_flags(document, secrets, flags, local or LocalFlags())
@@ -126,7 +137,7 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
     _dataset(doc, flags)
     _phases(doc, flags)
     if flags.goodput is not None:
-        doc["slos"] = {**doc.get("slos", {}), **parse_goodput(flags.goodput)}
+        doc["slos"] = {**_sub(doc, "slos"), **parse_goodput(flags.goodput)}
     if flags.tokenizer is not None:
         _sub(doc, "tokenizer")["name"] = flags.tokenizer
     _set(doc, "random_seed", flags.random_seed)
@@ -134,6 +145,8 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
         _sub(doc, "artifacts")["dir"] = local.artifact_dir
     if local.keep_dataset_files is not None:
         _sub(doc, "artifacts")["keep_dataset"] = local.keep_dataset_files
+    if local.export_level is not None:
+        _sub(doc, "artifacts")["export_level"] = local.export_level
     for field, key in (("ui", "ui"), ("workers_max", "workers"), ("record_processors", "record_processors")):
         if (value := getattr(local, field)) is not None:
             _sub(doc, "runtime")[key] = value
@@ -157,13 +170,16 @@ def _endpoint(doc: dict[str, Any], flags: ProfileFlags, headers: dict[str, str])
     _set(endpoint, "use_legacy_max_tokens", flags.use_legacy_max_tokens)
     _set(endpoint, "use_server_token_count", flags.use_server_token_count)
     if flags.extra_inputs is not None:
-        endpoint["extra"] = {**endpoint.get("extra", {}), **parse_extra_inputs(flags.extra_inputs)}
+        endpoint["extra"] = {**_sub(endpoint, "extra"), **parse_extra_inputs(flags.extra_inputs)}
     if headers:
-        endpoint["header_names"] = sorted({*endpoint.get("header_names", []), *headers})
+        names = endpoint.get("header_names")
+        endpoint["header_names"] = sorted({*(names if isinstance(names, list) else []), *headers})
 
 
 def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
     datasets = doc.get("datasets") or [{"type": "synthetic"}]
+    if not isinstance(datasets, list) or not isinstance(datasets[0], dict):
+        return  # not a dataset at all: the model names the field
     dataset = doc["datasets"] = [dict(datasets[0]), *datasets[1:]]
     spec = dataset[0]
     if flags.input_file is not None:
@@ -176,7 +192,9 @@ def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
         spec["format"] = flags.custom_dataset_type
     prompts = _sub(spec, "prompts")
     if flags.isl is not None or flags.isl_stddev is not None:
-        isl = prompts.setdefault("isl", {"mean": Prompts().isl.mean})
+        if not isinstance(prompts.get("isl"), dict):
+            prompts["isl"] = {"mean": Prompts().isl.mean}
+        isl = prompts["isl"]
         _set(isl, "mean", flags.isl)
         _set(isl, "stddev", flags.isl_stddev)
     if flags.osl is not None:
@@ -196,12 +214,16 @@ def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
                              ("num_prefix_prompts", "prefix_prompts", "pool_size"),
                              ("prefix_prompt_length", "prefix_prompts", "length")):
         if (value := getattr(flags, field)) is not None:
-            section = spec.setdefault(key, msgspec.to_builtins(getattr(SyntheticDataset(), key)))
-            section[attr] = value
+            if not isinstance(spec.get(key), dict):
+                spec[key] = msgspec.to_builtins(getattr(SyntheticDataset(), key))
+            spec[key][attr] = value
 
 
 def _phases(doc: dict[str, Any], flags: ProfileFlags) -> None:
-    phases = [dict(p) for p in doc.get("phases") or [] if isinstance(p, dict)]
+    listed = doc.get("phases") or []
+    if not isinstance(listed, list):
+        return  # not a list of phases: the model names the field
+    phases = [dict(p) for p in listed if isinstance(p, dict)]
     by_role = {_role(p): p for p in phases}
     from_file = "profiling" in by_role
     prof = by_role.get("profiling", {"name": "profiling"})

@@ -3,14 +3,15 @@ config v2 files (the same checks `aiperf profile --config` runs before starting 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 import cyclopts
 from cyclopts import Parameter
 
 config_app = cyclopts.App(
     name="config",
-    help="The benchmark model: print its JSON Schema, validate config files (AIPerf config v2).",
+    help="The benchmark model: print its JSON Schema, validate config files (AIPerf config v2), "
+         "expand a config's sweep into its variations.",
 )
 
 
@@ -44,8 +45,8 @@ def schema(*, output: Annotated[str | None, Parameter(name=["--output", "-o"])] 
 
 @config_app.command
 def validate(files: list[str], /) -> int:
-    """Check config files (YAML or JSON, AIPerf config v2) offline: one line per file, `ok` or the
-    first problem. Exit 0 when all are valid, 2 otherwise.
+    """Check config files (YAML or JSON, AIPerf config v2) offline, each variation of a `sweep:`
+    block too: one line per file, `ok` or the first problem. Exit 0 when all are valid, 2 otherwise.
 
     Parameters
     ----------
@@ -54,14 +55,12 @@ def validate(files: list[str], /) -> int:
     """
     import sys
 
-    from aiperf.config import ConfigError, decode_benchmark, normalize
-    from aiperf.config.loader import load_document
+    from aiperf.config import ConfigError
 
     bad = 0
     for path in files:
         try:
-            document, _ = normalize(load_document(path))
-            decode_benchmark(document, source=path)
+            expand_config(path)  # every variation of a sweep, too
         except ConfigError as exc:
             message = str(exc)
             print(f"error: {message if message.startswith(path) else f'{path}: {message}'}", file=sys.stderr)
@@ -69,3 +68,84 @@ def validate(files: list[str], /) -> int:
         else:
             print(f"{path}: ok")
     return 2 if bad else 0
+
+
+def expand_config(file: str) -> tuple[Any, list[dict[str, Any]]]:
+    """The plan of a config file's `sweep:`/`multi_run:` blocks and, per variation (one without
+    a sweep), its label, values, run folders and validated benchmark (as builtins); raises
+    `aiperf.config.ConfigError` naming the variation."""
+    import msgspec
+
+    from aiperf.config import ConfigError, decode_benchmark, normalize
+    from aiperf.config.loader import load_document
+    from aiperf.config.sweep import (
+        MultiRun,
+        SweepType,
+        Variation,
+        apply_values,
+        build_plan,
+        split_sweep_blocks,
+        variations,
+    )
+
+    rest, sweep, multi = split_sweep_blocks(load_document(file), source=file)
+    document, _ = normalize(rest)
+    planned = variations(sweep.parameters, sweep.type) if sweep is not None else []
+    plan = build_plan(variations=planned, multi_run=multi or MultiRun(),
+                      sweep_cooldown_s=sweep.cooldown_seconds if sweep else 0.0,
+                      sweep_type=sweep.type if sweep else SweepType.GRID)
+    out = []
+    each: list[Variation | None] = [*planned] or [None]
+    for variation in each:
+        values = variation.values if variation is not None else {}
+        try:
+            bench = decode_benchmark(apply_values(document, values), source=file)
+        except ConfigError as exc:
+            if variation is None:
+                raise
+            raise ConfigError(f"{variation.label}: {exc}") from None
+        out.append({"label": variation.label if variation is not None else "benchmark", "values": values,
+                    "runs": [r.artifact_subdir for r in plan.runs_of(variation)],
+                    "benchmark": msgspec.to_builtins(bench)})
+    return plan, out
+
+
+@config_app.command
+def expand(file: str, /, *,
+           format: Annotated[Literal["text", "yaml", "json"], Parameter(name=["--format", "-o"])] = "text") -> int:
+    """Expand the `sweep:` (and `multi_run:`) blocks of a config file into the benchmarks they
+    run, each validated like `aiperf profile --config` would: one line per variation (text), or
+    every variation's label, values, run folders and full benchmark (yaml, json). Exit 2 when
+    the file or a variation is invalid.
+
+    Parameters
+    ----------
+    file
+        The config file (YAML or JSON, AIPerf config v2).
+    format
+        text, yaml or json.
+    """
+    import json
+    import sys
+
+    import yaml
+
+    from aiperf.config import ConfigError
+
+    try:
+        plan, out = expand_config(file)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    result = {"sweep_type": str(plan.sweep_type), "num_profile_runs": plan.multi_run.num_runs, "variations": out}
+    if format == "json":
+        print(json.dumps(result, indent=2))
+    elif format == "yaml":
+        print(yaml.safe_dump(result, sort_keys=False), end="")
+    else:
+        print(f"{file}: {len(out)} variation(s) ({plan.sweep_type}), {plan.multi_run.num_runs} trial(s) each, "
+              f"{len(plan.runs)} run(s)")
+        for item in out:
+            values = ", ".join(f"{k}={v}" for k, v in item["values"].items()) or "(no sweep)"
+            print(f"  {item['label']}: {values}")
+    return 0

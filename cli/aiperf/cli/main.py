@@ -20,6 +20,15 @@ def main(argv: list[str] | None = None) -> int:
         return PASSTHROUGH[args[0]](args[1:])
     if args and args[0] == "kube":
         return _kube(args)
+    if args and args[0] == "profile":
+        from aiperf.cli.profile_args import FlagError
+        from aiperf.cli.sweep_options import prepare_profile_argv
+
+        try:
+            args = prepare_profile_argv(args)
+        except FlagError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     from aiperf.cli.app import build_app
 
     result = build_app()(args)

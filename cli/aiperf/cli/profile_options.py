@@ -121,6 +121,8 @@ class LocalFlags:
     """Where results are written (default: artifacts)."""
     keep_dataset_files: bool | None = None
     """Also keep the dataset's working files (dataset/*.dat) in the artifact dir (default: false)."""
+    export_level: Literal["summary", "records", "raw"] | None = None
+    """summary: aggregate exports only; records: + profile_export.jsonl (default); raw: + profile_export_raw.jsonl."""
     ui: Annotated[Literal["none", "simple"] | None, Parameter(name=["--ui", "--ui-type"])] = None
     """Progress display: simple (a progress bar) or none (default: simple on a terminal)."""
     workers_max: Annotated[int | None, Parameter(name=["--workers-max", "--max-workers"])] = None
@@ -171,6 +173,7 @@ FLAG_PATHS: dict[str, str] = {
     "api_key": "",  # a secret: never in the model
     "artifact_dir": "artifacts.dir",
     "keep_dataset_files": "artifacts.keep_dataset",
+    "export_level": "artifacts.export_level",
     "ui": "runtime.ui",
     "workers_max": "runtime.workers",
     "record_processors": "runtime.record_processors",

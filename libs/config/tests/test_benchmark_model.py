@@ -22,6 +22,7 @@ from aiperf.config import (
     benchmark_schema,
     decode_benchmark,
     dump_run_config,
+    kubernetes_unsupported,
     load_run_config,
     normalize,
 )
@@ -104,6 +105,7 @@ def test_any_valid_model_round_trips_through_json_and_run_config(document: dict[
     ({"models": ["m"], "slos": {"ttft": 1}}, "slos (a key): unknown value 'ttft'"),
     ({"models": ["m"], "tokenizer": {"name": ""}}, "tokenizer.name:"),
     ({"models": ["m"], "runtime": {"workers": 0}}, "runtime.workers: expected an integer >= 1"),
+    ({"models": ["m"], "artifacts": {"export_level": "full"}}, "artifacts.export_level: unknown value 'full'"),
 ])
 def test_invalid_documents_name_the_field(document: dict[str, Any], where: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -149,3 +151,13 @@ def test_the_schema_carries_the_constraints() -> None:
     assert defs["Length"]["properties"]["mean"]["minimum"] == 1
     assert "6553[0-5]" in defs["Endpoint"]["properties"]["urls"]["items"]["pattern"]  # ports up to 65535
     assert sorted(defs["Benchmark"]["properties"]["slos"]["propertyNames"]["enum"]) == sorted(GOODPUT_METRICS)
+
+
+def test_export_level_defaults_to_records_and_raw_is_refused_in_kubernetes() -> None:
+    assert decode_benchmark({"models": ["m"]}).artifacts.export_level == "records"
+    assert kubernetes_unsupported(decode_benchmark({"models": ["m"]})) is None
+    document, _ = normalize({"schemaVersion": "2.0", "benchmark": {"model": "m", "artifacts": {"exportLevel": "raw"}}})
+    raw = decode_benchmark(document)
+    assert raw.artifacts.export_level == "raw"
+    why = kubernetes_unsupported(raw)
+    assert why is not None and "--export-level raw" in why and "\n" not in why

@@ -8,7 +8,8 @@ answers a streaming or non-streaming inference request the way a broken server w
 - `endless`: events of `FILLER` text as fast as the client reads them, never a `[DONE]`;
 - `malformed-sse`: events whose data is not JSON, then `[DONE]`;
 - `invalid-utf8`: an event with bytes that are not UTF-8, then `[DONE]`;
-- `huge-event`: one 8 MiB event (of words), then `[DONE]`.
+- `huge-event`: one 8 MiB event (of words), then `[DONE]`;
+- `huge-word`: one 8 MiB event whose text is a single word of random letters, then `[DONE]`.
 
 "Never" means until the client goes away or `HANG_S` passes (the server stays stoppable).
 """
@@ -17,6 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
+import random
+import string
 from typing import Any
 
 HANG_S = 3600.0
@@ -35,6 +39,16 @@ class Fault(enum.StrEnum):
     MALFORMED_SSE = "malformed-sse"
     INVALID_UTF8 = "invalid-utf8"
     HUGE_EVENT = "huge-event"
+    HUGE_WORD = "huge-word"
+
+
+@functools.cache
+def _huge_word() -> bytes:
+    """`HUGE_EVENT_BYTES` of pseudo-random ASCII letters: one word that BPE cannot merge into
+    few tokens (a repeated pattern would merge cheaply), the same on every call."""
+    table = bytes(ord(string.ascii_letters[i % len(string.ascii_letters)]) for i in range(256))
+    return random.Random(0).randbytes(HUGE_EVENT_BYTES).translate(table)  # fast: no idle gap after the headers
+
 
 
 class DropConnection(Exception):
@@ -76,6 +90,9 @@ async def serve_fault(fault: Fault, send: Any, headers: list[tuple[bytes, bytes]
             await body(b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe\xc3"}}]}\n\n')
         case Fault.HUGE_EVENT:
             text = b"word " * (HUGE_EVENT_BYTES // 5)
+            await body(b'data: {"choices":[{"index":0,"delta":{"content":"' + text + b'"}}]}\n\n')
+        case Fault.HUGE_WORD:
+            text = _huge_word()
             await body(b'data: {"choices":[{"index":0,"delta":{"content":"' + text + b'"}}]}\n\n')
     await body(_DONE, more=False)
 

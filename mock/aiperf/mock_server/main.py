@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="answer inference requests like a broken server: reset (connection dropped "
                         "mid-body), hang-headers, hang-stream, trickle (one byte per --trickle-ms), "
                         "endless (a stream that never ends), malformed-sse, invalid-utf8, huge-event "
-                        "(one 8 MiB event)")
+                        "(one 8 MiB event), huge-word (one 8 MiB event of a single word)")
     p.add_argument("--fault-rate", type=float, default=1.0,
                    help="share of inference requests that get the --fault (default 1)")
     p.add_argument("--trickle-ms", type=float, default=1000.0,

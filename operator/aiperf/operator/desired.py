@@ -16,8 +16,9 @@ Mapping of the envelope: `image` is every container's image (else the operator's
 `logLevel` as named; `benchmark.runtime.workers` is the total worker count (default
 `Defaults.total_workers`); `podTemplate` fields go to the pods (`serviceAccountName` unset: a
 ServiceAccount `aiperf-<name>` is created for the run); `secrets` become the endpoint's Secret
-references; `resourceMode: burstable` drops the default limits. `connectionsPerWorker` is
-accepted and not used yet.
+references; `resourceMode: burstable` drops the default limits. `connectionsPerWorker` sizes
+the run when `benchmark.runtime.workers` is not given: enough workers that none carries more
+than that many of the peak phase concurrency (`total_workers_for`).
 
 Every container of the controller pod also gets the CR's name, namespace and UID
 (`aiperf.kube.status_push.JobRef.env`): the run's controller pushes its part of the status to
@@ -97,6 +98,17 @@ def _resources(spec: AIPerfJobSpec) -> dict[str, ContainerResources]:
     return out
 
 
+def total_workers_for(spec: AIPerfJobSpec, defaults: Defaults) -> int:
+    """`benchmark.runtime.workers` when given; else, with `connectionsPerWorker`, the peak
+    concurrency of the phases divided by it, rounded up; else the operator's default."""
+    if spec.benchmark.runtime.workers:
+        return spec.benchmark.runtime.workers
+    peak = max((phase.concurrency or 0 for phase in spec.benchmark.phases), default=0)
+    if spec.connections_per_worker and peak:
+        return -(-peak // spec.connections_per_worker)
+    return defaults.total_workers
+
+
 def settings_for(name: str, namespace: str, spec: AIPerfJobSpec, defaults: Defaults) -> KubeSettings:
     """The deployment settings of the run (see the module doc); raises `InvalidSpec`."""
     t = spec.pod_template
@@ -109,7 +121,7 @@ def settings_for(name: str, namespace: str, spec: AIPerfJobSpec, defaults: Defau
     options: dict[str, Any] = {
         "name": name, "namespace": namespace, "image_registry": defaults.image_registry,
         "image_tag": defaults.image_tag, "image": spec.image,
-        "total_workers": spec.benchmark.runtime.workers or defaults.total_workers,
+        "total_workers": total_workers_for(spec, defaults),
         "resources": _resources(spec), "env_vars": env_vars, "env_from_secrets": env_secrets,
         "ttl_seconds": defaults.ttl_seconds if spec.ttl_seconds_after_finished is None
         else spec.ttl_seconds_after_finished,

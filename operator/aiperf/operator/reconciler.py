@@ -255,7 +255,7 @@ class JobReconciler:
         if exit_code == 0:
             epoch = str((cr.get("status") or {}).get("runEpoch") or _epoch(cr) or "0")
             try:
-                stored = await self._results.harvest(self._api, ns, name, epoch, pod)
+                stored = await self._results.harvest(self._api, ns, name, epoch, pod, uid)
             except KubeClusterError as exc:
                 log.warning("results.copy_failed", namespace=ns, name=name, pod=pod, error=str(exc))
                 raise kopf.TemporaryError(f"copying the results of {ns}/{name} from pod {pod} failed: {exc}; "

@@ -8,6 +8,11 @@ that breaks off is removed (and retried by the caller), never advertised. `lates
 run directories names the newest harvested epoch (written by a rename, never rolled back to an
 older epoch). The results server (a later piece) serves these directories; `status.resultsPath`
 is `<ns>/<name>/<epoch>`, relative to the volume.
+
+A run directory holds `.aiperf_run_uid`, the UID of the AIPerfJob it belongs to. The epoch is
+the CR's creationTimestamp in whole seconds, so a same-name CR deleted and created again within
+one second has the same epoch: its directory is then `<epoch>-<uid prefix>`, never the earlier
+incarnation's (whose results stay as they were).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from aiperf.kube import sidecar
 from aiperf.kube.client import KubeClusterError
 
 LATEST = "latest.txt"
+RUN_UID = ".aiperf_run_uid"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,25 +51,28 @@ class ResultsStore:
         """`<ns>/<name>/<epoch>`: a run's directory relative to the volume."""
         return f"{namespace}/{name}/{epoch}"
 
-    async def harvest(self, api: ApiClient, namespace: str, name: str, epoch: str, pod: str) -> Harvest:
-        """Copy the exports of run `name` from the results sidecar of `pod` into its epoch
-        directory (see the module doc); an epoch directory already there is a finished earlier
-        harvest and is kept as is. KubeClusterError when the sidecar cannot be read, lists no
-        export, or a transfer fails (the staging directory is removed)."""
-        final = self.base / self.relative(namespace, name, epoch)
+    async def harvest(self, api: ApiClient, namespace: str, name: str, epoch: str, pod: str, uid: str) -> Harvest:
+        """Copy the exports of run `name` (CR `uid`) from the results sidecar of `pod` into its
+        run directory (see the module doc); a directory of this `uid` already there is a finished
+        earlier harvest and is kept as is. KubeClusterError when the sidecar cannot be read, lists
+        no export, or a transfer fails (the staging directory is removed)."""
+        folder = await anyio.to_thread.run_sync(self._folder_of, namespace, name, epoch, uid)
+        relative = self.relative(namespace, name, folder)
+        final = self.base / relative
         if await anyio.Path(final).is_dir():
-            return Harvest(path=self.relative(namespace, name, epoch), files=sorted(p.name for p in final.iterdir()))
+            return Harvest(path=relative, files=sorted(p.name for p in final.iterdir() if p.name != RUN_UID))
         await sidecar.wait_sidecar_ended(api, namespace, pod)
         names = await sidecar.list_exports(api, namespace, pod)
         if not names:
             raise KubeClusterError(f"the results sidecar of pod {pod} lists no export file")
         parent = final.parent
         await anyio.Path(parent).mkdir(parents=True, exist_ok=True)
-        staging = parent / f".{epoch}.partial-{secrets.token_hex(4)}"
+        staging = parent / f".{folder}.partial-{secrets.token_hex(4)}"
         await anyio.Path(staging).mkdir()
         try:
             for file_name in names:
                 await sidecar.download_export(api, namespace, pod, file_name, staging, durable=True)
+            await anyio.to_thread.run_sync(_write_durably, staging / RUN_UID, uid + "\n")
             await anyio.to_thread.run_sync(_fsync_dir, staging)
             try:
                 await anyio.Path(staging).rename(final)
@@ -74,8 +83,17 @@ class ResultsStore:
             await anyio.to_thread.run_sync(_fsync_dir, parent)
         finally:
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
-        await anyio.to_thread.run_sync(_write_latest, parent, epoch)
-        return Harvest(path=self.relative(namespace, name, epoch), files=sorted(names))
+        await anyio.to_thread.run_sync(_write_latest, parent, folder)
+        return Harvest(path=relative, files=sorted(names))
+
+    def _folder_of(self, namespace: str, name: str, epoch: str, uid: str) -> str:
+        """`epoch`, unless another incarnation of the run already holds that directory."""
+        plain = self.base / self.relative(namespace, name, epoch)
+        try:
+            owner = (plain / RUN_UID).read_text().strip()
+        except FileNotFoundError:
+            return epoch if not plain.exists() else f"{epoch}-{uid[:8]}"
+        return epoch if owner == uid else f"{epoch}-{uid[:8]}"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -86,21 +104,30 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_latest(parent: Path, epoch: str) -> None:
-    """`latest.txt` := `epoch`, unless it already names a newer epoch (staged, fsynced, renamed)."""
+def _write_durably(path: Path, text: str) -> None:
+    with open(path, "w") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _epoch_of(folder: str) -> int:
+    """The epoch of a run directory name (`<epoch>` or `<epoch>-<uid prefix>`)."""
+    return int(folder.split("-", 1)[0] or 0)
+
+
+def _write_latest(parent: Path, folder: str) -> None:
+    """`latest.txt` := `folder`, unless it already names a newer epoch (staged, fsynced, renamed)."""
     current = parent / LATEST
     try:
-        if int(current.read_text().strip() or 0) > int(epoch):
+        if _epoch_of(current.read_text().strip()) > _epoch_of(folder):
             return
     except (OSError, ValueError):
         pass
     staged = parent / f".{LATEST}.{secrets.token_hex(4)}"
-    with open(staged, "w") as out:
-        out.write(epoch + "\n")
-        out.flush()
-        os.fsync(out.fileno())
+    _write_durably(staged, folder + "\n")
     os.replace(staged, current)
     _fsync_dir(parent)
 
 
-__all__ = ["LATEST", "Harvest", "ResultsStore"]
+__all__ = ["LATEST", "RUN_UID", "Harvest", "ResultsStore"]

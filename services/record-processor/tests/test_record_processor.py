@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -14,6 +15,7 @@ import zmq.asyncio
 from aiperf.comms import Addressing, BadMessage, Channel, PullSocket, PushSocket
 from aiperf.config import Benchmark, CommsOptions, Endpoint, RunConfig, TokenizerSpec
 from aiperf.messages import (
+    FlushRawRecords,
     HttpTrace,
     MetricRecord,
     Phase,
@@ -25,7 +27,7 @@ from aiperf.messages import (
 )
 from aiperf.record_processor.main import build, instance_index, raw_records_endpoint
 from aiperf.record_processor.service import RecordProcessor
-from aiperf.runtime import ServiceContext, UnknownCommand, UserError
+from aiperf.runtime import GiveUp, ServiceContext, UnknownCommand, UserError
 from aiperf.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.anyio
@@ -153,6 +155,41 @@ async def test_errors_and_cancellations_become_error_metric_records() -> None:
         assert first.metrics == {"error_isl": 100}
         assert second.cancelled and second.error is not None
         assert second.error.type == "RequestCancellationError"
+
+    await run_processor(rp, raw, out, body)
+
+
+async def test_raw_lines_are_written_before_their_metric_records_and_flushed_on_command(tmp_path: Path) -> None:
+    raw, out = MemoryRaw(), MemoryOut()
+    part = tmp_path / "raw" / "rp.jsonl"
+    rp = RecordProcessor(service_id="rp", endpoint=STREAMING_CHAT, tokenizer=None, raw=raw, out=out,
+                         tokenizer_loader=loader_of(WordTokenizer()), raw_path=part)
+
+    async def body() -> None:
+        await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
+        for num in range(3):
+            await raw.tx.send(streamed(num))
+        for _ in range(3):
+            await out.next()
+        assert not part.exists()  # staged until the flush
+        flushed = await rp.handle(FlushRawRecords(request_id="f"))
+        assert flushed is not None and (flushed.path, flushed.records) == (str(part), 3)
+        assert flushed.size == part.stat().st_size
+        lines = [orjson.loads(line) for line in part.read_bytes().splitlines()]
+        assert [line["metadata"]["credit_num"] for line in lines] == [0, 1, 2]
+
+    await run_processor(rp, raw, out, body)
+
+
+async def test_a_raw_part_that_cannot_be_created_fails_configure(tmp_path: Path) -> None:
+    (tmp_path / "raw").write_text("a file where the folder should be")
+    raw, out = MemoryRaw(), MemoryOut()
+    rp = RecordProcessor(service_id="rp", endpoint=STREAMING_CHAT, tokenizer=None, raw=raw, out=out,
+                         tokenizer_loader=loader_of(WordTokenizer()), raw_path=tmp_path / "raw" / "rp.jsonl")
+
+    async def body() -> None:
+        with pytest.raises(GiveUp, match="cannot create the raw records file"):
+            await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
 
     await run_processor(rp, raw, out, body)
 

@@ -190,8 +190,10 @@ async def test_an_unanswered_command_fails_the_run_naming_the_service(router: Fa
 
     router.answer = answer
     cfg = RunConfig(run_id="r", mode="profile", comms=CommsOptions(ipc_dir="/tmp"), services=COUNTS,
+                    # The configure ask waits registration_timeout_s + 5 s; the fake services never
+                    # heartbeat, so their heartbeat timeout must be longer or it fails the run first.
                     runtime=RuntimeOptions(command_timeout_s=0.2, registration_timeout_s=5,
-                                           shutdown_timeout_s=0.2),
+                                           shutdown_timeout_s=0.2, heartbeat_timeout_s=60),
                     benchmark=Benchmark(models=["m"], phases=[ConcurrencyPhase(duration=0.1, grace_period=0)]))
     cfg = msgspec.structs.replace(cfg, runtime=msgspec.structs.replace(cfg.runtime, cancel_drain_s=0.1))
     router.register_plan(COUNTS)
@@ -213,3 +215,23 @@ def test_the_profiling_deadline_follows_the_phases() -> None:
     only_duration = msgspec.structs.replace(timed, benchmark=Benchmark(
         models=["m"], phases=[ConcurrencyPhase(duration=60, grace_period=5)]))
     assert profiling_deadline_s(only_duration) == 60 + 5 + 10 + 30
+
+
+async def test_kubernetes_mode_refuses_raw_exports_before_any_command(router: FakeRouter) -> None:
+    """`--export-level raw` needs the record-processors' files on the controller's disk, which
+    Kubernetes mode cannot give yet: a user error (exit 2), one line, before configuring."""
+    from aiperf.config import Artifacts
+    from aiperf.system_controller.launcher import NoLauncher
+    from aiperf.system_controller.service import SystemController
+
+    router.answer = answer_plainly
+    cfg = msgspec.structs.replace(config(kubernetes=True), benchmark=Benchmark(
+        models=["m"], artifacts=Artifacts(export_level="raw")))
+    router.register_plan(COUNTS)
+    controller = SystemController(config=cfg, control=ControlServer(router), launcher=NoLauncher(),
+                                  driver=ProfileDriver(config=cfg))
+    with anyio.fail_after(20):
+        verdict = await controller.run()
+    assert verdict.state is SystemState.FAILED and verdict.exit_code == 2
+    assert verdict.reason.startswith("--export-level raw is not supported in Kubernetes mode")
+    assert not [c for _, c in router.sent if not isinstance(c, Shutdown)], router.sent

@@ -12,6 +12,7 @@ from aiperf.config.benchmark import (
     Delay,
     Endpoint,
     EndpointKind,
+    ExportLevel,
     FileDataset,
     FixedSchedulePhase,
     GammaPhase,
@@ -26,6 +27,7 @@ from aiperf.config.benchmark import (
     SyntheticDataset,
     TokenizerSpec,
     benchmark_schema,
+    kubernetes_unsupported,
 )
 from aiperf.config.loader import ConfigError, Secrets, decode_benchmark, normalize
 from aiperf.config.run_config import (
@@ -47,9 +49,9 @@ from aiperf.config.run_config import (
 
 __all__ = [
     "SECRET_ENV_VARS", "Artifacts", "Benchmark", "Cancellation", "CommsOptions", "ConcurrencyPhase",
-    "ConfigError", "ConstantPhase", "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind",
+    "ConfigError", "ConstantPhase", "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind", "ExportLevel",
     "FileDataset", "FixedSchedulePhase", "GammaPhase", "Length", "HttpOptions", "MAX_RESPONSE_BYTES_ENV", "MetricsOptions", "READ_IDLE_TIMEOUT_ENV", "Phase", "PhaseKind", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "RunConfig", "RunMode", "Runtime", "RuntimeOptions",
     "Secrets", "ServiceCounts", "SyntheticDataset", "TokenizerSpec", "benchmark_schema", "decode_benchmark",
-    "dump_run_config", "group_id", "group_index", "load_run_config", "normalize",
+    "dump_run_config", "group_id", "group_index", "kubernetes_unsupported", "load_run_config", "normalize",
 ]

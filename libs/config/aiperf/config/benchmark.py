@@ -269,12 +269,20 @@ class TokenizerSpec(_Spec, frozen=True, kw_only=True):
     name: Annotated[str, Meta(min_length=1)] | None = None
 
 
+ExportLevel = Literal["summary", "records", "raw"]
+"""What a run writes (`--export-level`, AIPerf 0.13's): `summary` the aggregate exports only
+(profile_export_aiperf.json/.csv, the console text, inputs.json); `records` also
+profile_export.jsonl (one line per request); `raw` also profile_export_raw.jsonl (every request's
+response bytes as received, with their arrival times)."""
+
+
 class Artifacts(_Spec, frozen=True, kw_only=True):
-    """Where the results go (`--artifact-dir`); `keep_dataset` also keeps the dataset's working
-    files (`dataset/*.dat`) there (`--keep-dataset-files`)."""
+    """Where the results go (`--artifact-dir`) and how much (`export_level`); `keep_dataset`
+    also keeps the dataset's working files (`dataset/*.dat`) there (`--keep-dataset-files`)."""
 
     dir: Annotated[str, Meta(min_length=1)] = "artifacts"
     keep_dataset: bool = False
+    export_level: ExportLevel = "records"
 
 
 class Runtime(_Spec, frozen=True, kw_only=True):
@@ -342,6 +350,16 @@ class Benchmark(_Spec, frozen=True, kw_only=True):
         """The dataset's own seed, else the benchmark's."""
         seed = self.dataset.random_seed
         return self.random_seed if seed is None else seed
+
+
+def kubernetes_unsupported(benchmark: Benchmark) -> str | None:
+    """One line saying why `benchmark` cannot run in Kubernetes mode, or None when it can.
+    `export_level: raw` cannot yet: the raw files are written in the worker pods and nothing
+    uploads them to the controller, so the results would be incomplete."""
+    if benchmark.artifacts.export_level == "raw":
+        return ("--export-level raw is not supported in Kubernetes mode yet (the worker pods' raw files "
+                "are not collected); use --export-level records")
+    return None
 
 
 def benchmark_schema() -> dict[str, Any]:

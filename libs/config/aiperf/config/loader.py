@@ -14,6 +14,7 @@ with one line that names the offending field.
 from __future__ import annotations
 
 import base64
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -233,25 +234,82 @@ def describe_error(exc: msgspec.ValidationError) -> tuple[str, str]:
 
 def decode_benchmark(document: dict[str, Any], *, source: str = "") -> Benchmark:
     """Validate a canonical document (see `normalize`) as a `Benchmark`; raises `ConfigError`
-    `[<source>: ]<field path>: <reason>`."""
+    `[<source>: ]<field path>: <reason>`. Numbers must be finite: `run_config.json` (JSON)
+    cannot carry inf or nan."""
     try:
-        return msgspec.convert(document, Benchmark)
+        benchmark = msgspec.convert(document, Benchmark)
     except msgspec.ValidationError as exc:
         where, what = describe_error(exc)
         prefix = "".join(f"{part}: " for part in (source, where) if part)
         raise ConfigError(f"{prefix}{what}") from None
+    infinite = _non_finite(msgspec.to_builtins(benchmark))
+    if infinite is not None:
+        prefix = "".join(f"{part}: " for part in (source, infinite) if part)
+        raise ConfigError(f"{prefix}expected a finite number")
+    return benchmark
+
+
+def _non_finite(node: Any, where: str = "") -> str | None:
+    """The path (msgspec's form, `phases[1].duration`) of the first inf or nan in `node`, or None."""
+    if isinstance(node, float):
+        return None if math.isfinite(node) else where
+    children = (node.items() if isinstance(node, dict)
+                else enumerate(node) if isinstance(node, list) else ())
+    for key, value in children:
+        found = _non_finite(value, f"{where}[{key}]" if isinstance(key, int)
+                            else f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+MAX_DOCUMENT_VALUES = 1_000_000
+"""Most values a config file may hold once its YAML aliases are expanded (a "billion laughs"
+file would otherwise exhaust memory)."""
+MAX_DOCUMENT_DEPTH = 64
+"""Deepest nesting of mappings and lists in a config file (the model itself is 6 deep)."""
 
 
 def load_document(path: str | os.PathLike[str]) -> Any:
-    """The parsed content of a YAML or JSON file; `ConfigError` when unreadable or malformed."""
+    """The parsed content of a YAML or JSON file; `ConfigError` when unreadable or malformed,
+    when a YAML alias contains itself, when it nests deeper than `MAX_DOCUMENT_DEPTH` or when it
+    expands to more than `MAX_DOCUMENT_VALUES` values."""
     import yaml
 
     try:
         with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            document = yaml.safe_load(fh)
     except OSError as exc:
         raise ConfigError(f"{os.fspath(path)}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{os.fspath(path)}: not UTF-8 text (byte {exc.start})") from None
+    except RecursionError:
+        raise ConfigError(f"{os.fspath(path)}: nested more than {MAX_DOCUMENT_DEPTH} deep") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise ConfigError(f"{os.fspath(path)}: not valid YAML{where}") from None
+    if (problem := _tree_problem(document)) is not None:
+        raise ConfigError(f"{os.fspath(path)}: {problem}")
+    return document
+
+
+def _tree_problem(document: Any) -> str | None:
+    """Why `document` is not a finite tree of bounded size (YAML aliases can make a value contain
+    itself, or share one value so often that expanding it is huge), or None. Iterative: a deep
+    document cannot exhaust the stack here."""
+    count = 0
+    stack: list[tuple[Any, frozenset[int]]] = [(document, frozenset())]
+    while stack:
+        node, ancestors = stack.pop()
+        count += 1
+        if count > MAX_DOCUMENT_VALUES:
+            return f"more than {MAX_DOCUMENT_VALUES} values once its YAML aliases are expanded"
+        if isinstance(node, dict | list):
+            if id(node) in ancestors:
+                return "a YAML alias contains itself"
+            if len(ancestors) >= MAX_DOCUMENT_DEPTH:
+                return f"nested more than {MAX_DOCUMENT_DEPTH} deep"
+            inner = ancestors | {id(node)}
+            stack.extend((child, inner) for child in (node.values() if isinstance(node, dict) else node))
+    return None

@@ -27,6 +27,7 @@ import msgspec
 from msgspec import Meta
 
 from aiperf.config import SECRET_ENV_VARS, Benchmark, PhaseKind
+from aiperf.config.sweep import SweepType  # one sweep model: the planner's, shared with config files
 from aiperf.messages import ServiceType, SystemState
 
 __all__ = [
@@ -245,13 +246,6 @@ class AIPerfJobSpec(_WorkloadSpec, frozen=True, kw_only=True):
     """One benchmark run. After creation only `cancel` and `timeoutSeconds` may change."""
 
     MUTABLE: ClassVar[frozenset[str]] = frozenset({"cancel", "timeoutSeconds"})
-
-
-class SweepType(enum.StrEnum):
-    """`grid`: every combination of the parameters' values; `zip`: the i-th value of each."""
-
-    GRID = "grid"
-    ZIP = "zip"
 
 
 SweepValues = Annotated[list[int | float], Meta(min_length=1, max_length=64)]

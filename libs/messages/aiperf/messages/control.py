@@ -140,6 +140,15 @@ class Finalized(Reply, frozen=True, kw_only=True):
     files: list[str] = []
 
 
+class RawRecordsFlushed(Reply, frozen=True, kw_only=True):
+    """A record-processor's raw records are durable at `path` (fsynced, renamed from their
+    staging name): `size` bytes, `records` lines. `path` is "" when it received no record."""
+
+    path: str = ""
+    size: int = 0
+    records: int = 0
+
+
 # -- commands ---------------------------------------------------------------------------------
 
 R = TypeVar("R", bound=Reply)
@@ -210,8 +219,16 @@ class Finalize(Command[Finalized], frozen=True, kw_only=True):
     records_timeout_s: float | None = None
 
 
+class FlushRawRecords(Command[RawRecordsFlushed], frozen=True, kw_only=True):
+    """record-processor (`--export-level raw`), once the records-manager has every record:
+    make the raw records written so far durable and say where and how big."""
+
+    reply = RawRecordsFlushed
+
+
 ToController = (Register | Heartbeat | ServiceStatus | Ack | CommandFailed | DatasetBuilt | GroupReady
-                | ProfileFinished | CreditsLost | Finalized)
+                | ProfileFinished | CreditsLost | Finalized | RawRecordsFlushed)
 ToService = (Shutdown | BuildDataset | PrepareGroup | ProfileConfigure | ProfileStart | ProfileCancel
-             | WorkerLost | Finalize)
-Replies = Ack | CommandFailed | DatasetBuilt | GroupReady | ProfileFinished | CreditsLost | Finalized
+             | WorkerLost | Finalize | FlushRawRecords)
+Replies = (Ack | CommandFailed | DatasetBuilt | GroupReady | ProfileFinished | CreditsLost | Finalized
+           | RawRecordsFlushed)

@@ -24,10 +24,10 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     """Make the rename durable; some file systems cannot fsync a directory, which is harmless."""
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -41,4 +41,4 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["write_atomic"]
+__all__ = ["fsync_dir", "write_atomic"]

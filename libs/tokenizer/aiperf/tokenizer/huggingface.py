@@ -7,6 +7,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer as _HFTokenizer
 
+from aiperf.tokenizer.bounded import count_bounded
+
 
 class HuggingFaceTokenizer:
     """Wraps ``tokenizers.Tokenizer.from_file``; adds no special tokens, keeps them on decode."""
@@ -31,11 +33,15 @@ class HuggingFaceTokenizer:
         return self._impl.decode(list(ids), skip_special_tokens=False)
 
     def count(self, text: str) -> int:
-        """Number of tokens in ``text``.
+        """Number of tokens in ``text``, in bounded time (`aiperf.tokenizer.bounded`: words
+        longer than 4096 characters are counted in pieces, estimated beyond 256 KiB).
 
         Single-text ``encode`` on purpose: the batch APIs start the Rust thread pool, which
         misbehaves in processes that fork afterwards.
         """
+        return count_bounded(self._count, text)
+
+    def _count(self, text: str) -> int:
         return len(self._impl.encode(text, add_special_tokens=False))
 
     def __repr__(self) -> str:

@@ -29,5 +29,7 @@ class Tokenizer(Protocol):
         ...
 
     def count(self, text: str) -> int:
-        """``len(encode(text))``, as cheaply as the backend allows (used once per request)."""
+        """``len(encode(text))``, as cheaply as the backend allows (used once per request), in
+        bounded time: a word longer than 4096 characters is counted in pieces, which may add one
+        token per piece, and estimated beyond 256 KiB (`aiperf.tokenizer.bounded`)."""
         ...

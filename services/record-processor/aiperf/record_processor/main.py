@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 from aiperf.comms import Addressing, Channel, PullSocket, PushSocket
@@ -24,17 +25,26 @@ def raw_records_endpoint(addressing: Addressing, group_id: str, index: int) -> s
     return addressing.ipc(Channel.RAW_RECORDS, index=label)
 
 
+def raw_part_path(artifact_dir: str, service_id: str) -> Path:
+    """Where a record-processor writes its part of profile_export_raw.jsonl (`--export-level
+    raw`): `<artifact_dir>/raw/<service_id>.jsonl`, joined by the controller at the end."""
+    return Path(artifact_dir) / "raw" / f"{service_id}.jsonl"
+
+
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     """Wire the record-processor: PULL bound on its `raw_records` endpoint, PUSH connected to
-    the records-manager's `records`. Both close with `stack`."""
+    the records-manager's `records`. Both close with `stack`. With `--export-level raw` it also
+    writes its part of the raw export (`raw_part_path`)."""
     endpoint = raw_records_endpoint(ctx.addressing, ctx.group_id, instance_index(ctx.service_id))
     raw = await stack.enter_async_context(PullSocket[RequestRecord](
         ctx.zmq, decode=RawRecordChannel, channel="raw_records", bind=[endpoint]))
     out = await stack.enter_async_context(PushSocket(
         ctx.zmq, channel="records", connect=[ctx.addressing.connect_endpoint(Channel.RECORDS)]))
     benchmark = ctx.config.benchmark
+    raw_path = (raw_part_path(ctx.config.artifact_dir, ctx.service_id)
+                if benchmark.artifacts.export_level == "raw" else None)
     return RecordProcessor(service_id=ctx.service_id, endpoint=benchmark.endpoint,
-                           tokenizer=benchmark.tokenizer.name, raw=raw, out=out)
+                           tokenizer=benchmark.tokenizer.name, raw=raw, out=out, raw_path=raw_path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ records-manager's count of records per returned credit always balances.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
@@ -17,9 +18,18 @@ from anyio.abc import TaskStatus
 from aiperf.comms import BadMessage
 from aiperf.config import Endpoint
 from aiperf.endpoints import parse_response
-from aiperf.messages import Command, ErrorDetails, MetricRecord, ProfileConfigure, Reply, RequestRecord
-from aiperf.metrics import compute_metrics
-from aiperf.runtime import UnknownCommand, UserError
+from aiperf.messages import (
+    Command,
+    ErrorDetails,
+    FlushRawRecords,
+    MetricRecord,
+    ProfileConfigure,
+    RawRecordsFlushed,
+    Reply,
+    RequestRecord,
+)
+from aiperf.metrics import RawPartWriter, compute_metrics
+from aiperf.runtime import GiveUp, UnknownCommand, UserError
 from aiperf.tokenizer import Tokenizer, TokenizerError, load_tokenizer
 
 log = structlog.get_logger("aiperf.record_processor")
@@ -46,13 +56,22 @@ class RecordProcessor:
 
     The tokenizer loads as soon as the service runs; records that arrive before
     `ProfileConfigure` confirmed it loaded wait for it. Must be constructed inside the event loop.
+
+    With `raw_path` (`--export-level raw`) every record is also written, before its metric
+    record goes out, to that part of the raw export (staged from `ProfileConfigure`, published
+    by `FlushRawRecords`), so once the records-manager has a processor's metric records, their
+    raw lines are in its part.
     """
 
     def __init__(self, *, service_id: str, endpoint: Endpoint, tokenizer: str | None, raw: RawSource,
-                 out: Sink, tokenizer_loader: LoadTokenizer = load_tokenizer) -> None:
+                 out: Sink, tokenizer_loader: LoadTokenizer = load_tokenizer,
+                 raw_path: Path | None = None) -> None:
         self.service_id = service_id
         self._endpoint, self._tokenizer_name = endpoint, tokenizer
         self._raw, self._out, self._load = raw, out, tokenizer_loader
+        self._raw_path = raw_path
+        self._raw_part: RawPartWriter | None = None
+        self._raw_error = ""
         self._tokenizer: Tokenizer | None = None
         self._load_error: Exception | None = None
         self._loaded = anyio.Event()
@@ -61,11 +80,20 @@ class RecordProcessor:
         self.processed = 0
 
     async def handle(self, command: Command[Any]) -> Reply | None:
-        """`ProfileConfigure`: answered once the tokenizer is loaded (in a worker thread).
-        Raises `UserError` (the tokenizer's one-line message) for a bad `--tokenizer` and
-        `UnknownCommand` for any other command."""
+        """`ProfileConfigure`: answered once the tokenizer is loaded (in a worker thread) and the
+        raw part (if any) is open. `FlushRawRecords`: see `_flush_raw`. Raises `UserError` (the
+        tokenizer's one-line message) for a bad `--tokenizer`, `GiveUp` when the raw part cannot
+        be created, and `UnknownCommand` for any other command."""
+        if isinstance(command, FlushRawRecords):
+            return await self._flush_raw()
         if not isinstance(command, ProfileConfigure):
             raise UnknownCommand(f"the record-processor does not handle {type(command).__name__}")
+        if self._raw_path is not None and self._raw_part is None:
+            try:
+                self._raw_path.parent.mkdir(parents=True, exist_ok=True)
+                self._raw_part = RawPartWriter(self._raw_path)
+            except OSError as exc:
+                raise GiveUp(f"cannot create the raw records file {self._raw_path}: {exc.strerror or exc}") from exc
         if not self._load_started:
             await self._load_tokenizer(self._tokenizer_name)
         await self._loaded.wait()
@@ -102,7 +130,38 @@ class RecordProcessor:
                     continue
                 if not self._ready.is_set():
                     await self._ready.wait()
+                if self._raw_part is not None:
+                    self._write_raw(record)
                 await send(self.process(record))
+
+    def _write_raw(self, record: RequestRecord) -> None:
+        """Append `record` to the raw part; after a failed write the part is dropped and
+        `FlushRawRecords` fails naming the reason (a cut line must not pass for an export)."""
+        assert self._raw_part is not None
+        try:
+            self._raw_part.write(record)
+        except OSError as exc:
+            self._raw_error = f"{self._raw_part.path}: {exc.strerror or exc}"
+            log.error("record_processor.raw_write_failed", error=self._raw_error)
+            self._raw_part.discard()
+            self._raw_part = None
+
+    async def _flush_raw(self) -> RawRecordsFlushed:
+        """Publish the raw part: flushed, fsynced, renamed from its staging name; the reply
+        names it with its size and line count (an empty reply without `--export-level raw`).
+        Records arriving later are not written. Raises `GiveUp` when a write or
+        the publication failed."""
+        part, self._raw_part = self._raw_part, None
+        if self._raw_error:
+            raise GiveUp(f"raw records not written: {self._raw_error}")
+        if part is None:
+            return RawRecordsFlushed()
+        try:
+            size = await anyio.to_thread.run_sync(part.commit)
+        except OSError as exc:
+            raise GiveUp(f"raw records not written: {part.path}: {exc.strerror or exc}") from exc
+        log.info("record_processor.raw_flushed", path=str(part.path), size=size, records=part.count)
+        return RawRecordsFlushed(path=str(part.path), size=size, records=part.count)
 
     def process(self, record: RequestRecord) -> MetricRecord:
         """The `MetricRecord` of `record` (pure CPU; never raises: a failure to process becomes

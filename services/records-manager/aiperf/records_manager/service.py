@@ -75,7 +75,7 @@ class RecordsManager:
     """Consumes every `MetricRecord` of run `run_id` measuring `benchmark`.
 
     Records are written to `profile_export.jsonl` as they arrive (the file is complete even
-    if the run is cancelled). `Finalize` waits (bounded) for one record per returned credit,
+    if the run is cancelled), unless the benchmark's export level is `summary`. `Finalize` waits (bounded) for one record per returned credit,
     then writes the summary (JSON, CSV) and the console tables (`profile_export_console.txt`).
     `t0_wall_ns` (0: unknown) is when the command started, for the start-up figure;
     `osl_mismatch` decides `osl_mismatch_count` (None: AIPerf's defaults).
@@ -149,9 +149,12 @@ class RecordsManager:
                                                     errors=self._errors[phase]))
 
     async def handle(self, command: Command[Any]) -> Reply | None:
-        """`ProfileConfigure` opens the jsonl file; `Finalize` writes the exports."""
+        """`ProfileConfigure` opens the jsonl file (export level records or raw); `Finalize` writes
+        the exports."""
         match command:
             case ProfileConfigure():
+                if self._benchmark.artifacts.export_level == "summary":
+                    return None
                 try:
                     self._dir.mkdir(parents=True, exist_ok=True)
                     self._writer = JsonlRecordWriter(self._dir / RECORDS_JSONL)
@@ -217,7 +220,8 @@ class RecordsManager:
             balanced=not problems, problems=problems, overhead_line=overhead_line(summary),
             startup_s=startup_s, request_count=summary.request_count,
             error_request_count=summary.error_request_count, artifact_dir=str(self._dir),
-            files=[SUMMARY_JSON, SUMMARY_CSV, RECORDS_JSONL, CONSOLE_TXT])
+            files=[SUMMARY_JSON, SUMMARY_CSV, *([RECORDS_JSONL] if self._writer is not None else []),
+                   CONSOLE_TXT])
 
 
 def render_table(summary: Summary, width: int = 120) -> str:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 import anyio
 import structlog
 
-from aiperf.config import RunConfig
+from aiperf.comms import AskTimeout, PeerUnreachable
+from aiperf.config import RunConfig, kubernetes_unsupported
 from aiperf.messages import (
     BuildDataset,
     Finalize,
     Finalized,
+    FlushRawRecords,
     PrepareGroup,
     ProfileCancel,
     ProfileConfigure,
@@ -23,7 +27,10 @@ from aiperf.messages import (
     SystemState,
     WorkerLost,
 )
+from aiperf.metrics import RAW_JSONL, RawPartMismatch, join_parts
+from aiperf.runtime import CommandError, UserError
 from aiperf.runtime.control_server import ControlServer
+from aiperf.system_controller.plan import plan_services
 from aiperf.system_controller.service import RunFailed
 
 log = structlog.get_logger("aiperf.system_controller.profile")
@@ -44,6 +51,8 @@ class ProfileOutcome:
     accounting: RunAccounting | None = None
     results: Finalized | None = None
     lost_workers: list[str] = field(default_factory=list)
+    raw_bytes: int | None = None
+    """Size of profile_export_raw.jsonl once the raw barrier passed (`--export-level raw`)."""
 
 
 def profiling_deadline_s(config: RunConfig) -> float:
@@ -68,8 +77,10 @@ def all_or_raise(replies: dict[str, R | Exception]) -> dict[str, R]:
 
 class ProfileDriver:
     """configure (dataset, then each group's copy, then everyone) -> ready -> profiling (timing-manager) ->
-    processing/exporting (records-manager `finalize`). Cancellation (Ctrl+C) sends
-    `ProfileCancel` and still finalizes, so partial results are written."""
+    processing/exporting (records-manager `finalize`, then with `--export-level raw` the raw
+    barrier, `_finalize_raw`). Cancellation (Ctrl+C) sends `ProfileCancel` and still finalizes,
+    so partial results are written. Raises `UserError` before configuring a Kubernetes run that
+    asks for what Kubernetes mode cannot do (`kubernetes_unsupported`)."""
 
     def __init__(self, *, config: RunConfig, on_started: Callable[[], Awaitable[None]] | None = None) -> None:
         self._config = config
@@ -86,6 +97,8 @@ class ProfileDriver:
                     cancelled: anyio.Event) -> SystemState:
         self._control = control
         timeout = self._config.runtime.command_timeout_s
+        if self._config.kubernetes and (why := kubernetes_unsupported(self._config.benchmark)):
+            raise UserError(why)
         await self._configure(control)
         await set_state(SystemState.READY)
         if cancelled.is_set():
@@ -118,7 +131,43 @@ class ProfileDriver:
             request_id=control.new_request_id("finalize"), accounting=accounting,
             was_cancelled=was_cancelled, lost_groups=self._lost_groups(control)),
             timeout=FINALIZE_TIMEOUT_S)
+        if self._config.benchmark.artifacts.export_level == "raw":
+            await self._finalize_raw(control)
         return SystemState.CANCELLED if was_cancelled else SystemState.DONE
+
+    async def _finalize_raw(self, control: ControlServer) -> None:
+        """The raw barrier: every record-processor the run declared (none may be missing) makes
+        its raw part durable and acknowledges its size and line count; the parts are checked
+        against those sizes and joined into profile_export_raw.jsonl (staged, fsynced, renamed).
+        With balanced accounting the lines must number the returned credits. Any failure raises
+        `RunFailed` with one line, so the run fails and no results-ready marker is written."""
+        declared = [p.service_id for p in plan_services(self._config.services)
+                    if p.service_type is ServiceType.RECORD_PROCESSOR]
+        missing = sorted(set(declared) - set(self._ids(control, ServiceType.RECORD_PROCESSOR)))
+        if missing:
+            raise RunFailed(f"raw records incomplete: {', '.join(missing)} did not finalize (gone)")
+        try:
+            flushed = all_or_raise(await control.ask_all(
+                declared, lambda sid, rid: FlushRawRecords(request_id=rid),
+                timeout=self._config.runtime.command_timeout_s))
+        except (CommandError, AskTimeout, PeerUnreachable) as exc:
+            raise RunFailed(f"raw records not finalized: {exc}") from exc
+        written = sum(reply.records for reply in flushed.values())
+        results, accounting = self.outcome.results, self.outcome.accounting
+        if results is not None and results.balanced and accounting is not None:
+            expected = sum(phase.returned for phase in accounting.phases.values())
+            if written != expected:
+                raise RunFailed(f"raw records incomplete: {written} written for {expected} returned credits")
+        parts = [(reply.path, reply.size) for _, reply in sorted(flushed.items()) if reply.path]
+        target = Path(self._config.artifact_dir, RAW_JSONL)
+        try:
+            self.outcome.raw_bytes = await anyio.to_thread.run_sync(join_parts, target, parts)
+        except (OSError, RawPartMismatch) as exc:
+            raise RunFailed(f"raw records not finalized: {exc}") from exc
+        with contextlib.suppress(OSError):  # the parts' folder, empty now; kept if anything else is there
+            target.with_name("raw").rmdir()
+        log.info("profile.raw_finalized", path=str(target), size=self.outcome.raw_bytes, records=written,
+                 processors=len(declared))
 
     async def _configure(self, control: ControlServer) -> None:
         """Steps 1-3 of docs/run-protocol.md: the dataset-manager builds the dataset (D); every

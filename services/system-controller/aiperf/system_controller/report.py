@@ -10,7 +10,7 @@ from pathlib import Path
 from aiperf.config import RunConfig
 from aiperf.config.markers import END_MARKER, READY_MARKER
 from aiperf.messages import Finalized, SystemState
-from aiperf.metrics import write_atomic
+from aiperf.metrics import RAW_JSONL, write_atomic
 from aiperf.system_controller.profile_driver import ProfileOutcome
 from aiperf.system_controller.service import Verdict
 
@@ -30,7 +30,8 @@ def report(config: RunConfig, verdict: Verdict, outcome: ProfileOutcome) -> int:
             print(f"start-up: {results.startup_s:.2f} s from command start to first request sent")
         for problem in results.problems:
             print(f"ACCOUNTING MISMATCH: {problem}", file=sys.stderr)
-        print(f"results: {config.artifact_dir}/ ({', '.join([*results.files, 'inputs.json'])})")
+        raw = [RAW_JSONL] if outcome.raw_bytes is not None else []
+        print(f"results: {config.artifact_dir}/ ({', '.join([*results.files, *raw, 'inputs.json'])})")
     for lost in verdict.degraded:
         print(f"warning: lost {lost}", file=sys.stderr)
     if verdict.lost_pods:

@@ -13,7 +13,7 @@ import structlog
 from aiperf.comms import AskTimeout, PeerUnreachable
 from aiperf.config import RunConfig
 from aiperf.messages import ServiceState, ServiceType, Shutdown, SystemState
-from aiperf.runtime import CommandError
+from aiperf.runtime import CommandError, UserError
 from aiperf.runtime.control_server import ControlServer, RegistrationTimeout, ServiceInfo
 from aiperf.system_controller.launcher import Handle, Launcher, Planned
 from aiperf.system_controller.plan import plan_services
@@ -177,6 +177,9 @@ class SystemController:
                 try:
                     result = await body()
                 except (RunFailed, RegistrationTimeout) as exc:
+                    self._fail(str(exc))
+                except UserError as exc:
+                    self._user_error = True
                     self._fail(str(exc))
                 except CommandError as exc:
                     self._user_error = exc.is_user_error
