@@ -4,8 +4,8 @@ JobSet controller and the kubelet played on podman (`PodmanCluster`).
 What it plays, for every JobSet stored in the fake:
 
 - the JobSet controller: the Pods a JobSet creates (JobSet's naming, owned by the JobSet,
-  labelled with the template's labels and `jobset.sigs.k8s.io/jobset-name`), created through
-  the fake's store; the JobSet's `Completed`/`Failed` condition once its controller job's pod
+  labelled with the template's labels and JobSet's `jobset-name`, `replicatedjob-name` and
+  `job-index` labels), created through the fake's store; the JobSet's `Completed`/`Failed` condition once its controller job's pod
   ends (Failed as soon as any pod fails, as JobSet's default failure policy does);
 - the kubelet: each Pod is played with `podman kube play` on the run's own internal network,
   translated as tests/kube/_podman.py does (volumes made unique, `$(VAR)` expanded, Secret
@@ -49,6 +49,8 @@ from kube._podman import pod_from_template, podman
 Obj = dict[str, Any]
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 POLL_S = 0.5
 """How often container states are read from podman (a controller loop, not a test wait)."""
 
@@ -129,7 +131,8 @@ class PodmanCluster:
                 spec.update(hostname=pod_name, subdomain=name)
                 self.kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
                     "name": pod_name, "namespace": ns, "ownerReferences": [owner],
-                    "labels": {**(meta.get("labels") or {}), JOBSET_LABEL: name},
+                    "labels": {**(meta.get("labels") or {}), JOBSET_LABEL: name,
+                               REPLICATED_JOB_LABEL: rjob["name"], JOB_INDEX_LABEL: str(index)},
                     "annotations": {**(meta.get("annotations") or {}), JOB_INDEX_ANNOTATION: str(index),
                                     JOBSET_LABEL: name}},
                     "spec": spec})
