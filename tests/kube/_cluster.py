@@ -90,7 +90,7 @@ class PodmanCluster:
         self.workdir = workdir
         self.api_host, self.api_port = api_host, api_port
         self.pods: dict[tuple[str, str], _PlayedPod] = {}
-        self._jobsets: dict[str, str] = {}  # uid -> "ns/name" of every JobSet started
+        self._started: set[str] = set()  # uids of the JobSets started
         self._finished: set[str] = set()  # uids whose terminal condition is written
 
     # -- the loop -------------------------------------------------------------------------------
@@ -100,8 +100,8 @@ class PodmanCluster:
         async with anyio.create_task_group() as tg:
             while True:
                 for uid, jobset in self._stored_jobsets().items():
-                    if uid not in self._jobsets and not jobset["metadata"].get("deletionTimestamp"):
-                        self._jobsets[uid] = self._key(jobset)
+                    if uid not in self._started and not jobset["metadata"].get("deletionTimestamp"):
+                        self._started.add(uid)
                         tg.start_soon(self._start, copy.deepcopy(jobset))
                 await anyio.to_thread.run_sync(self._mirror)
                 await self._teardown_gone()

@@ -206,6 +206,8 @@ async def test_a_run_completes_through_the_operator(tmp_path: Path) -> None:
         code = await anyio.to_thread.run_sync(main, ["kube", "delete", "op", "--kubeconfig", kube.kubeconfig_path,
                                                      "-n", NS])
         assert code == 0
+        # The CR goes once the operator has released its finalizer; its JobSet may still terminate.
+        await kube.wait_until(lambda: kube.get(CR_API, JOB_KIND, NS, "op") is None, timeout=60)
         kube.create({"apiVersion": CR_API, "kind": JOB_KIND, "metadata": {"name": "op", "namespace": NS},
                      "spec": {"benchmark": BENCHMARK, "image": "localhost/aiperf/does-not-exist:latest",
                               "workersPerPod": 1}})

@@ -124,3 +124,14 @@ async def test_rbac_applies_to_websocket_upgrades(upstream: str) -> None:
                          "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NS}]})
             async with session.ws_connect(f"{base}/ws?who=reader") as socket:
                 assert (await socket.receive_str()) == "hello reader"
+
+
+async def test_a_server_not_listening_yet_is_a_503_with_the_dial_error(kube: FakeKube, api: ApiClient) -> None:
+    """The container runs but its server does not accept yet (it is still starting): the API
+    server's 503, never a 500 from the proxy itself."""
+    base = await _pod(kube, api)
+    kube.register_proxy(NS, "p", 9090, forward_to("http://127.0.0.1:9"))  # discard port: refused
+    session: aiohttp.ClientSession = api.rest_client.pool_manager
+    async with session.get(f"{base}/api/status", headers=await _auth(api)) as response:
+        assert response.status == 503
+        assert "connection refused" in (await response.json())["message"]

@@ -19,6 +19,7 @@ import aiohttp
 import anyio
 from aiohttp import WSMsgType, web
 
+from aiperf.testing.fake_kube_api import ApiError
 from aiperf.testing.fake_kube_pods import ProxyHandler
 
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -39,15 +40,21 @@ def is_websocket_upgrade(request: web.Request) -> bool:
 
 
 def forward_to(base_url: str) -> ProxyHandler:
-    """A ProxyHandler relaying to the server at `base_url` (`http://127.0.0.1:PORT`)."""
+    """A ProxyHandler relaying to the server at `base_url` (`http://127.0.0.1:PORT`). A server
+    that does not accept the connection (not listening yet, gone) is the API server's 503 with
+    its dial error, as for a port nothing listens on."""
     base = base_url.rstrip("/")
 
     async def handler(request: web.Request, path: str) -> web.StreamResponse:
         url = base + (path or "/")
         async with aiohttp.ClientSession() as session:
-            if is_websocket_upgrade(request):
-                return await _relay_websocket(request, session, url)
-            return await _relay_http(request, session, url)
+            try:
+                if is_websocket_upgrade(request):
+                    return await _relay_websocket(request, session, url)
+                return await _relay_http(request, session, url)
+            except aiohttp.ClientConnectorError as exc:
+                raise ApiError(503, "ServiceUnavailable", f"error trying to reach service: dial tcp "
+                               f"{exc.host}:{exc.port}: connect: connection refused") from None
 
     return handler
 
