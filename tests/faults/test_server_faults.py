@@ -44,13 +44,16 @@ CASES = {
     "invalid-utf8": None,
     "huge-event": None,
     "huge-word": None,  # one 8 MiB word: counted in pieces, in bounded time (aiperf.tokenizer.bounded)
+    "5xx-storm": "Internal Server Error",  # every request answered 500 (the mock's --error-rate 1)
 }
+MOCK_ARGS = {"5xx-storm": ("--error-rate", "1.0")}
+"""Cases played by other mock flags than `--fault CASE`."""
 
 
 @pytest.mark.parametrize("fault", list(CASES))
 def test_a_broken_server_gives_bounded_counted_errors(tmp_path: Path, fault: str) -> None:
     artifacts = tmp_path / "a"
-    with running_mock("--fault", fault, "--trickle-ms", "200") as server:
+    with running_mock(*MOCK_ARGS.get(fault, ("--fault", fault)), "--trickle-ms", "200") as server:
         started = time.monotonic()
         run = subprocess.run(
             [sys.executable, "-c", _PEAK_RSS, sys.executable, "-m", "aiperf.cli", "profile", "--model", "mock",
