@@ -36,6 +36,7 @@ from typing import Any
 
 import anyio
 import yaml
+from kube._podman import pod_from_template, podman
 
 from aiperf.kube.containers import JOB_INDEX_ANNOTATION
 from aiperf.kube.curve_secret import CURVE_FILE_MODE
@@ -43,8 +44,6 @@ from aiperf.kube.ops import JOBSET_API_VERSION
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_proxy import forward_to
 from aiperf.testing.fake_kube_select import Selector
-
-from kube._podman import pod_from_template, podman
 
 Obj = dict[str, Any]
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

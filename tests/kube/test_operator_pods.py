@@ -21,9 +21,9 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
-from kubernetes_asyncio.config import new_client_from_config
 from kube._cluster import PodmanCluster, network_gateway
 from kube._podman import MOCK_ALIAS, MOCK_IMAGE, MOCK_PORT, missing_images, podman, wait_mock_healthy
+from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.cli.main import main
 from aiperf.kube.crd import build_crd
