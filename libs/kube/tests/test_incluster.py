@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from aiperf.kube.incluster import ApiRejected, InClusterClient, InClusterConfig, KubeUnreachable
+from aiperf.testing.fake_kube_tls import make_tls_files
 
 pytestmark = pytest.mark.anyio
 OBJ_PATH = "/apis/aiperf.nvidia.com/v1alpha1/namespaces/bench/aiperfjobs/run"
@@ -43,13 +44,8 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("openssl") is None:
         pytest.skip("needs the openssl command to make test certificates")
     directory = tmp_path_factory.mktemp("certs")
-    make_ca(directory, "ca")
+    make_tls_files(directory, "127.0.0.1")  # ca.crt, server.crt, server.key
     make_ca(directory, "other")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "server.key",
-            "-out", "server.csr", "-subj", "/CN=kubernetes", cwd=directory)
-    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.crt", "-days", "1", "-extfile", "san.ext", cwd=directory)
     return directory
 
 
