@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import structlog
-from litestar import Litestar, Response, WebSocket, get, websocket
+from litestar import Litestar, Request, Response, WebSocket, get, put, websocket
 from litestar.exceptions import (
     HTTPException,
     NotFoundException,
@@ -24,13 +24,14 @@ from litestar.params import FromPath
 from litestar.response import File
 from litestar.types import Scope
 
+from aiperf.api.raw_upload import RAW_PARTS_DIR, RAW_UPLOAD_PATH, RawUploads
 from aiperf.api.view import RunView
 
 log = structlog.get_logger("aiperf.api")
 
 SUMMARY_JSON = "profile_export_aiperf.json"
 EXPORT_FILES = frozenset({SUMMARY_JSON, "profile_export_aiperf.csv", "profile_export.jsonl", "inputs.json",
-                          "profile_export_console.txt"})
+                          "profile_export_console.txt", "profile_export_raw.jsonl"})
 """The export files `/api/results/files/{name}` serves; any other name is refused."""
 
 DATASET_FILES = frozenset({"dataset.dat", "index.dat"})
@@ -46,19 +47,23 @@ class AppConfig:
     """Where the app finds its files.
 
     `artifact_dir` holds the exports (and `inputs.json`), `dataset_dir` the dataset files;
-    `compressed_dataset` (Kubernetes) serves `<name>.zst` as-is with `Content-Encoding: zstd`.
+    `compressed_dataset` (Kubernetes) serves `<name>.zst` as-is with `Content-Encoding: zstd`;
+    `upload_token` (Kubernetes: derived from the run's key Secret) opens the raw-part upload
+    route, which refuses everything without it.
     """
 
     artifact_dir: Path
     dataset_dir: Path
     compressed_dataset: bool = False
+    upload_token: str | None = None
 
 
 def create_app(*, view: RunView, config: AppConfig) -> Litestar:
     """Build the app over `view` and the files named by `config`.
 
     Endpoints: ``GET /health``, ``GET /api/progress``, ``WS /ws/progress``, ``GET /api/results``,
-    ``GET /api/results/files/{name}``, ``GET /api/dataset/{name}``. Errors are JSON
+    ``GET /api/results/files/{name}``, ``GET /api/dataset/{name}``, ``PUT /api/raw/{name}``
+    (`aiperf.api.raw_upload`: a worker pod's raw part, bearer token required). Errors are JSON
     (``{"status_code": n, "detail": "..."}``).
     """
 
@@ -103,7 +108,16 @@ def create_app(*, view: RunView, config: AppConfig) -> Litestar:
         return File(path=path, filename=name, media_type="application/octet-stream",
                     headers={"Content-Encoding": "zstd"})
 
-    return Litestar(route_handlers=[health, progress, progress_ws, results, result_file, dataset_file],
+    uploads = RawUploads(directory=config.artifact_dir / RAW_PARTS_DIR, token=config.upload_token)
+
+    @put(RAW_UPLOAD_PATH + "/{name:str}", status_code=201, request_max_body_size=None)
+    async def upload_raw(name: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, Any]:
+        uploads.authorize(request.headers.get("authorization"))
+        size = await uploads.store(name, request.stream(), declared=request.content_length)
+        return {"name": name, "size": size}
+
+    return Litestar(route_handlers=[health, progress, progress_ws, results, result_file, dataset_file,
+                                    upload_raw],
                     logging_config=None, after_exception=[_log_unexpected], openapi_config=None)
 
 
