@@ -50,7 +50,6 @@ from aiperf.messages import (
     Reply,
     RunAccounting,
     ServiceState,
-    ServiceType,
     SystemState,
     ToController,
     UploadRawRecords,

@@ -207,16 +207,16 @@ class ProfileDriver:
             sorted(present & set(managers)),
             lambda sid, rid: UploadRawRecords(request_id=rid, parts=by_group.get(managers[sid], [])),
             timeout=timeout)
-        for sid, reply in replies.items():
+        for sid, answer in replies.items():
             sent = {p.name: p.size for p in by_group.get(managers[sid], [])}
-            if isinstance(reply, AskTimeout):
+            if isinstance(answer, AskTimeout):
                 problems[sid] = f"no upload acknowledged within {timeout:g}s"
-            elif isinstance(reply, CommandError):
-                problems[sid] = reply.error
-            elif isinstance(reply, Exception):
-                problems[sid] = f"{type(reply).__name__}: {reply}"
-            elif isinstance(reply, RawRecordsUploaded) and (
-                    got := {p.name: p.size for p in reply.parts}) != sent:
+            elif isinstance(answer, CommandError):
+                problems[sid] = answer.error
+            elif isinstance(answer, Exception):
+                problems[sid] = f"{type(answer).__name__}: {answer}"
+            elif isinstance(answer, RawRecordsUploaded) and (
+                    got := {p.name: p.size for p in answer.parts}) != sent:
                 problems[sid] = f"acknowledged {got or 'no parts'} for the parts {sent or 'none'}"
         if problems:
             raise RunFailed("raw records not uploaded: " + "; ".join(
