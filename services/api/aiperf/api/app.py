@@ -24,7 +24,10 @@ from litestar.params import FromPath
 from litestar.response import File
 from litestar.types import Scope
 
+from aiperf.api.live import LiveJob, live_routes, live_source
+from aiperf.api.prom import RECORDS_JSONL, RunMetrics, metrics_route
 from aiperf.api.view import RunView
+from aiperf.dashboard import dashboard_routes
 
 log = structlog.get_logger("aiperf.api")
 
@@ -54,25 +57,32 @@ class AppConfig:
     compressed_dataset: bool = False
 
 
+DASHBOARD_PATH = "/dashboard"
+
+
 def create_app(*, view: RunView, config: AppConfig) -> Litestar:
     """Build the app over `view` and the files named by `config`.
 
     Endpoints: ``GET /health``, ``GET /api/progress``, ``WS /ws/progress``, ``GET /api/results``,
-    ``GET /api/results/files/{name}``, ``GET /api/dataset/{name}``. Errors are JSON
-    (``{"status_code": n, "detail": "..."}``).
+    ``GET /api/results/files/{name}``, ``GET /api/dataset/{name}``, ``GET /metrics`` (Prometheus,
+    `aiperf.api.prom`), the web dashboard at ``/dashboard/`` with its JSON adapter
+    ``/api/dashboard/...`` (`aiperf.api.live`). Progress snapshots carry ``jobPhase``
+    (`LiveJob.phase`). Errors are JSON (``{"status_code": n, "detail": "..."}``).
     """
+    live = LiveJob(view=view, artifact_dir=config.artifact_dir, files=EXPORT_FILES)
+    metrics = RunMetrics(view=view, records_path=config.artifact_dir / RECORDS_JSONL)
 
     @get("/health", sync_to_thread=False)
     def health() -> dict[str, str]:
         return {"status": "ok", "state": view.state_name}
 
-    @get("/api/progress", sync_to_thread=False)
-    def progress() -> dict[str, Any]:
-        return view.snapshot()
+    @get("/api/progress")
+    async def progress() -> dict[str, Any]:
+        return await live.snapshot()
 
     @websocket("/ws/progress")
     async def progress_ws(socket: WebSocket[Any, Any, Any]) -> None:
-        await _stream_progress(socket, view)
+        await _stream_progress(socket, view, live)
 
     @get("/api/results")
     async def results() -> Response[bytes]:
@@ -103,7 +113,9 @@ def create_app(*, view: RunView, config: AppConfig) -> Litestar:
         return File(path=path, filename=name, media_type="application/octet-stream",
                     headers={"Content-Encoding": "zstd"})
 
-    return Litestar(route_handlers=[health, progress, progress_ws, results, result_file, dataset_file],
+    return Litestar(route_handlers=[health, progress, progress_ws, results, result_file, dataset_file,
+                                    metrics_route(metrics), *live_routes(live),
+                                    *dashboard_routes(source=live_source(), path=DASHBOARD_PATH)],
                     logging_config=None, after_exception=[_log_unexpected], openapi_config=None)
 
 
@@ -128,8 +140,9 @@ async def _existing_file(folder: Path, name: str, allowed: frozenset[str]) -> Pa
     return Path(path)
 
 
-async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView) -> None:
-    """Send a snapshot now and after every change until the client leaves or the view closes."""
+async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView, live: LiveJob) -> None:
+    """Send a snapshot now and after every change until the client leaves or the view closes;
+    a change that raced the close still goes out (the last state before the api stops)."""
     await socket.accept()
     try:
         async with anyio.create_task_group() as tg:
@@ -137,7 +150,9 @@ async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView) -> N
             seen = -1
             while (version := await view.next_change(seen)) is not None:
                 seen = version
-                await socket.send_json(view.snapshot())
+                await socket.send_json(await live.snapshot())
+            if view.version != seen:
+                await socket.send_json(await live.snapshot())
             tg.cancel_scope.cancel()
     except* WebSocketDisconnect:
         pass
@@ -159,4 +174,4 @@ async def _log_unexpected(exc: Exception, scope: Scope) -> None:
                   exc_info=exc)
 
 
-__all__ = ["DATASET_FILES", "EXPORT_FILES", "AppConfig", "create_app"]
+__all__ = ["DASHBOARD_PATH", "DATASET_FILES", "EXPORT_FILES", "AppConfig", "create_app"]
