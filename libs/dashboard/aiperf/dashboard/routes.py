@@ -93,19 +93,18 @@ def dashboard_routes(*, source: DataSource, path: str = "/dashboard") -> list[Co
     pages = {p: render_page(p, source=source, base=base) for p in PAGES}
     assets = {name: _read(name) for name in _ASSETS}
 
-    def _page(name: str) -> Response[str]:
-        return Response(content=pages[name], media_type="text/html; charset=utf-8",
-                        headers={"Cache-Control": "no-cache"})
+    def page_handler(name: str) -> Any:
+        body = pages[name]
 
-    @get("/", sync_to_thread=False, include_in_schema=False)
-    def index() -> Response[str]:
-        return _page("index")
+        # One static route per page: a path parameter here would shadow the host app's
+        # one-segment routes when the dashboard is mounted at "/".
+        @get("/" if name == "index" else f"/{name}", name=f"dashboard-{name}", sync_to_thread=False,
+             include_in_schema=False)
+        def page() -> Response[str]:
+            return Response(content=body, media_type="text/html; charset=utf-8",
+                            headers={"Cache-Control": "no-cache"})
 
-    @get("/{page:str}", sync_to_thread=False, include_in_schema=False)
-    def other_page(page: FromPath[str]) -> Response[str]:
-        if page not in PAGES or page == "index":
-            raise NotFoundException(detail=f"no dashboard page {page!r}")
-        return _page(page)
+        return page
 
     @get("/static/{name:path}", sync_to_thread=False, include_in_schema=False)
     def asset(name: FromPath[str]) -> Response[bytes]:
@@ -116,7 +115,7 @@ def dashboard_routes(*, source: DataSource, path: str = "/dashboard") -> list[Co
         return Response(content=assets[key], media_type=_ASSET_TYPES[suffix],
                         headers={"Cache-Control": "max-age=300"})
 
-    return [Router(path=base or "/", route_handlers=[index, other_page, asset])]
+    return [Router(path=base or "/", route_handlers=[*map(page_handler, PAGES), asset])]
 
 
 __all__ = ["PAGES", "UPLOT_VERSION", "DataSource", "dashboard_routes", "render_page"]

@@ -87,7 +87,8 @@ function runHref(ns, name, epoch) {
 
 function phaseCell(td, phase) {
   td.textContent = phase || "\u2013";
-  td.className = phase ? `phase-${phase}` : "";
+  for (const c of [...td.classList]) if (c.startsWith("phase-")) td.classList.remove(c);
+  if (phase) td.classList.add(`phase-${phase}`);
   td.dataset.phase = phase || "";
 }
 
