@@ -139,7 +139,7 @@ def results_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         try:
-            wait_http(url + "/api/v1/results", 20)
+            wait_http(url + "/api/v1/results", 60)
         except TimeoutError:
             proc.kill()
             raise RuntimeError(f"fixture server did not start: {proc.communicate()[1].decode()[-2000:]}") from None

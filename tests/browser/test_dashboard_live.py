@@ -23,7 +23,7 @@ def test_a_finishing_run_updates_the_job_page_live(browser: Browser, tmp_path: P
     with running_mock("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "8") as mock:
         proc = subprocess.Popen(
             [sys.executable, "-m", "aiperf.cli", "profile", "--model", "mock", "--url", mock.url,
-             "--endpoint-type", "chat", "--streaming", "--request-rate", "25", "--request-count", "75",
+             "--endpoint-type", "chat", "--streaming", "--request-rate", "25", "--request-count", "50",
              "--artifact-dir", str(artifacts)],
             env={**child_env(), "AIPERF_API_PORT": str(port)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True)
@@ -49,5 +49,5 @@ def test_a_finishing_run_updates_the_job_page_live(browser: Browser, tmp_path: P
                 proc.kill()
                 proc.communicate()
     assert proc.returncode == 0, stderr[-3000:]
-    assert first in {"unknown", "initializing", "configuring", "ready", "profiling"}, first
-    assert int(completed) <= 75
+    assert first in {"starting", "warmup", "profiling"}, first
+    assert 0 < int(completed) <= 50  # progress is periodic: the last one may precede the end

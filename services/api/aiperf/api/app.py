@@ -141,8 +141,8 @@ async def _existing_file(folder: Path, name: str, allowed: frozenset[str]) -> Pa
 
 
 async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView, live: LiveJob) -> None:
-    """Send a snapshot now and after every change until the client leaves or the view closes;
-    a change that raced the close still goes out (the last state before the api stops)."""
+    """Send a snapshot now, after every change, and once more when the view closes (the api is
+    stopping), until the client leaves."""
     await socket.accept()
     try:
         async with anyio.create_task_group() as tg:
@@ -151,8 +151,9 @@ async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView, live
             while (version := await view.next_change(seen)) is not None:
                 seen = version
                 await socket.send_json(await live.snapshot())
-            if view.version != seen:
-                await socket.send_json(await live.snapshot())
+            # The view closes when the api stops, after the exports: the client gets that last
+            # state (`LiveJob.phase` reads done once the summary is written).
+            await socket.send_json(await live.snapshot())
             tg.cancel_scope.cancel()
     except* WebSocketDisconnect:
         pass

@@ -2,9 +2,9 @@
 shapes (``{"items": [...]}`` with camelCase keys), for the one run this api serves.
 
 The run is job ``local/<artifact dir name>`` with one run whose epoch is the api's start time.
-Its phase is the run's `SystemState`, except that once the control plane is stopping it reads
-``done`` (or ``cancelled``) when the summary export is written, and ``failed`` as soon as a
-service failed: the api itself stops before the controller's final state would reach it.
+Its phase is the run's `SystemState` (see `LiveJob.phase`), except that once the run is ending
+it reads ``done`` (or ``cancelled``) when the summary export is written, and ``failed`` as soon as
+a service failed: the api itself stops before the controller's final state would reach it.
 """
 
 from __future__ import annotations
@@ -55,16 +55,27 @@ class LiveJob:
         self._summary: dict[str, Any] | None = None
 
     async def phase(self) -> str:
-        """``failed`` once a service failed; ``done``/``cancelled`` once stopping with the summary
-        written; else the state's name (``unknown`` before the first state change)."""
+        """``failed`` once a service failed; ``done``/``cancelled`` once the run is ending (state
+        stopping, or this api stopping: the view closed) with the summary written; else the
+        state's name, or without any state seen (the controller does not publish it everywhere)
+        the latest benchmark phase started (``processing`` after the profiling phase
+        completed), else ``starting``."""
         view = self._view
-        if view.state is SystemState.FAILED or view.snapshot()["failures"]:
+        snap = view.snapshot()
+        if view.state is SystemState.FAILED or snap["failures"]:
             return str(SystemState.FAILED)
-        if view.state in _ENDING:
+        if view.state in _ENDING or view.closed:
             summary = await self._read_summary()
             if summary is not None:
                 return str(SystemState.CANCELLED if summary.get("was_cancelled") else SystemState.DONE)
-        return view.state_name
+        if view.state is not None:
+            return view.state_name
+        phases = snap["phases"]
+        if phases.get("profiling", {}).get("complete"):
+            return str(SystemState.PROCESSING)
+        started = [(events["started"].get("started_at_ns", 0), phase) for phase, events in phases.items()
+                   if "started" in events]
+        return max(started)[1] if started else "starting"
 
     async def snapshot(self) -> dict[str, Any]:
         """The view's snapshot plus ``jobPhase`` (see `phase`)."""

@@ -275,14 +275,19 @@ async function jobPage() {
   function render(snapshot) {
     phase = snapshot.jobPhase || snapshot.phase || snapshot.state || phase;
     phaseCell(phaseTd, phase);
+    const latest = document.querySelector("#runs tbody tr td.phase");
+    if (latest && snapshot.progress) phaseCell(latest, phase);  // the newest run is the live one
     const body = document.querySelector("#progress tbody");
     body.replaceChildren();
     for (const [name, p] of Object.entries(snapshot.progress || {})) {
+      const started = ((snapshot.phases || {})[name] || {}).started || {};
+      const expected = p.expected ?? started.expected_credits ?? null;
       body.append(el("tr", { dataset: { phase: name } }, el("td", {}, name), el("td", { class: "num completed" }, fmt(p.completed)),
-        el("td", { class: "num" }, fmt(p.expected)), el("td", { class: "num" }, fmt(p.errors)),
-        el("td", { class: "num" }, fmt(p.elapsed_s)), el("td", {}, progressBar(p.completed, p.expected))));
+        el("td", { class: "num" }, fmt(expected)), el("td", { class: "num" }, fmt(p.errors)),
+        el("td", { class: "num" }, fmt(p.elapsed_s)), el("td", {}, progressBar(p.completed, expected))));
     }
-    if (TERMINAL.has(phase)) loadRuns().catch(showError);
+    // A live run's server may stop right after its last snapshot: keep what is shown then.
+    if (TERMINAL.has(phase) && snapshot.progress) loadRuns().catch(() => setLive("off", "finished; server gone"));
   }
 
   let pollTimer = null;
@@ -318,7 +323,7 @@ async function jobPage() {
       box.checked = checked.has(String(run.epoch));
       box.addEventListener("change", updateCompare);
       const files = (run.files || []).map((f) => f.name).join(", ");
-      const phase = el("td");
+      const phase = el("td", { class: "phase" });
       phaseCell(phase, run.phase);
       body.append(el("tr", { dataset: { epoch: String(run.epoch) } }, el("td", {}, box),
         el("td", {}, el("a", { href: runHref(ns, name, run.epoch) }, String(run.epoch))), phase,
