@@ -51,14 +51,16 @@ class _ProgressCollector(Collector):
             "errors": GaugeMetricFamily("aiperf_phase_requests_failed", "Requests failed so far",
                                         labels=["phase"]),
             "expected": GaugeMetricFamily("aiperf_phase_requests_expected",
-                                          "Requests the phase will send, when known", labels=["phase"]),
+                                          "Requests the phase will send, when known (progress, else the phase's start)", labels=["phase"]),
             "elapsed_s": GaugeMetricFamily("aiperf_phase_elapsed_seconds", "Time since the phase started",
                                            labels=["phase"]),
         }
         for phase, p in snap["progress"].items():
+            started = snap["phases"].get(phase, {}).get("started") or {}
+            values = {**p, "expected": p.get("expected") or started.get("expected_credits")}
             for key, family in families.items():
-                if p.get(key) is not None:
-                    family.add_metric([phase], float(p[key]))
+                if values.get(key) is not None:
+                    family.add_metric([phase], float(values[key]))
         sent = GaugeMetricFamily("aiperf_phase_requests_sent",
                                  "Credits (requests) issued by the phase, once it stopped sending",
                                  labels=["phase"])
