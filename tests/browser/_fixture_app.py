@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
