@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from aiperf.mock_server.testing import free_port, running_mock, timeout_scale
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:

@@ -1,19 +1,29 @@
-"""The dashboard in history mode, in headless Chromium, over the fixture results server with two
-real runs (data/run1, data/run2: exports of `aiperf profile` against the mock server): pages load
-without console errors, charts hold one point per record (or per bin/percentile/error type), the
-comparison overlays both runs, and a dropped progress socket falls back to polling."""
+"""The dashboard in headless Chromium (one browser for the whole file: its start is most of the cost).
+
+History mode, over the fixture results server with two real runs (data/run1, data/run2: exports
+of `aiperf profile` against the mock server): pages load without console errors, charts hold one
+point per record (or per bin/percentile/error type), the comparison overlays both runs, and a
+dropped progress socket falls back to polling. Live mode: the real CLI runs the mock server's
+benchmark, the api service serves /dashboard, and the job page follows the run over the progress
+WebSocket until its phase cell reads ``done``, without a reload."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 from browser._fixture_app import DATA, EPOCHS, HISTORY, LIVE
-from browser.conftest import Browser
+from browser.conftest import Browser, child_env, free_port, wait_http
 
-pytestmark = pytest.mark.slow
+from aiperf.mock_server.testing import running_mock
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 THROUGHPUT_BINS = 20
 PERCENTILES = 9
@@ -116,3 +126,41 @@ def test_dropped_progress_socket_falls_back_to_polling(browser: Browser, results
     browser.screenshot("dashboard-job-polling")
     assert_no_console_errors(browser, "job (socket dropped)")
 
+
+def test_a_finishing_run_updates_the_job_page_live(browser: Browser, tmp_path: Path) -> None:
+    artifacts = tmp_path / "live-run"
+    port = free_port()
+    with running_mock("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "8") as mock:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "aiperf.cli", "profile", "--model", "mock", "--url", mock.url,
+             "--endpoint-type", "chat", "--streaming", "--request-rate", "25", "--request-count", "50",
+             "--artifact-dir", str(artifacts)],
+            env={**child_env(), "AIPERF_API_PORT": str(port)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            wait_http(base + "/health", 60)
+            browser.console_errors()
+            browser.open(f"{base}/dashboard/job?ns=local&name={artifacts.name}")
+            first = browser.attr("#phase", "data-phase")
+            assert first != "done", "the page loaded after the run ended: nothing was live"
+            browser.wait(lambda d: d.find_element("id", "live").get_attribute("data-live") == "websocket", 20,
+                         "the progress socket")
+            browser.wait(lambda d: d.find_element("css selector", '#progress tr[data-phase="profiling"]'), 30,
+                         "profiling progress")
+            browser.screenshot("dashboard-live-running")
+            # Checked while the api is up: once the run ends its server is gone, and the page's
+            # last requests fail by design.
+            assert_no_console_errors(browser, "live job page")
+            browser.wait(lambda d: d.find_element("id", "phase").get_attribute("data-phase") == "done", 60,
+                         "the phase cell to read done")
+            completed = browser.text('#progress tr[data-phase="profiling"] td.completed')
+            browser.screenshot("dashboard-live-done")
+            stdout, stderr = proc.communicate(timeout=60 * float(os.environ.get("AIPERF_TEST_TIMEOUT_SCALE", "1")))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0, stderr[-3000:]
+    assert first in {"starting", "warmup", "profiling"}, first
+    assert 0 < int(completed) <= 50  # progress is periodic: the last one may precede the end
