@@ -228,6 +228,29 @@ def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
 
 
 @kube_app.command
+def dashboard(*, target: KubeTarget = _TARGET, operator_namespace: str = "aiperf-system", port: int = 0,
+              open_browser: Annotated[bool, Parameter(name="--open")] = True) -> int:
+    """Open the operator's results dashboard: run history, live progress, charts, comparisons.
+
+    Forwards a local port to the results server (Service aiperf-operator, port 8081, in the
+    operator's namespace) through the API server's service proxy (you need get on
+    services/proxy there), prints the URL and opens it in the browser. Ctrl-C stops.
+
+    Parameters
+    ----------
+    operator_namespace
+        Namespace the operator chart is installed in.
+    port
+        Local port on 127.0.0.1 (0: any free port).
+    open_browser
+        Open the dashboard in the default browser (--no-open: only print its URL).
+    """
+    from aiperf.cli.kube_dashboard import dashboard_command
+
+    return dashboard_command(target, operator_namespace=operator_namespace, port=port, open_browser=open_browser)
+
+
+@kube_app.command
 def shutdown(name: str, *, target: KubeTarget = _TARGET) -> int:
     """Retire a finished run's controller pod: its results sidecar stops serving and exits, the
     run's JobSet completes (its TTL then removes it). Exit 1 while the run is still going.

@@ -24,8 +24,11 @@ from litestar.params import FromPath
 from litestar.response import File
 from litestar.types import Scope
 
+from aiperf.api.live import LiveJob, live_routes, live_source
+from aiperf.api.prom import RECORDS_JSONL, RunMetrics, metrics_route
 from aiperf.api.raw_upload import RAW_PARTS_DIR, RAW_UPLOAD_PATH, RawUploads
 from aiperf.api.view import RunView
+from aiperf.dashboard import dashboard_routes
 
 log = structlog.get_logger("aiperf.api")
 
@@ -58,26 +61,33 @@ class AppConfig:
     upload_token: str | None = None
 
 
+DASHBOARD_PATH = "/dashboard"
+
+
 def create_app(*, view: RunView, config: AppConfig) -> Litestar:
     """Build the app over `view` and the files named by `config`.
 
     Endpoints: ``GET /health``, ``GET /api/progress``, ``WS /ws/progress``, ``GET /api/results``,
     ``GET /api/results/files/{name}``, ``GET /api/dataset/{name}``, ``PUT /api/raw/{name}``
-    (`aiperf.api.raw_upload`: a worker pod's raw part, bearer token required). Errors are JSON
-    (``{"status_code": n, "detail": "..."}``).
+    (`aiperf.api.raw_upload`: a worker pod's raw part, bearer token required), ``GET /metrics`` (Prometheus,
+    `aiperf.api.prom`), the web dashboard at ``/dashboard/`` with its JSON adapter
+    ``/api/dashboard/...`` (`aiperf.api.live`). Progress snapshots carry ``jobPhase``
+    (`LiveJob.phase`). Errors are JSON (``{"status_code": n, "detail": "..."}``).
     """
+    live = LiveJob(view=view, artifact_dir=config.artifact_dir, files=EXPORT_FILES)
+    metrics = RunMetrics(view=view, records_path=config.artifact_dir / RECORDS_JSONL)
 
     @get("/health", sync_to_thread=False)
     def health() -> dict[str, str]:
         return {"status": "ok", "state": view.state_name}
 
-    @get("/api/progress", sync_to_thread=False)
-    def progress() -> dict[str, Any]:
-        return view.snapshot()
+    @get("/api/progress")
+    async def progress() -> dict[str, Any]:
+        return await live.snapshot()
 
     @websocket("/ws/progress")
     async def progress_ws(socket: WebSocket[Any, Any, Any]) -> None:
-        await _stream_progress(socket, view)
+        await _stream_progress(socket, view, live)
 
     @get("/api/results")
     async def results() -> Response[bytes]:
@@ -117,7 +127,8 @@ def create_app(*, view: RunView, config: AppConfig) -> Litestar:
         return {"name": name, "size": size}
 
     return Litestar(route_handlers=[health, progress, progress_ws, results, result_file, dataset_file,
-                                    upload_raw],
+                                    upload_raw, metrics_route(metrics), *live_routes(live),
+                                    *dashboard_routes(source=live_source(), path=DASHBOARD_PATH)],
                     logging_config=None, after_exception=[_log_unexpected], openapi_config=None)
 
 
@@ -142,8 +153,9 @@ async def _existing_file(folder: Path, name: str, allowed: frozenset[str]) -> Pa
     return Path(path)
 
 
-async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView) -> None:
-    """Send a snapshot now and after every change until the client leaves or the view closes."""
+async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView, live: LiveJob) -> None:
+    """Send a snapshot now, after every change, and once more when the view closes (the api is
+    stopping), until the client leaves."""
     await socket.accept()
     try:
         async with anyio.create_task_group() as tg:
@@ -151,7 +163,10 @@ async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView) -> N
             seen = -1
             while (version := await view.next_change(seen)) is not None:
                 seen = version
-                await socket.send_json(view.snapshot())
+                await socket.send_json(await live.snapshot())
+            # The view closes when the api stops, after the exports: the client gets that last
+            # state (`LiveJob.phase` reads done once the summary is written).
+            await socket.send_json(await live.snapshot())
             tg.cancel_scope.cancel()
     except* WebSocketDisconnect:
         pass
@@ -173,4 +188,4 @@ async def _log_unexpected(exc: Exception, scope: Scope) -> None:
                   exc_info=exc)
 
 
-__all__ = ["DATASET_FILES", "EXPORT_FILES", "AppConfig", "create_app"]
+__all__ = ["DASHBOARD_PATH", "DATASET_FILES", "EXPORT_FILES", "AppConfig", "create_app"]
