@@ -57,7 +57,9 @@ def test_metrics_during_a_real_run(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     ttft = samples[("aiperf_time_to_first_token_seconds_count", (("phase", "profiling"),))]
     assert ttft + errors == counted
     assert samples[("aiperf_time_to_first_token_seconds_bucket", (("le", "+Inf"), ("phase", "profiling")))] == ttft
-    assert [v for (name, _), v in samples.items() if name == "aiperf_run_state"] == [1.0]
+    # The controller broadcasts its state: while requests flow the run is profiling.
+    assert [labels for (name, labels), v in samples.items() if name == "aiperf_run_state"] == [
+        (("state", "profiling"),)]
     assert 0 < samples[progress] <= 60
     assert samples[("aiperf_phase_requests_expected", (("phase", "profiling"),))] == 60
     # The run's own record agrees with what /metrics counted so far.

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from aiperf.comms import Channel, RouterSocket, Subscriber, load_curve, zmq_context
+from aiperf.comms import Channel, Publisher, RouterSocket, Subscriber, load_curve, zmq_context
 from aiperf.config import RunConfig
-from aiperf.messages import SystemState, ToController
+from aiperf.messages import SystemState, SystemStateChanged, ToController
 from aiperf.runtime import addressing_of
 from aiperf.runtime.control_server import ControlServer
 from aiperf.system_controller.launcher import Launcher, LocalLauncher, NoLauncher
@@ -55,7 +55,11 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
     addressing = addressing_of(config)
     with zmq_context(load_curve(config.comms.curve_keys_dir)) as ctx:
         async with RouterSocket[ToController](ctx, decode=ToController, channel="control",
-                                              bind=addressing.bind_endpoints(Channel.CONTROL)) as router:
+                                              bind=addressing.bind_endpoints(Channel.CONTROL)) as router, \
+                Publisher(ctx, connect=[addressing.connect_endpoint(Channel.EVENT_BUS_FRONTEND)]) as events:
+            # Every state change is broadcast (best effort: states before the event-bus-proxy is
+            # up are dropped) so the api's /health, progress stream and `kube attach` see it.
+            on_state = _both(on_state, lambda state: events.publish(SystemStateChanged(state=state)))
             controller = SystemController(
                 config=config, launcher=launcher,
                 control=ControlServer(router, planned={p.service_id: p.service_type
