@@ -13,7 +13,7 @@ import hashlib
 import re
 from datetime import datetime
 
-EPOCH_RE = re.compile(r"\A\d{9,10}(\d{6})?\Z")
+EPOCH_RE = re.compile(r"\A\d{9,10}(\d{6})?\Z", re.ASCII)
 """A valid run key (whole seconds, optionally with the single six-digit suffix)."""
 
 SUFFIX_DIGITS = 6
