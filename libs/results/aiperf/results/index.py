@@ -147,8 +147,13 @@ class ResultsIndex:
         return staging
 
     async def discard(self, staging: Path) -> None:
-        """Remove a staging directory (a harvest that broke off)."""
-        await self._thread(disk.remove_tree, staging)
+        """Remove a staging directory (a harvest that broke off), and its job folder when that
+        is left empty."""
+        def remove() -> None:
+            disk.remove_tree(staging)
+            disk.prune_empty(staging.parent)
+
+        await self._thread(remove)
 
     async def completed(self, namespace: str, name: str, epoch: str) -> RunRecord | None:
         """Run `epoch` when its directory is stored already (a harvest to skip), else None."""
