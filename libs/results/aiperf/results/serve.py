@@ -170,14 +170,19 @@ async def serve(app: Litestar, *, host: str, port: int, announce: str = "") -> N
 
 
 def build_parser(prog: str = "python -m aiperf.results") -> argparse.ArgumentParser:
+    """`PROG serve ...` (the module's command line)."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("serve", help="serve stored results over HTTP")
-    run.add_argument("--base", required=True, metavar="DIR", help="results volume or local artifact directory")
-    run.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (default {DEFAULT_HOST})")
-    run.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    run.add_argument("--layout", choices=LAYOUTS, default="auto", help="how DIR is laid out (default auto)")
+    serve_flags(commands.add_parser("serve", help="serve stored results over HTTP"))
+    return parser
+
+
+def serve_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--base", required=True, metavar="DIR", help="results volume or local artifact directory")
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (default {DEFAULT_HOST})")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    parser.add_argument("--layout", choices=LAYOUTS, default="auto", help="how DIR is laid out (default auto)")
     return parser
 
 
@@ -206,12 +211,22 @@ def run_server(base: Path, *, host: str, port: int, layout: str = "auto") -> int
     return 0
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m aiperf.results") -> int:
-    """`serve --base DIR ...` (see the module doc)."""
-    args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else list(argv))
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m aiperf.results serve --base DIR ...` (see the module doc)."""
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    return _run(args)
+
+
+def serve_main(argv: Sequence[str], prog: str) -> int:
+    """The serve flags alone, for a host command (`aiperf-operator serve-results ...`)."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return _run(serve_flags(parser).parse_args(list(argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     return run_server(Path(args.base), host=args.host, port=args.port, layout=args.layout)
 
 
 __all__ = ["DEFAULT_PORT", "HttpServer", "UsageError", "build_app", "free_tcp_port", "main", "open_source",
-           "run_server", "serve"]
+           "run_server", "serve", "serve_flags", "serve_main"]
