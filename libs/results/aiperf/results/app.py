@@ -33,7 +33,7 @@ from __future__ import annotations
 import zipfile
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol, cast
 
 import anyio
 import anyio.to_thread
@@ -199,7 +199,7 @@ def _zip_chunks(folder: Path, members: list[str]) -> Iterator[bytes]:
     """The zip of `members` of `folder`, produced chunk by chunk (blocking: run each step in a
     thread). A member that vanished meanwhile is left out."""
     sink = _Sink()
-    with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED) as archive:  # type: ignore[arg-type]
+    with zipfile.ZipFile(cast("IO[bytes]", sink), "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for member in members:
             try:
                 source = open(folder / member, "rb")  # noqa: SIM115 - closed below, across yields

@@ -293,9 +293,9 @@ class ResultsIndex:
         row = self._db(lambda db: db.execute("SELECT * FROM runs WHERE namespace=? AND name=? AND epoch=?",
                                              (namespace, name, epoch)).fetchone())
         if row is not None:
-            record = _record(row)
-            if not record.completed or (self.run_dir(namespace, name, epoch)).is_dir():
-                return record
+            indexed = _record(row)
+            if not indexed.completed or (self.run_dir(namespace, name, epoch)).is_dir():
+                return indexed
         record = disk.read_run(self.base, namespace, name, epoch)
         if record is None:
             if row is not None:
@@ -360,9 +360,9 @@ class ResultsIndex:
         """Every row (runs by key, then (namespace, name, latest) pointers): what tests compare."""
         def read(db: sqlite3.Connection) -> tuple[list[RunRecord], list[tuple[str, str, str]]]:
             runs = [_record(r) for r in db.execute("SELECT * FROM runs ORDER BY namespace, name, epoch")]
-            latest = [tuple(r) for r in db.execute(
+            latest = [(r[0], r[1], r[2]) for r in db.execute(
                 "SELECT namespace, name, latest FROM jobs WHERE latest IS NOT NULL ORDER BY namespace, name")]
-            return runs, latest  # type: ignore[return-value]
+            return runs, latest
         return await self._thread(self._db, read)
 
     def _connect(self) -> sqlite3.Connection:

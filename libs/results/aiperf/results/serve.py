@@ -200,12 +200,12 @@ def run_server(base: Path, *, host: str, port: int, layout: str = "auto") -> int
         anyio.run(lambda: serve(app, host=host, port=port or free_tcp_port(host),
                                 announce=f"serving the results in {base} at "))
     except Exception as group:  # noqa: BLE001 - reduced to one line below or re-raised
-        exc = group
-        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-            exc = exc.exceptions[0]  # type: ignore[assignment]
-        if not isinstance(exc, OSError | RuntimeError | TimeoutError):
+        cause: BaseException = group
+        while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+            cause = cause.exceptions[0]
+        if not isinstance(cause, OSError | RuntimeError | TimeoutError):
             raise
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
         print(f"error: cannot serve on {host}:{port}: {reason}", file=sys.stderr)
         return 1
     return 0
