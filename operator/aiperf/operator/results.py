@@ -14,9 +14,9 @@ plus a six-digit suffix derived from its UID, so a CR deleted and created again 
 second gets its own directory. `status.resultsPath` is `<ns>/<name>/<epoch>`, relative to the
 volume.
 
-A deleted CR wins over its own harvest: `deleted` leaves a tombstone the harvest checks between
-transfers and at the gate (`RunDeleted`: nothing of the run is left); a run that had completed
-before the delete stays in the history.
+A deleted CR wins over its own harvest: `deleted` leaves a tombstone that interrupts the
+transfers at once and that the gate checks (`RunDeleted`: nothing of the run is left); a run
+that had completed before the delete stays in the history.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import structlog
 from kubernetes_asyncio.client import ApiClient
 
@@ -122,9 +123,8 @@ class ResultsStore:
             raise KubeClusterError(f"the results sidecar of pod {pod} lists no export file")
         staging = await index.stage(namespace, name, epoch)
         try:
-            for file_name in names:
-                self._check_alive(namespace, name, epoch)
-                await sidecar.download_export(api, namespace, pod, file_name, staging, durable=True)
+            await self._transfer(api, namespace, name, epoch, pod, names, staging)
+            self._check_alive(namespace, name, epoch)
             stored = await index.record_completed(namespace, name, epoch, uid=uid, staging=staging,
                                                   created_at=created_at, completed_at=completed_at or _now())
         except RunConflict as exc:
@@ -134,6 +134,29 @@ class ResultsStore:
         if stored is None:
             raise RunDeleted(f"{namespace}/{name} was deleted before its results were stored")
         return Harvest(path=relative, files=[f.name for f in stored.files])
+
+    async def _transfer(self, api: ApiClient, namespace: str, name: str, epoch: str, pod: str, names: list[str],
+                        staging: Path) -> None:
+        """Download `names` into `staging`, stopping at once when the run is deleted meanwhile.
+        The first failure of a transfer is raised as is (not wrapped in a group)."""
+        failed: list[Exception] = []
+        async with anyio.create_task_group() as transfers:
+            async def interrupt() -> None:
+                await self.index.wait_deleted(namespace, name, epoch)
+                transfers.cancel_scope.cancel()
+
+            async def copy() -> None:
+                try:
+                    for file_name in names:
+                        await sidecar.download_export(api, namespace, pod, file_name, staging, durable=True)
+                except Exception as exc:  # noqa: BLE001 - raised below, outside the task group
+                    failed.append(exc)
+                transfers.cancel_scope.cancel()
+
+            transfers.start_soon(interrupt)
+            transfers.start_soon(copy)
+        if failed:
+            raise failed[0]
 
     def _check_alive(self, namespace: str, name: str, epoch: str) -> None:
         if self.index.is_deleted(namespace, name, epoch):

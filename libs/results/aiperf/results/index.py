@@ -12,8 +12,8 @@ Writes (the operator, at fixed points of a run's life):
   every staging directory; a completed run stays in the history (retention trims it).
 
 Deletion wins every race with completion: `record_deleted` first leaves a tombstone for the run
-(kept for the life of the process, never evicted) that a harvest checks between transfers
-(`is_deleted`), then takes the job's lock, which `record_completed` holds from its tombstone check
+(kept for the life of the process, never evicted) that wakes a harvest's `wait_deleted` (it
+interrupts its transfers) and that `is_deleted` reports, then takes the job's lock, which `record_completed` holds from its tombstone check
 to its last index write. Whichever takes the lock first, a completion that lands after the delete
 leaves no row and no directory.
 
@@ -90,6 +90,7 @@ class ResultsIndex:
         self.path = base / disk.INDEX_FILE
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self._tombstones: set[tuple[str, str, str]] = set()
+        self._deletions: dict[tuple[str, str, str], anyio.Event] = {}
         self._ready = False
         self._open_lock = threading.Lock()
 
@@ -225,8 +226,17 @@ class ResultsIndex:
                                        (folder.parent.name, folder.name, epoch)))
 
     def mark_deleted(self, namespace: str, name: str, epoch: str) -> None:
-        """Leave the tombstone of run `epoch` now (no I/O): any later completion of it is dropped."""
+        """Leave the tombstone of run `epoch` now (no I/O): any later completion of it is dropped,
+        and `wait_deleted` callers wake up. Call from the event loop."""
         self._tombstones.add((namespace, name, epoch))
+        self._deletion(namespace, name, epoch).set()
+
+    async def wait_deleted(self, namespace: str, name: str, epoch: str) -> None:
+        """Block until run `epoch` is deleted (a harvest races its transfers against this)."""
+        await self._deletion(namespace, name, epoch).wait()
+
+    def _deletion(self, namespace: str, name: str, epoch: str) -> anyio.Event:
+        return self._deletions.setdefault((namespace, name, epoch), anyio.Event())
 
     def is_deleted(self, namespace: str, name: str, epoch: str) -> bool:
         """Run `epoch`'s CR was deleted (a harvest in flight should stop)."""
