@@ -207,24 +207,32 @@ def debug(name: str, *, target: KubeTarget = _TARGET,
 @kube_app.command
 def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
             artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
-            = "artifacts") -> int:
-    """Download a run's result files from its controller pod into ARTIFACT_DIR/NAME/.
+            = "artifacts", epoch: str | None = None, operator_namespace: str = "aiperf-system") -> int:
+    """Download a run's result files into ARTIFACT_DIR/NAME/.
 
-    Waits until the run has ended (its control plane exited), then copies from the controller
-    pod's results sidecar, which serves them until `kube shutdown` or --ttl-seconds after the run.
+    Operator mode (default): from the operator's results server (port 8081, through the API
+    server's services proxy), once the AIPerfJob has completed: its `status.runEpoch`, or --epoch,
+    or the newest stored run when the CR is gone. Direct mode: --from-pods waits until the run has
+    ended (its control plane exited), then copies from the controller pod's results sidecar, which
+    serves them until `kube shutdown` or --ttl-seconds after the run.
 
     Parameters
     ----------
     name
         Run name.
     from_pods
-        Copy from the controller pod's results sidecar (required: there is no results server yet).
+        Copy from the controller pod's results sidecar (direct mode, or before the operator stored it).
     artifact_dir
         Results go to ARTIFACT_DIR/NAME/.
+    epoch
+        A stored run other than the CR's (`GET /api/v1/results/NS/NAME/runs` lists them).
+    operator_namespace
+        Namespace of the aiperf-operator chart (its results server's Service).
     """
     from aiperf.cli.kube_commands import results as run
 
-    return run(target, name, from_pods=from_pods, artifact_dir=artifact_dir)
+    return run(target, name, from_pods=from_pods, artifact_dir=artifact_dir, epoch=epoch,
+               operator_namespace=operator_namespace)
 
 
 @kube_app.command
