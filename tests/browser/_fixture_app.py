@@ -1,17 +1,15 @@
-"""A stand-in results server for the dashboard's history mode: the documented JSON routes over
-a results tree ``<base>/<ns>/<name>/<epoch>/<files>``, plus a controllable live job whose
-progress WebSocket drops after one snapshot (to exercise the polling fallback).
+"""The real results server (`aiperf.results`) over a results volume with two finished runs,
+plus a controllable live job whose progress WebSocket drops after one snapshot (to exercise the
+dashboard's polling fallback).
 
-Routes: ``GET /api/v1/results``, ``GET /api/v1/results/{ns}/{name}/runs`` (newest first),
-``GET /api/v1/results/{ns}/{name}/runs/{epoch}``, ``GET .../runs/{epoch}/{file}``,
-``GET /fixture/status/{ns}/{name}``, ``WS /fixture/ws/{ns}/{name}``, ``GET /fixture/counts`` (how
-often the last two were used); the dashboard at ``/``. Run it: ``python _fixture_app.py BASE PORT``.
+Besides the results server's own routes: ``GET /fixture/status/{ns}/{name}``,
+``WS /fixture/ws/{ns}/{name}``, ``GET /fixture/counts`` (how often the last two were used); the
+dashboard at ``/``. Run it: ``python _fixture_app.py BASE PORT``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -19,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from litestar import Litestar, WebSocket, get, websocket
-from litestar.exceptions import NotFoundException
-from litestar.response import File
 
 from aiperf.dashboard import DataSource, dashboard_routes
+from aiperf.results import disk
+from aiperf.results.app import create_app
+from aiperf.results.model import RunRecord
+from aiperf.results.serve import open_source
 
 DATA = Path(__file__).parent / "data"
 HISTORY = ("bench", "llama")
@@ -30,6 +30,7 @@ HISTORY = ("bench", "llama")
 LIVE = ("bench", "live")
 """The job whose progress socket drops after one snapshot."""
 EPOCHS = (1796149296, 1796149400)
+LIVE_EPOCH = "1796149500"
 
 
 @dataclass
@@ -47,63 +48,28 @@ class LiveStatus:
 
 
 def make_results_tree(base: Path) -> dict[int, Path]:
-    """Copy the two fixture runs into ``base/bench/llama/<epoch>/`` and give the live job one
-    run without files; returns the history runs' directories by epoch."""
+    """Store the two fixture runs as completed runs of ``bench/llama`` (the layout the operator
+    writes: ``<epoch>/`` with its run marker, ``latest.txt``) and give the live job one run that
+    is still going; returns the history runs' directories by epoch."""
     dirs = {}
     for epoch, src in zip(EPOCHS, ("run1", "run2"), strict=True):
         d = base.joinpath(*HISTORY, str(epoch))
         shutil.copytree(DATA / src, d)
+        record = RunRecord(namespace=HISTORY[0], name=HISTORY[1], epoch=str(epoch), uid=f"uid-{epoch}",
+                           phase="Completed", completed_at="2026-12-01T00:00:00Z")
+        (d / disk.RUN_MARKER).write_text(disk.marker_json(record))
         dirs[epoch] = d
-    base.joinpath(*LIVE, "1796149500").mkdir(parents=True)
+    disk.write_latest(base.joinpath(*HISTORY), str(EPOCHS[1]))
+    live = base.joinpath(*LIVE)
+    live.mkdir(parents=True)
+    pending = RunRecord(namespace=LIVE[0], name=LIVE[1], epoch=LIVE_EPOCH, uid="uid-live", phase="Running")
+    disk.pending_file(live, LIVE_EPOCH).write_text(disk.marker_json(pending))
     return dirs
 
 
-def _run_item(d: Path) -> dict[str, Any]:
-    summary = d / "profile_export_aiperf.json"
-    completed = json.loads(summary.read_text())["end_time"] if summary.exists() else None
-    return {"epoch": int(d.name), "phase": "Completed" if completed else "Running", "completedAt": completed,
-            "files": [{"name": f.name, "size": f.stat().st_size} for f in sorted(d.iterdir())]}
-
-
 def fixture_app(base: Path, live: LiveStatus) -> Litestar:
-    """The app over the tree made by `make_results_tree`."""
-
-    def job_dir(ns: str, name: str) -> Path:
-        d = base / ns / name
-        if ns.startswith(".") or name.startswith(".") or not d.is_dir():
-            raise NotFoundException(detail=f"no job {ns}/{name}")
-        return d
-
-    def runs_of(ns: str, name: str) -> list[dict[str, Any]]:
-        return [_run_item(d) for d in sorted(job_dir(ns, name).iterdir(), reverse=True)]
-
-    @get("/api/v1/results", sync_to_thread=False)
-    def jobs() -> dict[str, Any]:
-        items = []
-        for ns in sorted(base.iterdir()):
-            for job in sorted(ns.iterdir()):
-                runs = runs_of(ns.name, job.name)
-                items.append({"namespace": ns.name, "name": job.name, "runs": len(runs),
-                              "latestEpoch": runs[0]["epoch"], "phase": runs[0]["phase"]})
-        return {"items": items}
-
-    @get("/api/v1/results/{ns:str}/{name:str}/runs", sync_to_thread=False)
-    def runs(ns: str, name: str) -> dict[str, Any]:
-        return {"items": runs_of(ns, name)}
-
-    @get("/api/v1/results/{ns:str}/{name:str}/runs/{epoch:int}", sync_to_thread=False)
-    def run(ns: str, name: str, epoch: int) -> dict[str, Any]:
-        d = job_dir(ns, name) / str(epoch)
-        if not d.is_dir():
-            raise NotFoundException(detail=f"no run {epoch}")
-        return _run_item(d)
-
-    @get("/api/v1/results/{ns:str}/{name:str}/runs/{epoch:int}/{file:str}", sync_to_thread=False)
-    def run_file(ns: str, name: str, epoch: int, file: str) -> File:
-        path = job_dir(ns, name) / str(epoch) / file
-        if "/" in file or file.startswith(".") or not path.is_file():
-            raise NotFoundException(detail=f"no file {file}")
-        return File(path=path, filename=file)
+    """The results server over the tree made by `make_results_tree`, with the fixture's live
+    routes and the dashboard (at ``/``) reading them."""
 
     @get("/fixture/status/{ns:str}/{name:str}", sync_to_thread=False)
     def status(ns: str, name: str) -> dict[str, Any]:
@@ -123,11 +89,8 @@ def fixture_app(base: Path, live: LiveStatus) -> Litestar:
 
     source = DataSource(status_url="/fixture/status/{ns}/{name}", progress_ws_url="/fixture/ws/{ns}/{name}",
                         poll_interval_s=0.3, title="AIPerf results (fixture)")
-    return Litestar(route_handlers=[jobs, runs, run, run_file, status, counts, progress,
-                                    *dashboard_routes(source=source, path="/")],
-                    logging_config=None, openapi_config=None)
-
-
+    return create_app(open_source(base, "volume"), extra_route_handlers=[
+        status, counts, progress, *dashboard_routes(source=source, path="/")])
 
 
 def main(argv: list[str]) -> None:

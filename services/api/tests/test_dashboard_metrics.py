@@ -117,21 +117,21 @@ async def test_live_job_adapter_and_pages(serving: Serving) -> None:
             assert asset.status == 200
         name = run.artifact_dir.name
         async with run.http.get(f"{run.base}/api/dashboard/jobs") as response:
-            jobs = (await response.json())["items"]
-        assert [(j["namespace"], j["name"], j["runs"], j["phase"]) for j in jobs] == [("local", name, 1, "starting")]
+            jobs = (await response.json())["jobs"]
+        assert [(j["namespace"], j["name"], j["runCount"], j["phase"]) for j in jobs] == [("local", name, 1, "starting")]
         await run.feed(PhaseStarted(phase=Phase.PROFILING, started_at_ns=5, expected_credits=10))
         await run.feed(Progress(phase=Phase.PROFILING, completed=4, errors=1, expected=10))
         async with run.http.get(f"{run.base}/api/dashboard/jobs") as response:
-            job = (await response.json())["items"][0]
+            job = (await response.json())["jobs"][0]
         assert job["phase"] == "profiling"
         assert job["progress"] == {"phase": "profiling", "completed": 4, "expected": 10, "errors": 1}
         (run.artifact_dir / "profile_export.jsonl").write_text("{}\n")
         async with run.http.get(f"{run.base}/api/dashboard/jobs/local/{name}/runs") as response:
-            runs = (await response.json())["items"]
+            runs = (await response.json())["runs"]
         assert runs == [{"epoch": job["latestEpoch"], "phase": "profiling", "completedAt": None,
                          "files": [{"name": "profile_export.jsonl", "size": 3}]}]
         async with run.http.get(f"{run.base}/api/dashboard/jobs/local/other/runs") as response:
-            assert (await response.json())["items"] == []
+            assert (await response.json())["runs"] == []
         await run.feed(PhaseComplete(phase=Phase.PROFILING, issued=10, returned=10))
         async with run.http.get(f"{run.base}/api/progress") as response:
             assert (await response.json())["jobPhase"] == "processing"
@@ -141,7 +141,7 @@ async def test_live_job_adapter_and_pages(serving: Serving) -> None:
         summary = {"was_cancelled": False, "end_time": "2026-01-01T00:00:02+00:00"}
         (run.artifact_dir / "profile_export_aiperf.json").write_text(json.dumps(summary))
         async with run.http.get(f"{run.base}/api/dashboard/jobs/local/{name}/runs") as response:
-            item = (await response.json())["items"][0]
+            item = (await response.json())["runs"][0]
         assert item["phase"] == "done" and item["completedAt"] == summary["end_time"]
         await run.feed(ServiceFailed(service_id="worker-1", service_type=ServiceType.WORKER, error="x"))
         async with run.http.get(f"{run.base}/api/progress") as response:

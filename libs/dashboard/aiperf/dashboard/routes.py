@@ -33,10 +33,10 @@ class DataSource:
     """Where the pages get their data: URL templates with ``{ns}``, ``{name}``, ``{epoch}`` and
     ``{file}`` placeholders (filled in URL-encoded), absolute paths or full URLs.
 
-    - `jobs_url` answers ``{"items": [{"namespace", "name", "runs", "latestEpoch", "phase",
-      "progress"?}]}``;
-    - `runs_url` answers ``{"items": [{"epoch", "phase", "completedAt", "files": [{"name",
-      "size"}]}]}``, newest first;
+    - `jobs_url` answers ``{"jobs": [{"namespace", "name", "runCount", "latestEpoch", "phase",
+      "progress"?}]}`` (the results server's ``GET /api/v1/results``);
+    - `runs_url` answers ``{"runs": [{"epoch", "phase", "completedAt", "files": [{"name",
+      "size"}]}]}``, newest first (the results server's ``GET .../{ns}/{name}/runs``);
     - `file_url` is one raw export file of one run (``profile_export_aiperf.json``,
       ``profile_export.jsonl``);
     - `status_url` (optional) answers a progress snapshot (the api's ``/api/progress`` shape:

@@ -6,8 +6,8 @@ container: `aiperf-operator serve-results ...`; on a workstation: `aiperf result
 (`aiperf.results.index`; the index is created or rebuilt there when missing or corrupt);
 `--layout local` serves a local artifact tree read-only (`aiperf.results.local` lists the
 layouts it accepts); `auto` (the default) picks `volume` when DIR holds an index or a
-`<ns>/<name>/<epoch>/` run directory, else `local`. The web dashboard's routes are mounted
-when the `aiperf.dashboard` package is installed. Granian serves the app (embedded, on this
+`<ns>/<name>/<epoch>/` run directory, else `local`. The web dashboard is served at
+``/dashboard/`` (`aiperf.dashboard`, reading this server's JSON routes). Granian serves the app (embedded, on this
 process's event loop) until SIGINT/SIGTERM. Exit 0 after a signal, 2 for a bad flag or a
 missing DIR (one line), 1 when it cannot listen.
 """
@@ -15,7 +15,6 @@ missing DIR (one line), 1 when it cannot listen.
 from __future__ import annotations
 
 import argparse
-import importlib
 import signal
 import socket
 import sys
@@ -32,6 +31,8 @@ from granian.server.embed import Server
 from litestar import Litestar
 from litestar.types import ControllerRouterHandler
 
+from aiperf.dashboard import DataSource
+from aiperf.dashboard import dashboard_routes as web_dashboard_routes
 from aiperf.results import disk
 from aiperf.results.app import ResultsSource, create_app
 from aiperf.results.index import ResultsIndex, keep_from_env
@@ -80,12 +81,8 @@ def open_source(base: Path, layout: str = "auto") -> ResultsSource:
 
 
 def dashboard_routes() -> list[ControllerRouterHandler]:
-    """The web dashboard's handlers when `aiperf.dashboard` is installed, else none."""
-    try:
-        dashboard = importlib.import_module("aiperf.dashboard")
-    except ModuleNotFoundError:
-        return []
-    return list(dashboard.dashboard_routes())
+    """The web dashboard (`aiperf.dashboard`) at ``/dashboard/``, reading this server's routes."""
+    return list(web_dashboard_routes(source=DataSource(), path="/dashboard"))
 
 
 def build_app(base: Path, layout: str = "auto") -> Litestar:

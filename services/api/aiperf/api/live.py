@@ -1,5 +1,5 @@
 """The live run as a dashboard job: the JSON the dashboard pages read, in the results server's
-shapes (``{"items": [...]}`` with camelCase keys), for the one run this api serves.
+shapes (``{"jobs": [...]}`` / ``{"runs": [...]}`` with camelCase keys, as `aiperf.results` answers), for the one run this api serves.
 
 The run is job ``local/<artifact dir name>`` with one run whose epoch is the api's start time.
 Its phase is the run's `SystemState` (see `LiveJob.phase`), except that once the run is ending
@@ -57,9 +57,9 @@ class LiveJob:
     async def phase(self) -> str:
         """``failed`` once a service failed; ``done``/``cancelled`` once the run is ending (state
         stopping, or this api stopping: the view closed) with the summary written; else the
-        state's name, or without any state seen (the controller does not publish it everywhere)
-        the latest benchmark phase started (``processing`` after the profiling phase
-        completed), else ``starting``."""
+        state's name, or before the controller's first state broadcast arrived the latest
+        benchmark phase started (``processing`` after the profiling phase completed), else
+        ``starting``."""
         view = self._view
         snap = view.snapshot()
         if view.state is SystemState.FAILED or snap["failures"]:
@@ -85,7 +85,7 @@ class LiveJob:
         """One item of the jobs list, with the main phase's progress."""
         progress = self._view.snapshot()["progress"]
         main = next((progress[p] for p in ("profiling", "warmup", *progress) if p in progress), None)
-        item: dict[str, Any] = {"namespace": LIVE_NAMESPACE, "name": self.name, "runs": 1,
+        item: dict[str, Any] = {"namespace": LIVE_NAMESPACE, "name": self.name, "runCount": 1,
                                 "latestEpoch": self.epoch, "phase": await self.phase()}
         if main is not None:
             item["progress"] = {k: main.get(k) for k in ("phase", "completed", "expected", "errors")}
@@ -126,13 +126,13 @@ def live_routes(live: LiveJob) -> list[ControllerRouterHandler]:
 
     @get(JOBS_PATH)
     async def jobs() -> dict[str, Any]:
-        return {"items": [await live.job_item()]}
+        return {"jobs": [await live.job_item()]}
 
     @get("/api/dashboard/jobs/{ns:str}/{name:str}/runs")
     async def runs(ns: FromPath[str], name: FromPath[str]) -> dict[str, Any]:
         if (ns, name) != (LIVE_NAMESPACE, live.name):
-            return {"items": []}
-        return {"items": [await live.run_item()]}
+            return {"runs": []}
+        return {"runs": [await live.run_item()]}
 
     return [jobs, runs]
 

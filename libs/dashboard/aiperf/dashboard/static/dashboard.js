@@ -168,7 +168,7 @@ async function loadRun(ns, name, epoch, files) {
 }
 
 async function runsOf(ns, name) {
-  return (await getJson(fill(CFG.runsUrl, { ns, name }))).items || [];
+  return (await getJson(fill(CFG.runsUrl, { ns, name }))).runs || [];
 }
 
 // -- charts ------------------------------------------------------------------------------------
@@ -231,7 +231,7 @@ async function indexPage() {
   async function refresh() {
     let items;
     try {
-      items = (await getJson(CFG.jobsUrl)).items || [];
+      items = (await getJson(CFG.jobsUrl)).jobs || [];
     } catch (err) {
       showError(err);
       return;
@@ -248,7 +248,7 @@ async function indexPage() {
       body.append(el("tr", { dataset: { ns: job.namespace, name: job.name } },
         el("td", {}, job.namespace),
         el("td", {}, el("a", { href: jobHref(job.namespace, job.name) }, job.name)),
-        el("td", { class: "num" }, fmt(job.runs)),
+        el("td", { class: "num" }, fmt(job.runCount)),
         el("td", {}, job.latestEpoch ? el("a", { href: runHref(job.namespace, job.name, job.latestEpoch) }, String(job.latestEpoch)) : "\u2013"),
         phase, prog));
     }
@@ -341,7 +341,7 @@ async function jobPage() {
     };
   }
 
-  const jobs = (await getJson(CFG.jobsUrl)).items || [];
+  const jobs = (await getJson(CFG.jobsUrl)).jobs || [];
   const job = jobs.find((j) => j.namespace === ns && j.name === name);
   if (!job) throw new Error(`no job ${ns}/${name}`);
   render({ phase: job.phase, progress: null });
