@@ -23,7 +23,7 @@ import asyncio
 import socket
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 import httptools
@@ -59,10 +59,10 @@ class _Conn(asyncio.Protocol):
 
     __slots__ = ("transport", "connected_ns", "served", "idle_since", "lost", "_ex", "_parser", "_done",
                  "_parts", "_size", "_cap", "_streaming", "_headers_done", "_complete", "_eof_body",
-                 "_last_read", "_timer", "_idle_s", "_loop", "_keep", "_now")
+                 "_last_read", "_timer", "_idle_s", "_loop", "_keep", "_now", "_clock")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], int] = _perf_ns) -> None:
+        self._loop, self._clock = loop, clock
         self.transport: asyncio.Transport | None = None
         self.connected_ns = 0
         self.served = 0
@@ -87,11 +87,11 @@ class _Conn(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.connected_ns = _perf_ns()
+        self.connected_ns = self._clock()
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        now = _perf_ns()
+        now = self._clock()
         ex = self._ex
         if ex is None or self._done is None or self._done.done():
             return  # bytes after the response (or with none asked for): the connection is not reused
@@ -212,7 +212,7 @@ class _Conn(asyncio.Protocol):
         if not self._streaming:
             parts = self._parts
             ex.chunks.append(parts[0] if len(parts) == 1 else b"".join(parts))
-            ex.chunk_ns.append(_perf_ns())
+            ex.chunk_ns.append(self._clock())
             parts.clear()
         if not self._keep and self.transport is not None:
             self.transport.close()
