@@ -82,7 +82,7 @@ def _exchange(stream: bytes, cuts: list[int], *, streaming: bool = True) -> tupl
         loop.close()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=st.lists(_text, min_size=1, max_size=8), chunked=st.booleans(),
        chunk_sizes=st.lists(st.integers(1, 64), max_size=20), data=st.data())
 def test_any_split_gives_the_same_events_stamped_by_the_completing_read(
