@@ -25,6 +25,7 @@ from aiperf.dataset import Conversation, DatasetError, DatasetReader
 from aiperf.endpoints import EndpointType, PayloadBuilder, parse_response, path_of
 from aiperf.messages import (
     CancelCredits,
+    ClientLoad,
     Command,
     Credit,
     CreditAudit,
@@ -185,6 +186,10 @@ class Worker:
     def in_flight(self) -> int:
         """Credits received and not yet returned."""
         return len(self._inflight)
+
+    def load(self) -> ClientLoad | None:
+        """This process's event-loop lag and CPU so far (None: `load_tick_s` is 0)."""
+        return self._load.snapshot() if self._load is not None else None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
