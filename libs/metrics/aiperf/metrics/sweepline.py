@@ -266,15 +266,18 @@ def time_weighted(curve: Step, window_start: int, window_end: int, *,
     if active is not None:
         inside.append(active.times)
     grid = np.unique(np.concatenate(inside))
+    del inside
     grid = grid[(grid >= window_start) & (grid <= window_end)]
-    piece_start, dt = grid[:-1], np.diff(grid)
-    values = curve.at(piece_start)
+    dt = np.diff(grid)
+    values = curve.at(grid[:-1])
     if active is not None:
-        keep = active.at(piece_start) > 0
+        keep = active.at(grid[:-1]) > 0
         values, dt = values[keep], dt[keep]
+        del keep
         total = int(dt.sum())
     else:
         total = window_end - window_start
+    del grid  # the temporaries go as soon as they are used: this is a long run's memory peak
     if total <= 0 or values.size == 0:
         return TimeWeightedStats.zero()
     weights = dt.astype(np.float64)
@@ -282,6 +285,7 @@ def time_weighted(curve: Step, window_start: int, window_end: int, *,
     std = math.sqrt(max(float(np.dot(weights, (values - avg) ** 2) / total), 0.0))
     order = np.argsort(values, kind="stable")
     ranked, held = values[order], np.cumsum(dt[order])
+    del order, values, weights, dt
     # the first piece at which at least p% of the time is covered; exact in integer ns
     idx = np.searchsorted(held * 100, [p * int(held[-1]) for p in SWEEP_PERCENTILES], side="left")
     p50, p90, p95, p99 = (float(ranked[min(int(i), ranked.size - 1)]) for i in idx)
