@@ -10,7 +10,7 @@ import msgspec
 import numpy as np
 from conftest import streaming_record, words
 
-from aiperf.endpoints import parse_response
+from aiperf.endpoints import EndpointType, parse_response
 from aiperf.messages import HttpTrace
 from aiperf.metrics import Aggregator, compute_metrics
 from aiperf.metrics.aggregate import Column
@@ -21,7 +21,7 @@ def test_a_column_is_exact_in_both_widths() -> None:
     col.append(3.0)
     col.extend([4.0, 4294967295.0])
     col.append(7)
-    assert col.data.typecode == "I" and col.data.itemsize == 4
+    assert col.data.itemsize == 4  # typecode "I"
     assert col.values().tolist() == [3.0, 4.0, 4294967295.0, 7.0]
     col.extend([0.25, 1e12])  # not whole / out of range: widened, earlier values unchanged
     col.append(-2.0)
@@ -50,8 +50,9 @@ def test_memory_per_added_streamed_request_is_under_half_a_kib() -> None:
                       recv_last_ns=t0 + 545_000_000, sent_bytes=700, recv_bytes=9000, writes=1, reads=64)
     record = streaming_record(64, first_ms=40, gap_ms=8, http=trace, credit_issued_ns=t0 - 200_000,
                               credit_received_ns=t0 - 100_000, requested_output_tokens=64)
-    metrics = compute_metrics(record, parse_response("chat", True, record), count_tokens=words)
-    assert len(metrics.metrics["inter_chunk_latency"]) == 63 and len(metrics.metrics) >= 25, metrics.metrics
+    metrics = compute_metrics(record, parse_response(EndpointType.CHAT, True, record), count_tokens=words)
+    icl = metrics.metrics["inter_chunk_latency"]
+    assert isinstance(icl, list) and len(icl) == 63 and len(metrics.metrics) >= 25, metrics.metrics
     copies = [msgspec.structs.replace(metrics, credit_num=i) for i in range(3000)]
     tracemalloc.start()  # before the columns exist: their growth is then counted net
     try:

@@ -21,7 +21,7 @@ from aiperf.worker.http import Exchange
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
 
-_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=40)
+_text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n"), max_size=40)
 
 
 def _sse_body(events: list[str]) -> bytes:
@@ -33,7 +33,8 @@ def _stream(body: bytes, chunk_sizes: list[int] | None) -> tuple[bytes, list[int
     if chunk_sizes is None:
         head = HEAD + b"Content-Length: %d\r\n\r\n" % len(body)
         return head + body, [len(head) + i for i in range(len(body))]
-    out, where, i, sizes = bytearray(HEAD + b"Transfer-Encoding: chunked\r\n\r\n"), [], 0, iter(chunk_sizes)
+    out, i, sizes = bytearray(HEAD + b"Transfer-Encoding: chunked\r\n\r\n"), 0, iter(chunk_sizes)
+    where: list[int] = []
     while i < len(body):
         n = max(1, min(next(sizes, len(body)), len(body) - i))
         out += b"%x\r\n" % n

@@ -163,8 +163,8 @@ class Column:
     def pad(self, n: int) -> None:
         """Append NaN (missing) until the column holds `n` values."""
         if len(self.data) < n:
-            data = self.data if self.data.typecode == "d" else self._widen()
-            data.extend([math.nan] * (n - len(data)))
+            wide = self._widen() if self.data.typecode == "I" else self.data
+            wide.extend([math.nan] * (n - len(wide)))  # type: ignore[list-item]
 
     def extend(self, values: Sequence[float]) -> None:
         data = self.data
