@@ -127,16 +127,13 @@ async def _child(endpoint: str, count: int, out_dir: str) -> None:
         rm = RecordsManager(benchmark=Benchmark(models=["m"], artifacts=Artifacts(export_level="summary")),
                             run_id="mem", t0_wall_ns=0, records=pull, events=None, artifact_dir=Path(out_dir))
         print("ready", flush=True)
-        async def watch() -> None:  # RSS once every record is stored, before the summary is computed
-            while rm._aggregator.record_count < count:  # a benchmark may peek
-                await anyio.sleep(0.02)
-            stored[0] = psutil.Process().memory_info().rss
-
         async with anyio.create_task_group() as tg:
             await tg.start(rm.run)
-            tg.start_soon(watch)
-            acct = RunAccounting(phases={Phase.PROFILING: PhaseAccounting(issued=count, returned=count, ok=count)})
             started = time.monotonic()
+            while rm._aggregator.record_count < count:  # a benchmark may peek: every record stored
+                await anyio.sleep(0.02)
+            stored[0] = psutil.Process().memory_info().rss  # before the summary is computed
+            acct = RunAccounting(phases={Phase.PROFILING: PhaseAccounting(issued=count, returned=count, ok=count)})
             done = await rm.handle(Finalize(request_id="f", accounting=acct, records_timeout_s=3600))
             received = time.monotonic() - started
             tg.cancel_scope.cancel()
