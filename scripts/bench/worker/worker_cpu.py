@@ -7,7 +7,9 @@ as a closed loop of `--concurrency` credits. Prints CPU-ms per request of this p
 of computing the metrics of the same records as a record-processor does (builtin tokenizer).
 
     PYTHONPATH=$(ls -d libs/* services/* mock | tr '\\n' ':') .venv/bin/python \
-        services/worker/bench/worker_cpu.py --requests 1000 --concurrency 32
+        scripts/bench/worker/worker_cpu.py --requests 1000 --concurrency 32
+
+`AIPERF_HTTP_CLIENT=aiohttp` measures the previous HTTP client.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import shutil
 import tempfile
 import time
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 
 import anyio
 import msgspec
@@ -39,6 +42,7 @@ from aiperf.messages import (
     TimePing,
     TimePong,
 )
+from aiperf.messages.load import ClientLoad
 from aiperf.metrics import compute_metrics
 from aiperf.mock_server.testing import MockProcess
 from aiperf.runtime import ServiceContext
@@ -52,8 +56,19 @@ def cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+@dataclass
+class BenchRun:
+    """What one measured closed loop gave: the raw records (msgpack), CPU and wall seconds of
+    the measured part, and the worker's own load figures (`Worker.load()`)."""
+
+    raw: list[bytes]
+    cpu_s: float
+    wall_s: float
+    load: ClientLoad | None
+
+
 async def bench(url: str, requests: int, concurrency: int, tokens: int, ipc_dir: str,
-                data_dir: str) -> list[bytes]:
+                data_dir: str) -> BenchRun:
     zctx = zmq.asyncio.Context()
     addressing = Addressing(ipc_dir=ipc_dir)
     benchmark = Benchmark(models=["m"], endpoint=Endpoint(urls=[url], streaming=True))
@@ -69,6 +84,7 @@ async def bench(url: str, requests: int, concurrency: int, tokens: int, ipc_dir:
     pull.bind(addressing.ipc(Channel.CREDIT_RETURNS))
     sink.bind(raw_records_endpoint(addressing, "g0", 0))
     raw: list[bytes] = []
+    result = BenchRun(raw, 0.0, 0.0, None)
     try:
         async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
             worker = await build(ctx, stack)
@@ -110,15 +126,22 @@ async def bench(url: str, requests: int, concurrency: int, tokens: int, ipc_dir:
             c0, w0 = cpu_s(), time.perf_counter()
             await run_loop(requests, 10_000)
             c1, w1 = cpu_s(), time.perf_counter()
-            print(f"worker: {requests} streamed requests of {tokens} tokens, concurrency {concurrency}: "
-                  f"{(c1 - c0) * 1e3 / requests:.3f} CPU-ms/request (process incl. fakes), "
-                  f"{requests / (w1 - w0):.0f} req/s")
+            result = BenchRun(raw, c1 - c0, w1 - w0, worker.load())
             tg.cancel_scope.cancel()
     finally:
         for s in (router, pull, sink):
             s.close(linger=0)
         zctx.destroy(linger=0)
-    return raw
+    return result
+
+
+def start_mock(ttft_ms: str, itl_ms: str, tokens: int, *flags: str) -> MockProcess:
+    return MockProcess("--ttft-ms", ttft_ms, "--itl-ms", itl_ms, "--output-tokens", str(tokens), *flags).start()
+
+
+def make_dataset(data_dir: str, tokens: int) -> None:
+    write_dataset(data_dir, [Conversation(id=f"c{i}", turns=[Turn(text="hello world " * 50, input_tokens=100,
+                                                                  max_tokens=tokens)]) for i in range(64)])
 
 
 def main() -> None:
@@ -131,17 +154,19 @@ def main() -> None:
     args = p.parse_args()
     ipc_dir = tempfile.mkdtemp(prefix="aib-", dir="/tmp")
     data_dir = tempfile.mkdtemp(prefix="aibd-")
-    write_dataset(data_dir, [Conversation(id=f"c{i}", turns=[Turn(text="hello world " * 50, input_tokens=100,
-                                                                  max_tokens=args.tokens)]) for i in range(64)])
-    server = MockProcess("--ttft-ms", args.ttft_ms, "--itl-ms", args.itl_ms,
-                         "--output-tokens", str(args.tokens)).start()
+    make_dataset(data_dir, args.tokens)
+    server = start_mock(args.ttft_ms, args.itl_ms, args.tokens)
     try:
-        raw = anyio.run(bench, server.url, args.requests, args.concurrency, args.tokens, ipc_dir, data_dir,
+        run = anyio.run(bench, server.url, args.requests, args.concurrency, args.tokens, ipc_dir, data_dir,
                         backend_options={"use_uvloop": True})
     finally:
         server.stop()
         shutil.rmtree(ipc_dir, ignore_errors=True)
         shutil.rmtree(data_dir, ignore_errors=True)
+    raw = run.raw
+    print(f"worker: {args.requests} streamed requests of {args.tokens} tokens, concurrency {args.concurrency}: "
+          f"{run.cpu_s * 1e3 / args.requests:.3f} CPU-ms/request (process incl. fakes), "
+          f"{args.requests / run.wall_s:.0f} req/s")
     dec = msgspec.msgpack.Decoder(RequestRecord)
     tokenizer = load_tokenizer(None)
     records = [dec.decode(b) for b in raw]

@@ -15,6 +15,7 @@ import zmq.asyncio
 from aiperf.comms import Addressing, BadMessage, Channel, PullSocket, PushSocket
 from aiperf.config import Benchmark, CommsOptions, Endpoint, RunConfig, TokenizerSpec
 from aiperf.messages import (
+    ClientLoad,
     FlushRawRecords,
     HttpTrace,
     MetricRecord,
@@ -137,6 +138,10 @@ async def test_records_in_metric_records_out_with_exact_ttft() -> None:
         assert second["osl_mismatch_diff_pct"] == -50.0  # 2 of the 4 tokens requested
         assert second["http_req_waiting"] == 3 * MS - MS // 10 and second["http_req_data_received"] == 900
         assert second["http_req_connection_reused"] == 1
+        load = ClientLoad(interval_ns=10**7, ticks=3, lag_counts=[3], busy_wall_ns=3 * 10**7)
+        await raw.tx.send(streamed(3, client_load=load))
+        third = await out.next()
+        assert third.client_load == load and third.metrics["time_to_first_token"] == 40 * MS  # carried on
 
     await run_processor(rp, raw, out, body)
 

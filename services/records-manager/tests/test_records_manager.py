@@ -12,6 +12,8 @@ import pytest
 
 from aiperf.config import Benchmark
 from aiperf.messages import (
+    LAG_BUCKETS,
+    ClientLoad,
     ErrorDetails,
     Finalize,
     Finalized,
@@ -20,6 +22,7 @@ from aiperf.messages import (
     PhaseAccounting,
     ProfileConfigure,
     RunAccounting,
+    lag_bucket,
 )
 from aiperf.metrics import OslMismatchThresholds
 from aiperf.records_manager.accounting import accounting_line, balance_problems, missing_records
@@ -146,3 +149,19 @@ def test_records_lost_with_a_pod_are_reported_not_unbalanced() -> None:
     assert balance_problems(BALANCED, {Phase.PROFILING: 10}, records_may_be_lost=True) == []  # 2 lost
     assert balance_problems(BALANCED, {Phase.PROFILING: 11}, records_may_be_lost=True) == [
         "profiling: 11 records for 8 returned credits (+ 2 lost)"]
+
+
+async def test_client_saturation_from_the_latest_load_of_each_worker(tmp_path: Path) -> None:
+    def load(ticks: int, lag_ms: int, cpu: float) -> ClientLoad:
+        counts = [0] * LAG_BUCKETS
+        counts[lag_bucket(lag_ms * 1_000_000)] = ticks
+        return ClientLoad(interval_ns=10**7, ticks=ticks, lag_counts=counts, lag_max_ns=lag_ms * 1_000_000,
+                          busy_wall_ns=ticks * 10**7, busy_cpu_ns=round(cpu * ticks * 10**7), cpu_max_window=cpu)
+
+    loads = {0: load(50, 1, 0.2), 1: load(200, 40, 0.99), 2: load(100, 2, 0.3)}  # 1 is the latest
+    records = [msgspec.structs.replace(record(i), worker_id="worker-a", client_load=loads.get(i)) for i in range(4)]
+    result = await run_finalize(tmp_path, records, accounting(4, 4, 0))
+    verdict = json.loads((tmp_path / "profile_export_aiperf.json").read_text())["aiperf_extensions"]["client_saturation"]
+    assert verdict["saturated"] is True and list(verdict["workers"]) == ["worker-a"]
+    assert verdict["workers"]["worker-a"]["ticks"] == 200 and verdict["workers"]["worker-a"]["cpu_max_window"] == 0.99
+    assert "CLIENT SATURATED" in result.overhead_line and "worker-a: event-loop lag p99" in result.overhead_line

@@ -1,4 +1,4 @@
-"""The wire trace of `AiohttpTransport` against the mock server with known delays: waiting is
+"""The wire trace of both clients (`H1Transport`, `AiohttpTransport`) against the mock server with known delays: waiting is
 the held-back first byte, the byte counts are what the mock counted on the wire, and fresh and
 reused connections are told apart."""
 
@@ -17,6 +17,7 @@ import aiperf.mock_server.main  # noqa: F401
 import aiperf.mock_server.wire  # noqa: F401
 from aiperf.messages import HttpTrace
 from aiperf.mock_server.testing import MockProcess, running_mock
+from aiperf.worker.h1 import H1Transport
 from aiperf.worker.http import AiohttpTransport, Exchange, new_session
 
 pytestmark = pytest.mark.anyio
@@ -31,10 +32,13 @@ def _stats(server: MockProcess) -> dict[str, int]:
     return stats
 
 
-async def _exchanges(url: str, n: int, *, streaming: bool = True) -> list[Exchange]:
+CLIENTS = ("h1", "aiohttp")
+
+
+async def _exchanges(url: str, n: int, *, streaming: bool = True, client: str = "h1") -> list[Exchange]:
     out = []
-    async with new_session() as session:
-        transport = AiohttpTransport(session)
+    async with new_session() as session, H1Transport() as h1:
+        transport = h1 if client == "h1" else AiohttpTransport(session)
         for _ in range(n):
             ex = Exchange()
             await transport.post(ex, f"{url}/v1/chat/completions", BODY, {"Content-Type": "application/json"},
@@ -44,9 +48,10 @@ async def _exchanges(url: str, n: int, *, streaming: bool = True) -> list[Exchan
     return out
 
 
-async def test_waiting_bytes_and_reuse_on_a_keepalive_connection() -> None:
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_waiting_bytes_and_reuse_on_a_keepalive_connection(client: str) -> None:
     with running_mock("--headers-delay-ms", "25", "--ttft-ms", "30", "--itl-ms", "2", "--wire-stats") as server:
-        exchanges = await _exchanges(server.url, 4)
+        exchanges = await _exchanges(server.url, 4, client=client)
         stats = _stats(server)
     traces = [ex.http_trace() for ex in exchanges]
     assert all(isinstance(t, HttpTrace) for t in traces)
@@ -70,9 +75,10 @@ async def test_waiting_bytes_and_reuse_on_a_keepalive_connection() -> None:
     assert sum(t.recv_bytes for t in traces if t) == stats["wire_bytes_out"]
 
 
-async def test_every_connection_fresh_when_the_server_closes_them() -> None:
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_every_connection_fresh_when_the_server_closes_them(client: str) -> None:
     with running_mock("--close-connections", "--wire-stats") as server:
-        exchanges = await _exchanges(server.url, 3, streaming=False)
+        exchanges = await _exchanges(server.url, 3, streaming=False, client=client)
         stats = _stats(server)
     traces = [ex.http_trace() for ex in exchanges]
     assert all(t is not None and not t.reused and t.connected_ns > t.connect_start_ns > 0 for t in traces)

@@ -4,7 +4,8 @@ Follows the WHATWG event-stream grammar: lines end with ``\\r\\n``, ``\\n`` or `
 starting with ``:`` are comments; ``data`` fields accumulate (joined by ``\\n``); a blank line
 dispatches the event. Reads may split the stream at any byte (inside a multi-byte UTF-8
 character, between ``\\r`` and ``\\n``) or carry several events: lines are cut on bytes (CR and
-LF never occur inside a UTF-8 sequence) and decoded only once complete.
+LF never occur inside a UTF-8 sequence) and decoded only once complete. A line spread over many
+reads costs time linear in its size (the reads are kept and joined once, when it ends).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class SseParser:
     __slots__ = ("_pending", "_skip_lf", "_started", "_data", "_has_data", "_event", "_id", "_last_ts")
 
     def __init__(self) -> None:
-        self._pending = b""
+        self._pending: list[bytes] = []
         self._skip_lf = False
         self._started = False
         self._data: list[bytes] = []
@@ -55,19 +56,27 @@ class SseParser:
                 data = data[1:]
                 if not data:
                     return []
-        buf = self._pending + data if self._pending else data
+        pending = self._pending
+        if pending and self._started and b"\n" not in data and b"\r" not in data:
+            pending.append(data)  # the line goes on: join once it ends, not on every read
+            return []
+        if pending:
+            pending.append(data)
+            buf = b"".join(pending)
+            pending.clear()
+        else:
+            buf = data
         if not self._started:
             if len(buf) < len(_BOM) and _BOM.startswith(buf):
-                self._pending = buf
+                pending.append(buf)
                 return []
             self._started = True
             if buf.startswith(_BOM):
                 buf = buf[len(_BOM):]
         lines = buf.splitlines(keepends=True)
         if lines and not lines[-1].endswith(_TERMINATORS):
-            self._pending = lines.pop()
+            pending.append(lines.pop())
         else:
-            self._pending = b""
             # A trailing CR may be the first half of CRLF: drop an LF that starts the next read.
             self._skip_lf = buf.endswith(b"\r")
         events: list[SseEvent] = []
@@ -82,8 +91,8 @@ class SseParser:
         """
         events: list[SseEvent] = []
         if self._pending:
-            self._line(self._pending, self._last_ts, events)
-            self._pending = b""
+            self._line(b"".join(self._pending), self._last_ts, events)
+            self._pending.clear()
         self._line(b"", self._last_ts, events)
         return events
 

@@ -64,6 +64,7 @@ from aiperf.messages.events import (
     WorkerGroupReady,
     topic_of,
 )
+from aiperf.messages.load import LAG_BUCKETS, ClientLoad, lag_bucket, lag_bucket_upper_ns
 from aiperf.messages.records import (
     ErrorDetails,
     HttpTrace,
@@ -74,6 +75,7 @@ from aiperf.messages.records import (
 )
 
 __all__ = [
+    "LAG_BUCKETS", "ClientLoad", "lag_bucket", "lag_bucket_upper_ns",
     "Ack", "BuildDataset", "CancelCredits", "Command", "CommandFailed", "Credit", "CreditAudit", "CreditChannel",
     "CreditReturn", "CreditReturnChannel", "CreditUpstream", "CreditsLost", "DatasetBuilt",
     "DatasetConfigured", "ErrorDetails", "Event", "Finalize", "Finalized", "FirstToken", "FlushRawRecords", "GroupReady",

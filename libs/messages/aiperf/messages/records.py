@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from aiperf.messages.base import Message, Phase
+from aiperf.messages.load import ClientLoad
 
 
 class ErrorDetails(Message, frozen=True, kw_only=True):
@@ -83,6 +84,8 @@ class RequestRecord(Message, frozen=True, kw_only=True):
     x_request_id: str = ""
     requested_output_tokens: int | None = None
     http: HttpTrace | None = None
+    client_load: ClientLoad | None = None
+    """The worker's cumulative `ClientLoad`, on some records only (a few per second)."""
 
 
 class MetricRecord(Message, frozen=True, kw_only=True):
@@ -105,6 +108,8 @@ class MetricRecord(Message, frozen=True, kw_only=True):
     error: ErrorDetails | None = None
     cancelled: bool = False
     processor_id: str = ""
+    client_load: ClientLoad | None = None
+    """Copied from the `RequestRecord` (see there)."""
 
 
 RawRecordChannel = RequestRecord

@@ -28,6 +28,7 @@ from aiperf.metrics.console import render_console_table, render_console_tables
 from aiperf.metrics.raw_jsonl import RAW_JSONL, RawPartMismatch, RawPartWriter, join_parts, raw_json
 from aiperf.metrics.record import compute_metrics
 from aiperf.metrics.record_jsonl import JsonlRecordWriter, record_json
+from aiperf.metrics.saturation import client_saturation, saturation_line
 from aiperf.metrics.summary_csv import summary_csv, write_summary_csv
 from aiperf.metrics.summary_json import EXTENSIONS_KEY, summary_document, write_summary_json
 
@@ -37,5 +38,5 @@ __all__ = [
     "OslMismatchThresholds", "RawPartMismatch", "RawPartWriter", "Summary", "compute_metrics",
     "join_parts", "raw_json", "record_json", "render_console_table",
     "render_console_tables", "spec_of", "summary_csv", "summary_document", "write_atomic",
-    "write_summary_csv", "write_summary_json",
+    "write_summary_csv", "write_summary_json", "client_saturation", "saturation_line",
 ]

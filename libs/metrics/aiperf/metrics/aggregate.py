@@ -7,7 +7,9 @@ method. `std` is the population standard deviation (``np.std``, ddof=0), as AIPe
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -123,6 +125,64 @@ class OslMismatchThresholds:
     max_tokens: int = 50
 
 
+_U32_END = 1 << 32
+
+
+class Column:
+    """One metric's values, appended in arrival order, kept compact and exact: 4 bytes per value
+    while every value is a whole number in [0, 2^32) (times in ns under 4.3 s, counts, byte
+    sizes), 8 (float64) from the first value that is not (the earlier ones are converted, which
+    is exact). NaN marks a missing value (and switches to float64)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data: array[int] | array[float] = array("I")
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def _widen(self) -> array[float]:
+        wide = array("d", self.data)
+        self.data = wide
+        return wide
+
+    def append(self, value: float) -> None:
+        data = self.data
+        if data.typecode == "I":
+            if type(value) is float:
+                fits = value.is_integer() and 0.0 <= value < _U32_END
+            else:
+                fits = 0 <= value < _U32_END
+            if fits:
+                data.append(int(value))
+                return
+            data = self._widen()
+        data.append(value)  # type: ignore[arg-type]
+
+    def pad(self, n: int) -> None:
+        """Append NaN (missing) until the column holds `n` values."""
+        if len(self.data) < n:
+            wide = self._widen() if self.data.typecode == "I" else self.data
+            wide.extend([math.nan] * (n - len(wide)))  # type: ignore[list-item]
+
+    def extend(self, values: Sequence[float]) -> None:
+        data = self.data
+        if data.typecode == "I":
+            a = np.asarray(values, dtype=np.float64)
+            if a.min() >= 0.0 and a.max() < _U32_END:  # False with a NaN
+                narrow = a.astype(np.uint32)
+                if np.array_equal(narrow, a):  # whole numbers
+                    data.frombytes(narrow.tobytes())
+                    return
+            data = self._widen()
+        data.extend(values)  # type: ignore[arg-type]
+
+    def values(self) -> np.ndarray:
+        """The values as float64."""
+        return np.asarray(self.data, dtype=np.float64)
+
+
 class _Rows:
     """Per-request phase boundaries for the sweep metrics (wall-clock ns), one row per
     profiling request that was sent: successes, errors and cancellations alike.
@@ -135,12 +195,12 @@ class _Rows:
     __slots__ = ("start", "first", "end", "isl", "osl", "icl_count")
 
     def __init__(self) -> None:
-        self.start: list[int] = []
-        self.first: list[int] = []
-        self.end: list[int] = []
-        self.isl: list[float] = []
-        self.osl: list[float] = []
-        self.icl_count: list[int] = []
+        self.start = array("q")
+        self.first = array("q")
+        self.end = array("q")
+        self.isl = array("d")
+        self.osl = array("d")
+        self.icl_count = array("q")
 
     def add(self, record: MetricRecord, icl: int) -> None:
         start, end = record.start_wall_ns, record.end_wall_ns
@@ -158,11 +218,11 @@ class _Rows:
         self.osl.append(float(osl) if isinstance(osl, int | float) else math.nan)
         self.icl_count.append(icl)
 
-    def timeline(self, icl: list[float]) -> Timeline:
+    def timeline(self, icl: np.ndarray) -> Timeline:
         start = np.asarray(self.start, np.int64)
         valid = start >= 0
         counts = np.asarray(self.icl_count, np.int64)
-        flat = np.asarray(icl, np.float64).astype(np.int64)
+        flat = icl.astype(np.int64)
         if flat.size == int(counts.sum()):
             flat = flat[np.repeat(valid, counts)]
         else:  # cannot happen: every ICL value came with its row
@@ -183,14 +243,15 @@ class Aggregator:
     `cancelled` set counts only as cancelled; one with `error` as an error (its `error_isl`
     is kept). Every profiling request that was sent also enters the time-weighted (sweep)
     metrics with its start, first token and end. Memory: one float per metric value plus six
-    numbers per request. Not thread-safe; `add` never blocks.
+    numbers per request, in typed arrays (`Column`: 4 or 8 bytes per value, no Python object
+    per value). Not thread-safe; `add` never blocks.
     """
 
     def __init__(self) -> None:
         self._n = 0
-        self._scalars: dict[str, list[float]] = {}
-        self._lists: dict[str, list[float]] = {}
-        self._error_isl: list[float] = []
+        self._scalars: dict[str, Column] = {}
+        self._lists: dict[str, Column] = {}
+        self._error_isl = array("d")
         self._errors: Counter[ErrorDetails] = Counter()
         self._cancelled = 0
         self._warmup = 0
@@ -233,14 +294,18 @@ class Aggregator:
         n = self._n
         for tag, value in record.metrics.items():
             if isinstance(value, list):
-                self._lists.setdefault(tag, []).extend(value)
+                lst = self._lists.get(tag)
+                if lst is None:
+                    lst = self._lists[tag] = Column()
+                if value:
+                    lst.extend(value)
                 continue
             col = self._scalars.get(tag)
             if col is None:
-                col = self._scalars[tag] = []
+                col = self._scalars[tag] = Column()
             if len(col) < n:
-                col.extend([math.nan] * (n - len(col)))
-            col.append(float(value))
+                col.pad(n)
+            col.append(value)
         self._n = n + 1
 
     def observed_duration_s(self) -> float:
@@ -253,10 +318,11 @@ class Aggregator:
         """Values of `tag` in display units over the successful records, NaN where absent."""
         scale = spec_of(tag).scale
         if tag in self._lists:
-            return np.asarray(self._lists[tag], dtype=np.float64) * scale
-        col = self._scalars.get(tag, [])
+            return self._lists[tag].values() * scale
         arr = np.full(self._n, np.nan)
-        arr[: len(col)] = col
+        col = self._scalars.get(tag)
+        if col is not None:
+            arr[: len(col)] = col.values()
         return arr * scale
 
     def summary(self, *, benchmark_duration_s: float, goodput: dict[str, float] | None = None,
@@ -291,8 +357,9 @@ class Aggregator:
             derived["osl_mismatch_count"] = mismatches
         for tag, value in derived.items():
             stats[tag] = MetricStats.scalar(tag, value)
-        icl = self._lists.get("inter_chunk_latency", [])
-        for tag, tws in sweep_metrics(self._rows.timeline(icl)).items():
+        icl = self._lists.get("inter_chunk_latency")
+        flat = icl.values() if icl is not None else np.zeros(0)
+        for tag, tws in sweep_metrics(self._rows.timeline(flat)).items():
             stats[tag] = MetricStats.time_weighted(tag, tws)
         ordered = {t: stats.pop(t) for t in SUMMARY_ORDER if t in stats}
         ordered.update(stats)
@@ -307,7 +374,7 @@ class Aggregator:
     def _derived(self, duration: float, errors: int) -> dict[str, float]:
         def total(tag: str) -> float:
             col = self._scalars.get(tag)
-            return float(np.nansum(np.asarray(col, dtype=np.float64))) if col else 0.0
+            return float(np.nansum(col.values())) if col is not None and len(col) else 0.0
 
         total_osl, total_isl = total("output_sequence_length"), total("input_sequence_length")
         out: dict[str, float] = {

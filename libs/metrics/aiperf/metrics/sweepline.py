@@ -160,8 +160,22 @@ def _chunk_arrivals(tl: Timeline) -> tuple[IntArray, IntArray]:
     return rows, tl.first[rows] + running - before[rows]
 
 
-def build_curves(tl: Timeline) -> Curves:
-    """All step functions of `tl`. Pure; O(n log n) in requests plus chunks."""
+@dataclass(frozen=True, slots=True)
+class _RequestCurves:
+    """The curves with a few events per request (cheap), and what the per-chunk ones need."""
+
+    concurrency: Step
+    prefill_concurrency: Step
+    decode_concurrency: Step
+    prefill_throughput: Step
+    total_throughput: Step
+    prefill_ok: npt.NDArray[np.bool_]
+    decode_ok: npt.NDArray[np.bool_]
+    dc: npt.NDArray[np.bool_]
+    uniform_rate: FloatArray
+
+
+def _request_curves(tl: Timeline) -> _RequestCurves:
     start, first, end, isl, osl = tl.start, tl.first, tl.end, tl.isl, tl.osl
     ones = np.ones(tl.size, np.float64)
     concurrency = _intervals(start, end, ones)
@@ -179,27 +193,43 @@ def build_curves(tl: Timeline) -> Curves:
     total_throughput = Step.of_events(
         np.concatenate([start[pf], first[pf], first[dc], end[dc]]),
         np.concatenate([prefill_rate, -prefill_rate, uniform_rate, -uniform_rate]))
+    return _RequestCurves(concurrency, prefill_concurrency, decode_concurrency, prefill_throughput,
+                          total_throughput, prefill_ok, decode_ok, dc, uniform_rate)
 
-    rows, arrivals = _chunk_arrivals(tl)
+
+def _decode_throughput(tl: Timeline, rc: _RequestCurves, rows: IntArray, arrivals: IntArray,
+                       chunked: npt.NDArray[np.bool_]) -> Step:
+    first, end, osl, dc = tl.first, tl.end, tl.osl, rc.dc
     gaps = tl.icl.astype(np.int64)
-    chunked = np.zeros(tl.size, bool)
-    chunked[rows] = True
     nonzero = np.bincount(rows[gaps > 0], minlength=tl.size) if rows.size else np.zeros(tl.size, np.int64)
     by_chunk = chunked & (nonzero > 0)
     by_request = dc & ~by_chunk
     use = by_chunk[rows] & (gaps > 0) & tl.has_first[rows] & ~np.isnan(osl[rows]) & (osl[rows] >= 1)
     chunk_rate = (osl[rows[use]] - 1.0) / nonzero[rows[use]] * NS_PER_S / gaps[use]
-    decode_throughput = Step.of_events(
+    return Step.of_events(
         np.concatenate([arrivals[use] - gaps[use], arrivals[use], first[by_request], end[by_request]]),
-        np.concatenate([chunk_rate, -chunk_rate, uniform_rate[by_request[dc]], -uniform_rate[by_request[dc]]]))
+        np.concatenate([chunk_rate, -chunk_rate, rc.uniform_rate[by_request[dc]], -rc.uniform_rate[by_request[dc]]]))
 
-    tokens_in_flight = _tokens_in_flight(tl, prefill_ok, decode_ok, chunked, rows, arrivals)
+
+def _chunks(tl: Timeline) -> tuple[IntArray, IntArray, npt.NDArray[np.bool_]]:
+    rows, arrivals = _chunk_arrivals(tl)
+    chunked = np.zeros(tl.size, bool)
+    chunked[rows] = True
+    return rows, arrivals, chunked
+
+
+def build_curves(tl: Timeline) -> Curves:
+    """All step functions of `tl`. Pure; O(n log n) in requests plus chunks."""
+    rc = _request_curves(tl)
+    rows, arrivals, chunked = _chunks(tl)
+    decode_throughput = _decode_throughput(tl, rc, rows, arrivals, chunked)
+    tokens_in_flight = _tokens_in_flight(tl, rc.prefill_ok, rc.decode_ok, chunked, rows, arrivals)
     return Curves(
-        concurrency=concurrency, prefill_concurrency=prefill_concurrency,
-        decode_concurrency=decode_concurrency, prefill_throughput=prefill_throughput,
-        decode_throughput=decode_throughput, total_throughput=total_throughput,
-        prefill_throughput_per_user=prefill_throughput.divided_by(prefill_concurrency),
-        decode_throughput_per_user=decode_throughput.divided_by(decode_concurrency),
+        concurrency=rc.concurrency, prefill_concurrency=rc.prefill_concurrency,
+        decode_concurrency=rc.decode_concurrency, prefill_throughput=rc.prefill_throughput,
+        decode_throughput=decode_throughput, total_throughput=rc.total_throughput,
+        prefill_throughput_per_user=rc.prefill_throughput.divided_by(rc.prefill_concurrency),
+        decode_throughput_per_user=decode_throughput.divided_by(rc.decode_concurrency),
         tokens_in_flight=tokens_in_flight)
 
 
@@ -236,15 +266,18 @@ def time_weighted(curve: Step, window_start: int, window_end: int, *,
     if active is not None:
         inside.append(active.times)
     grid = np.unique(np.concatenate(inside))
+    del inside
     grid = grid[(grid >= window_start) & (grid <= window_end)]
-    piece_start, dt = grid[:-1], np.diff(grid)
-    values = curve.at(piece_start)
+    dt = np.diff(grid)
+    values = curve.at(grid[:-1])
     if active is not None:
-        keep = active.at(piece_start) > 0
+        keep = active.at(grid[:-1]) > 0
         values, dt = values[keep], dt[keep]
+        del keep
         total = int(dt.sum())
     else:
         total = window_end - window_start
+    del grid  # the temporaries go as soon as they are used: this is a long run's memory peak
     if total <= 0 or values.size == 0:
         return TimeWeightedStats.zero()
     weights = dt.astype(np.float64)
@@ -252,6 +285,7 @@ def time_weighted(curve: Step, window_start: int, window_end: int, *,
     std = math.sqrt(max(float(np.dot(weights, (values - avg) ** 2) / total), 0.0))
     order = np.argsort(values, kind="stable")
     ranked, held = values[order], np.cumsum(dt[order])
+    del order, values, weights, dt
     # the first piece at which at least p% of the time is covered; exact in integer ns
     idx = np.searchsorted(held * 100, [p * int(held[-1]) for p in SWEEP_PERCENTILES], side="left")
     p50, p90, p95, p99 = (float(ranked[min(int(i), ranked.size - 1)]) for i in idx)
@@ -264,25 +298,44 @@ def sweep_metrics(tl: Timeline, window: tuple[int, int] | None = None) -> dict[s
     defaults to first start .. last end. Empty when the timeline has no request."""
     if tl.size == 0:
         return {}
-    c = build_curves(tl)
     lo, hi = window if window is not None else (int(tl.start.min()), int(tl.end.max()))
 
     def tw(curve: Step, active: Step | None = None) -> TimeWeightedStats:
         return time_weighted(curve, lo, hi, active=active)
 
-    return {
-        "effective_concurrency": tw(c.concurrency),
-        "effective_decode_throughput": tw(c.decode_throughput),
-        "effective_prefill_throughput": tw(c.prefill_throughput),
-        "effective_decode_concurrency": tw(c.decode_concurrency),
-        "effective_prefill_concurrency": tw(c.prefill_concurrency),
-        "effective_total_throughput": tw(c.total_throughput),
-        "effective_decode_throughput_per_user": tw(c.decode_throughput_per_user),
-        "effective_prefill_throughput_per_user": tw(c.prefill_throughput_per_user),
-        "tokens_in_flight": tw(c.tokens_in_flight),
-        "active_decode_throughput": tw(c.decode_throughput, c.decode_concurrency),
-        "active_prefill_throughput": tw(c.prefill_throughput, c.prefill_concurrency),
-        "active_decode_throughput_per_user": tw(c.decode_throughput_per_user, c.decode_concurrency),
-        "active_prefill_throughput_per_user": tw(c.prefill_throughput_per_user, c.prefill_concurrency),
-        "active_total_throughput": tw(c.total_throughput, c.concurrency),
+    # One per-chunk curve alive at a time (they hold most of the events): the peak memory of a
+    # long run's summary is then about one curve's, not all of them at once.
+    rc = _request_curves(tl)
+    out = {
+        "effective_concurrency": tw(rc.concurrency),
+        "effective_prefill_throughput": tw(rc.prefill_throughput),
+        "effective_decode_concurrency": tw(rc.decode_concurrency),
+        "effective_prefill_concurrency": tw(rc.prefill_concurrency),
+        "effective_total_throughput": tw(rc.total_throughput),
+        "active_prefill_throughput": tw(rc.prefill_throughput, rc.prefill_concurrency),
+        "active_total_throughput": tw(rc.total_throughput, rc.concurrency),
     }
+    per_user = rc.prefill_throughput.divided_by(rc.prefill_concurrency)
+    out["effective_prefill_throughput_per_user"] = tw(per_user)
+    out["active_prefill_throughput_per_user"] = tw(per_user, rc.prefill_concurrency)
+    del per_user
+    rows, arrivals, chunked = _chunks(tl)
+    curve = _decode_throughput(tl, rc, rows, arrivals, chunked)
+    out["effective_decode_throughput"] = tw(curve)
+    out["active_decode_throughput"] = tw(curve, rc.decode_concurrency)
+    curve = curve.divided_by(rc.decode_concurrency)
+    out["effective_decode_throughput_per_user"] = tw(curve)
+    out["active_decode_throughput_per_user"] = tw(curve, rc.decode_concurrency)
+    del curve
+    out["tokens_in_flight"] = tw(_tokens_in_flight(tl, rc.prefill_ok, rc.decode_ok, chunked, rows, arrivals))
+    return {tag: out[tag] for tag in SWEEP_ORDER}
+
+
+SWEEP_ORDER = (
+    "effective_concurrency", "effective_decode_throughput", "effective_prefill_throughput",
+    "effective_decode_concurrency", "effective_prefill_concurrency", "effective_total_throughput",
+    "effective_decode_throughput_per_user", "effective_prefill_throughput_per_user", "tokens_in_flight",
+    "active_decode_throughput", "active_prefill_throughput", "active_decode_throughput_per_user",
+    "active_prefill_throughput_per_user", "active_total_throughput",
+)
+"""The 14 sweep metrics, in AIPerf's order."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import msgspec
 import structlog
 from anyio.abc import TaskStatus
 
@@ -165,7 +166,14 @@ class RecordProcessor:
 
     def process(self, record: RequestRecord) -> MetricRecord:
         """The `MetricRecord` of `record` (pure CPU; never raises: a failure to process becomes
-        a `RecordProcessingError` on the result). Requires the tokenizer to be loaded."""
+        a `RecordProcessingError` on the result), carrying the record's `client_load` on.
+        Requires the tokenizer to be loaded."""
+        out = self._metrics(record)
+        if record.client_load is not None:
+            out = msgspec.structs.replace(out, client_load=record.client_load)
+        return out
+
+    def _metrics(self, record: RequestRecord) -> MetricRecord:
         endpoint, tokenizer = self._endpoint, self._tokenizer
         assert tokenizer is not None
         self.processed += 1

@@ -22,6 +22,7 @@ from rich.console import Console
 from aiperf.comms import BadMessage
 from aiperf.config import Benchmark
 from aiperf.messages import (
+    ClientLoad,
     Command,
     Event,
     Finalize,
@@ -38,7 +39,9 @@ from aiperf.metrics import (
     JsonlRecordWriter,
     OslMismatchThresholds,
     Summary,
+    client_saturation,
     render_console_tables,
+    saturation_line,
     write_atomic,
     write_summary_csv,
     write_summary_json,
@@ -96,6 +99,7 @@ class RecordsManager:
         self._errors: Counter[str] = Counter()
         self._first_start_wall_ns = math.inf
         self._arrived = anyio.Event()
+        self._loads: dict[str, ClientLoad] = {}
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Receive records and publish progress until cancelled; closes the jsonl file. An
@@ -123,6 +127,11 @@ class RecordsManager:
             except OSError as exc:
                 self._give_up_records(exc)
         self._seen[record.phase] += 1
+        load = record.client_load
+        if load is not None:  # cumulative per worker; processors may deliver them out of order
+            known = self._loads.get(record.worker_id)
+            if known is None or load.ticks >= known.ticks:
+                self._loads[record.worker_id] = load
         if record.error is not None:
             self._errors[record.phase] += 1
         start = record.metadata.get("request_start_ns") or record.start_wall_ns
@@ -198,10 +207,12 @@ class RecordsManager:
         startup_s = None
         if self._t0_wall_ns and math.isfinite(self._first_start_wall_ns):
             startup_s = (self._first_start_wall_ns - self._t0_wall_ns) / 1e9
+        saturation = client_saturation(self._loads)
         extras = {"accounting": msgspec.to_builtins(phases), "accounting_balanced": not problems,
                   "accounting_problems": problems, "startup_to_first_request_s": startup_s,
                   "stopped_reason": accounting.stopped_reason,
-                  "records_lost_with_pods": {str(p): n for p, n in missing.items()}, "lost_groups": lost_groups}
+                  "records_lost_with_pods": {str(p): n for p, n in missing.items()}, "lost_groups": lost_groups,
+                  "client_saturation": saturation}
         start = dt.datetime.fromtimestamp((prof.start_wall_ns or self._wall()) / 1e9, dt.UTC)
         end = dt.datetime.fromtimestamp((prof.end_wall_ns or self._wall()) / 1e9, dt.UTC)
         input_config = msgspec.to_builtins(self._benchmark)
@@ -217,7 +228,8 @@ class RecordsManager:
                      f"{ {str(p): n for p, n in missing.items()} }" if missing else "")
         return Finalized(
             table=table, accounting_line=accounting_line(phases) + lost_line,
-            balanced=not problems, problems=problems, overhead_line=overhead_line(summary),
+            balanced=not problems, problems=problems, overhead_line="\n".join(
+                filter(None, (overhead_line(summary), saturation_line(saturation)))),
             startup_s=startup_s, request_count=summary.request_count,
             error_request_count=summary.error_request_count, artifact_dir=str(self._dir),
             files=[SUMMARY_JSON, SUMMARY_CSV, *([RECORDS_JSONL] if self._writer is not None else []),

@@ -20,15 +20,20 @@ from aiperf.comms import (
     PushSocket,
     probe_return_channel,
 )
+from aiperf.config import HttpOptions
 from aiperf.messages import CreditChannel, ServiceType
 from aiperf.runtime import Service, ServiceContext, UserError, service_main
-from aiperf.worker.http import AiohttpTransport, new_session
+from aiperf.worker.h1 import H1Transport
+from aiperf.worker.http import AiohttpTransport, Transport, new_session
 from aiperf.worker.service import Worker, WorkerSettings
 
 log = structlog.get_logger("aiperf.worker")
 
 API_KEY_ENV = "AIPERF_API_KEY"
 HEADERS_ENV = "AIPERF_HEADERS_JSON"
+HTTP_CLIENT_ENV = "AIPERF_HTTP_CLIENT"
+"""`h1` (default: `aiperf.worker.h1`, asyncio protocol + httptools) or `aiohttp` (the previous
+client, kept for comparison)."""
 
 
 def raw_records_endpoint(addressing: Addressing, group_id: str, index: int) -> str:
@@ -59,7 +64,7 @@ def request_headers(env: Mapping[str, str]) -> dict[str, str]:
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     """Wire the worker: DEALER on `credits` (identity = service id), PUSH (IMMEDIATE) on
     `credit_returns`, PUSH on `raw_records` to every record-processor of its group (round
-    robin), and one pooled HTTP session. Everything closes with `stack`."""
+    robin), and one pooled HTTP client (AIPERF_HTTP_CLIENT). Everything closes with `stack`."""
     config, addressing, group = ctx.config, ctx.addressing, ctx.group_id
     headers = request_headers(os.environ)
     credits = await stack.enter_async_context(DealerSocket[CreditChannel](
@@ -72,16 +77,26 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
                   for j in range(config.services.record_processors_per_group)]
     records = await stack.enter_async_context(PushSocket(
         ctx.zmq, channel="raw_records", connect=processors))
-    session = await stack.enter_async_context(new_session())
+    transport = await _transport(stack, config.http, os.environ.get(HTTP_CLIENT_ENV, "h1"))
     settings = WorkerSettings(worker_id=ctx.service_id, group_id=group, headers=headers,
                               measure_clock_offset=bool(os.environ.get(CONTROLLER_HOST_ENV)),
                               handshake_timeout_s=config.runtime.registration_timeout_s)
     worker = Worker(settings=settings, endpoint=config.benchmark.endpoint, model=config.benchmark.model,
                     credits=credits, returns=returns,
-                    records=records, transport=AiohttpTransport(session, config.http),
+                    records=records, transport=transport,
                     probe=functools.partial(probe_return_channel, returns, log=log))
     stack.callback(worker.close)
     return worker
+
+
+async def _transport(stack: AsyncExitStack, limits: HttpOptions, kind: str) -> Transport:
+    """The HTTP client named by AIPERF_HTTP_CLIENT, closed with `stack`."""
+    if kind == "h1":
+        return await stack.enter_async_context(H1Transport(limits))
+    if kind == "aiohttp":
+        session = await stack.enter_async_context(new_session())
+        return AiohttpTransport(session, limits)
+    raise UserError(f"{HTTP_CLIENT_ENV}={kind!r}: use h1 or aiohttp")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,7 @@ from aiperf.dataset import Conversation, DatasetError, DatasetReader
 from aiperf.endpoints import EndpointType, PayloadBuilder, parse_response, path_of
 from aiperf.messages import (
     CancelCredits,
+    ClientLoad,
     Command,
     Credit,
     CreditAudit,
@@ -44,6 +45,7 @@ from aiperf.messages import (
 from aiperf.runtime import GiveUp, UnknownCommand, UserError
 from aiperf.worker.clock import SPIN_NS, ClockSample, OffsetTracker, estimate_offset, wait_until
 from aiperf.worker.http import Exchange, Transport
+from aiperf.worker.load import TICK_S, LoadMonitor
 
 log = structlog.get_logger("aiperf.worker")
 
@@ -95,7 +97,8 @@ class WorkerSettings:
     succeed within `handshake_timeout_s`, retrying every `ping_interval_s`. On stop, pushing
     the last records and returns may take at most `stop_flush_s`. Scheduled credits sleep
     until `schedule_spin_ns` before their time, then yield in a loop until it (see
-    `aiperf.worker.clock.wait_until`).
+    `aiperf.worker.clock.wait_until`). `load_tick_s` is the period of the event-loop lag probe
+    (`aiperf.worker.load`; 0: no probe, records carry no `client_load`).
     """
 
     worker_id: str
@@ -107,6 +110,7 @@ class WorkerSettings:
     ping_interval_s: float = 0.25
     stop_flush_s: float = 1.0
     schedule_spin_ns: int = SPIN_NS
+    load_tick_s: float = TICK_S
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,11 +179,17 @@ class Worker:
         self._ping_seq = 0
         self._pong_wait: tuple[int, anyio.Event] | None = None
         self._pong: ClockSample | None = None
+        self._load = (LoadMonitor(busy=lambda: bool(self._inflight), tick_s=settings.load_tick_s)
+                      if settings.load_tick_s > 0 else None)
 
     @property
     def in_flight(self) -> int:
         """Credits received and not yet returned."""
         return len(self._inflight)
+
+    def load(self) -> ClientLoad | None:
+        """This process's event-loop lag and CPU so far (None: `load_tick_s` is 0)."""
+        return self._load.snapshot() if self._load is not None else None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -192,6 +202,8 @@ class Worker:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._receive, tg)
+                if self._load is not None:
+                    tg.start_soon(self._load.run)
                 task_status.started()
                 await self._handshake()
         finally:
@@ -435,7 +447,9 @@ class Worker:
             status=ex.status, chunk_ns=ex.chunk_ns, chunks=ex.chunks, error=error,
             cancelled=flight.cancelled, clock_offset_ns=self.clock_offset_ns,
             x_request_id=flight.request_id, requested_output_tokens=flight.output_limit,
-            http=ex.http_trace())
+            http=ex.http_trace(),
+            client_load=self._load.snapshot_due(ex.end_ns or _perf_ns(), ending=len(self._inflight) <= 1)
+            if self._load is not None else None)
         await self._records.send(record)
         if target is not None and target.keeps_history:
             self._remember(flight, record, ok)

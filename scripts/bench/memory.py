@@ -1,0 +1,198 @@
+"""Memory per request, two ways (issue 13, item 7; target <= 0.5 KiB per added request):
+
+1. `profile`: real `aiperf profile` runs against the bundled mock at zero latency (streaming chat,
+   64-token answers, C=64) at two request counts; the peak, over time, of the summed RSS of every
+   process of the run (the CLI and all its services; the mock not counted), sampled every 50 ms
+   with psutil. KiB per request = difference of the peaks / difference of the counts.
+2. `feed`: the records path alone at a scale a real run cannot reach here: one records-manager
+   (the real `RecordsManager`, in a child process, PULL on a real ZMQ IPC socket) fed simulated
+   64-token `MetricRecord`s by this process (PUSH), then `Finalize` (the summary and its exact
+   percentiles computed, `--export-level summary`: no per-request jsonl). RSS of the
+   records-manager process before the first record, once every record is stored, and its peak
+   (ru_maxrss: computing the summary's sweep metrics over every chunk is the peak).
+
+    PYTHONPATH=$(ls -d libs/* services/* mock cli | tr '\\n' ':') python scripts/bench/memory.py \\
+        profile --counts 2000 10000
+    ... python scripts/bench/memory.py feed --counts 10000 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+MIB = 1 << 20
+
+
+def _tree_rss(root: psutil.Process) -> int:
+    total = 0
+    for p in [root, *root.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def profile_peak(url: str, count: int, artifacts: str) -> tuple[int, float]:
+    """Peak summed RSS (bytes) of one `aiperf profile` run of `count` requests, and its wall time."""
+    cmd = [sys.executable, "-m", "aiperf.cli", "profile", "--model", "m", "--url", url, "--endpoint-type", "chat",
+           "--streaming", "--concurrency", "64", "--request-count", str(count), "--osl", "64",
+           "--artifact-dir", artifacts, "--ui", "none"]
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    root, peak = psutil.Process(proc.pid), 0
+    stderr: list[bytes] = []
+    reader = threading.Thread(target=lambda: stderr.append(proc.stderr.read() if proc.stderr else b""))
+    reader.start()
+    while proc.poll() is None:
+        try:
+            peak = max(peak, _tree_rss(root))
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    reader.join()
+    if proc.returncode:
+        raise SystemExit(f"aiperf profile failed ({proc.returncode}): {b''.join(stderr).decode()[-2000:]}")
+    return peak, time.monotonic() - started
+
+
+def run_profile(counts: list[int]) -> None:
+    from aiperf.mock_server.testing import MockProcess
+
+    server = MockProcess("--ttft-ms", "0", "--itl-ms", "0", "--output-tokens", "64").start()
+    try:
+        peaks = []
+        for n in counts:
+            with tempfile.TemporaryDirectory() as tmp:
+                peak, took = profile_peak(server.url, n, tmp)
+            peaks.append(peak)
+            print(f"profile {n:>9} requests: peak RSS of all processes {peak / MIB:7.1f} MiB ({took:.0f} s)")
+    finally:
+        server.stop()
+    for i in range(1, len(counts)):
+        (n0, p0), (n1, p1) = (counts[i - 1], peaks[i - 1]), (counts[i], peaks[i])
+        print(f"  {n0} -> {n1}: {(p1 - p0) / 1024 / (n1 - n0):.3f} KiB per added request")
+
+
+def _record(n: int) -> object:
+    from aiperf.messages import MetricRecord, Phase
+
+    ms = 1_000_000
+    metrics: dict[str, float | list[float]] = {
+        "time_to_first_token": 40 * ms + n % 997, "time_to_second_token": 8 * ms, "request_latency": 545 * ms + n % 991,
+        "inter_token_latency": 8 * ms + n % 13, "decode_duration": 504 * ms, "time_to_first_output_token": 40 * ms,
+        "output_token_throughput_per_user": 125.0 + (n % 7) / 3, "e2e_output_token_throughput": 117.6 + (n % 5) / 7,
+        "prefill_throughput_per_user": 2500.0, "output_sequence_length": 64, "input_sequence_length": 128,
+        "output_token_count": 64, "requested_osl": 64, "osl_mismatch_diff_pct": 0.0,
+        "credit_to_start_latency": 200_000 + n % 1000, "credit_to_send_delay": 100_000 + n % 777,
+        "effective_latency": 545 * ms, "co_aware_request_latency": 545 * ms,
+        **{f"http_req_{k}": v for k, v in (("blocked", 0), ("dns_lookup", 0), ("connecting", 0), ("sending", 20_000),
+                                           ("waiting", 39 * ms), ("receiving", 506 * ms), ("duration", 545 * ms),
+                                           ("connection_overhead", 0), ("total", 545 * ms), ("data_sent", 700),
+                                           ("data_received", 9000), ("chunks_sent", 1), ("chunks_received", 64),
+                                           ("connection_reused", 1))},
+        "inter_chunk_latency": [8 * ms + (n + i) % 101 for i in range(63)],
+    }
+    t = 1_700_000_000_000_000_000 + n * 1_000_000
+    return MetricRecord(phase=Phase.PROFILING, credit_num=n, worker_id=f"worker-{n % 4}", conversation_id="c",
+                        start_wall_ns=t, end_wall_ns=t + 545 * ms, metrics=metrics,
+                        metadata={"request_start_ns": t, "benchmark_phase": "profiling"})
+
+
+async def _child(endpoint: str, count: int, out_dir: str) -> None:
+    """The records-manager side: PULL `count` records, finalize, print RSS figures."""
+    import anyio
+    import zmq.asyncio
+
+    from aiperf.comms import PullSocket
+    from aiperf.config import Artifacts, Benchmark
+    from aiperf.messages import Finalize, MetricRecord, Phase, PhaseAccounting, RunAccounting
+    from aiperf.records_manager.service import RecordsManager
+
+    zctx = zmq.asyncio.Context()
+    base = psutil.Process().memory_info().rss
+    stored = [0]
+    # a small queue (hwm): the records wait in the sender, not in this process's socket buffers
+    async with PullSocket[MetricRecord](zctx, decode=MetricRecord, channel="records", bind=[endpoint],
+                                        hwm=1000) as pull:
+        rm = RecordsManager(benchmark=Benchmark(models=["m"], artifacts=Artifacts(export_level="summary")),
+                            run_id="mem", t0_wall_ns=0, records=pull, events=None, artifact_dir=Path(out_dir))
+        print("ready", flush=True)
+        async with anyio.create_task_group() as tg:
+            await tg.start(rm.run)
+            started = time.monotonic()
+            while rm._aggregator.record_count < count:  # a benchmark may peek: every record stored
+                await anyio.sleep(0.02)
+            stored[0] = psutil.Process().memory_info().rss  # before the summary is computed
+            acct = RunAccounting(phases={Phase.PROFILING: PhaseAccounting(issued=count, returned=count, ok=count)})
+            done = await rm.handle(Finalize(request_id="f", accounting=acct, records_timeout_s=3600))
+            received = time.monotonic() - started
+            tg.cancel_scope.cancel()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(f"result base={base} stored={stored[0]} peak={peak} balanced={getattr(done, 'balanced', None)} took={received:.1f}", flush=True)
+    zctx.destroy(linger=0)
+
+
+def run_feed(counts: list[int]) -> None:
+    import msgspec
+    import zmq
+
+    results = []
+    for count in counts:
+        with tempfile.TemporaryDirectory(prefix="aim-", dir="/tmp") as tmp:
+            endpoint = f"ipc://{tmp}/records.ipc"
+            child = subprocess.Popen([sys.executable, __file__, "_child", endpoint, str(count), tmp],
+                                     stdout=subprocess.PIPE, text=True)
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "ready"
+            ctx = zmq.Context()
+            push = ctx.socket(zmq.PUSH)
+            push.setsockopt(zmq.SNDHWM, 1000)
+            push.connect(endpoint)
+            enc = msgspec.msgpack.Encoder()
+            started = time.monotonic()
+            for n in range(count):
+                push.send(enc.encode(_record(n)))
+            line = child.stdout.read()
+            child.wait()
+            push.close(linger=0)
+            ctx.term()
+        fields = dict(kv.split("=") for kv in line.split("result ", 1)[1].split())
+        base, stored, peak = int(fields["base"]), int(fields["stored"]), int(fields["peak"])
+        results.append((count, base, peak))
+        print(f"feed {count:>9} records: records-manager RSS before {base / MIB:.1f} MiB, "
+              f"with every record stored {stored / MIB:.1f} MiB ({(stored - base) / 1024 / count:.3f} KiB per record), "
+              f"peak with the summary {peak / MIB:.1f} MiB ({(peak - base) / 1024 / count:.3f} KiB per record); "
+              f"balanced {fields['balanced']}; {time.monotonic() - started:.0f} s")
+    if len(results) > 1:
+        (n0, _, p0), (n1, _, p1) = results[0], results[-1]
+        print(f"  {n0} -> {n1}: {(p1 - p0) / 1024 / (n1 - n0):.3f} KiB per added record")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_child":
+        import anyio
+
+        anyio.run(_child, sys.argv[2], int(sys.argv[3]), sys.argv[4], backend_options={"use_uvloop": True})
+        return
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("mode", choices=("profile", "feed"))
+    p.add_argument("--counts", type=int, nargs="+", default=None)
+    args = p.parse_args()
+    if args.mode == "profile":
+        run_profile(args.counts or [2000, 10_000])
+    else:
+        run_feed(args.counts or [10_000, 1_000_000])
+
+
+if __name__ == "__main__":
+    main()

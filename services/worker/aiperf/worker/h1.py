@@ -1,0 +1,391 @@
+"""The worker's default HTTP/1.1 client: an asyncio `Protocol` per connection with the
+httptools (llhttp) response parser, a keep-alive pool, and TLS through asyncio's `ssl`.
+
+Why not a general client: the worker needs one thing done cheaply and exactly, a POST whose
+every network read is stamped. Here the stamp is taken in `data_received`, before any parsing,
+and the body bytes of that read (chunked framing removed) become one `Exchange` chunk with that
+stamp. So an SSE event split over reads is stamped by the read that completed it, and two events
+in one read share its stamp, whatever the event loop was doing when the waiting task woke up.
+
+Contract (`Transport.post`): failures never raise, they set `Exchange.error` with the same types
+the aiohttp client used (`ConnectionError`, `ReadIdleTimeout`, `ResponseTooLarge`,
+`ClientPayloadError` for a body cut short, `ServerDisconnectedError` for a connection closed
+before the status line, `ClientResponseError` for an unparsable response). Only cancellation
+propagates; a cancelled exchange's connection is closed, never reused. The wire trace
+(`Exchange.http_trace`) is always filled: its cost is a few integer stores per read.
+
+Must be used inside one running asyncio event loop (uvloop in production).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import time
+from collections.abc import Callable, Mapping
+from urllib.parse import urlsplit
+
+import httptools
+
+from aiperf.config import MAX_RESPONSE_BYTES_ENV, READ_IDLE_TIMEOUT_ENV, HttpOptions
+from aiperf.messages import ErrorDetails
+from aiperf.worker.http import DEFAULT_LIMITS, KEEPALIVE_S, Exchange
+
+_perf_ns = time.perf_counter_ns
+_mono = time.monotonic
+
+DNS_TTL_S = 10.0
+"""How long a resolved host name is reused (aiohttp's default)."""
+
+_Key = tuple[str, str, int]
+"""(scheme, host, port) of a pool."""
+
+
+class _Failure(Exception):
+    """Ends an exchange with `ErrorDetails(type, message)`."""
+
+    def __init__(self, type_: str, message: str) -> None:
+        super().__init__(message)
+        self.type, self.message = type_, message
+
+
+class _Conn(asyncio.Protocol):
+    """One TCP (or TLS) connection carrying one exchange at a time.
+
+    Per read: one clock read, counters, one parser call; the body parts the parser hands back
+    for that read are joined into one chunk stamped with the read's time (streaming), or kept
+    for one chunk at the end (not streaming)."""
+
+    __slots__ = ("transport", "connected_ns", "served", "idle_since", "lost", "_ex", "_parser", "_done",
+                 "_parts", "_size", "_cap", "_streaming", "_headers_done", "_complete", "_eof_body",
+                 "_last_read", "_timer", "_idle_s", "_loop", "_keep", "_now", "_clock")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], int] = _perf_ns) -> None:
+        self._loop, self._clock = loop, clock
+        self.transport: asyncio.Transport | None = None
+        self.connected_ns = 0
+        self.served = 0
+        self.idle_since = 0.0
+        self.lost = False
+        self._ex: Exchange | None = None
+        self._parser: httptools.HttpResponseParser | None = None
+        self._done: asyncio.Future[None] | None = None
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._cap = 0
+        self._streaming = True
+        self._headers_done = False
+        self._complete = False
+        self._eof_body = False
+        self._last_read = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._idle_s = 0.0
+        self._keep = False
+        self._now = 0
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.connected_ns = self._clock()
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        now = self._clock()
+        ex = self._ex
+        if ex is None or self._done is None or self._done.done():
+            return  # bytes after the response (or with none asked for): the connection is not reused
+        if not ex.reads:
+            ex.recv_first_ns = now
+        ex.recv_last_ns = now
+        ex.recv_bytes += len(data)
+        ex.reads += 1
+        self._now = now
+        self._last_read = _mono()
+        parts = self._parts
+        before = len(parts)
+        try:
+            self._parser.feed_data(data)  # type: ignore[union-attr]
+        except httptools.HttpParserUpgrade:
+            self._fail(_Failure("ClientResponseError", "the server switched protocols"))
+            return
+        except httptools.HttpParserError as exc:
+            kind = "ClientPayloadError" if self._headers_done else "ClientResponseError"
+            self._fail(_Failure(kind, f"invalid HTTP response: {exc}"))
+            return
+        if self._size > self._cap:
+            self._fail(_Failure("ResponseTooLarge",
+                                f"response body over {self._cap} bytes ({MAX_RESPONSE_BYTES_ENV})"))
+            return
+        if self._streaming and len(parts) > before:
+            ex.chunks.append(parts[before] if len(parts) == before + 1 else b"".join(parts[before:]))
+            ex.chunk_ns.append(now)
+            parts.clear()
+        if self._complete:
+            self._finish()
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        done = self._done
+        if done is None or done.done():
+            return
+        if self._eof_body and exc is None:  # body delimited by the close (no length, not chunked)
+            self._complete = True
+            self._keep = False
+            if self._streaming and self._parts:
+                self._parts.clear()
+            self._finish()
+            return
+        if self._headers_done:
+            reason = f"response payload is not completed: {exc}" if exc else "response payload is not completed"
+            self._fail(_Failure("ClientPayloadError", reason))
+        else:
+            reason = f"server disconnected: {exc}" if exc else "server disconnected"
+            self._fail(_Failure("ServerDisconnectedError", reason))
+
+    # -- httptools callbacks ------------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"transfer-encoding" or name.lower() == b"content-length":
+            self._eof_body = False
+
+    def on_headers_complete(self) -> None:
+        ex = self._ex
+        assert ex is not None
+        ex.headers_ns = self._now  # the read that completed the headers
+        ex.status = self._parser.get_status_code()  # type: ignore[union-attr]
+        self._headers_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        self._parts.append(body)
+
+    def on_message_complete(self) -> None:
+        self._complete = True
+        self._keep = self._parser.should_keep_alive()  # type: ignore[union-attr]
+
+    # -- one exchange -------------------------------------------------------------------------
+
+    def start(self, ex: Exchange, request: bytes, *, streaming: bool, cap: int, idle_s: float) -> asyncio.Future[None]:
+        """Write `request` and return the future that ends with the response (or its failure)."""
+        self._ex, self._streaming, self._cap, self._idle_s = ex, streaming, cap, idle_s
+        self._parser = httptools.HttpResponseParser(self)
+        self._parts, self._size = [], 0
+        self._headers_done = self._complete = self._keep = False
+        self._eof_body = True  # until a Content-Length or Transfer-Encoding header says otherwise
+        self._done = done = self._loop.create_future()
+        ex.reused = self.served > 0
+        if not ex.reused:
+            ex.connected_ns = self.connected_ns
+        self.served += 1
+        transport = self.transport
+        assert transport is not None
+        ex.send_start_ns = _perf_ns()
+        transport.write(request)
+        ex.send_end_ns = _perf_ns()
+        ex.sent_bytes += len(request)
+        ex.writes += 1
+        self._last_read = _mono()
+        self._timer = self._loop.call_later(idle_s, self._check_idle)
+        return done
+
+    def _check_idle(self) -> None:
+        """Fires `idle_s` after the last arming; re-arms for the time left when a read came since
+        (one timer per exchange, not one per read)."""
+        self._timer = None
+        done = self._done
+        if done is None or done.done():
+            return
+        left = self._last_read + self._idle_s - _mono()
+        if left > 0:
+            self._timer = self._loop.call_later(left, self._check_idle)
+            return
+        self._fail(_Failure("ReadIdleTimeout",
+                            f"no data from the server for {self._idle_s:g}s ({READ_IDLE_TIMEOUT_ENV})"))
+
+    def _finish(self) -> None:
+        ex = self._ex
+        assert ex is not None
+        if not self._streaming:
+            parts = self._parts
+            ex.chunks.append(parts[0] if len(parts) == 1 else b"".join(parts))
+            ex.chunk_ns.append(self._clock())
+            parts.clear()
+        if not self._keep and self.transport is not None:
+            self.transport.close()
+            self.lost = True
+        self._settle(None)
+
+    def _fail(self, failure: _Failure) -> None:
+        self._keep = False
+        if self.transport is not None:
+            self.transport.abort()
+        self.lost = True
+        self._settle(failure)
+
+    def _settle(self, failure: _Failure | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        done = self._done
+        if done is not None and not done.done():
+            if failure is None:
+                done.set_result(None)
+            else:
+                done.set_exception(failure)
+
+    def release(self) -> bool:
+        """After the exchange: True when the connection may carry another one."""
+        reusable = self._complete and self._keep and not self.lost
+        self._ex = self._parser = None
+        self._done = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not reusable and self.transport is not None and not self.lost:
+            self.transport.abort()
+            self.lost = True
+        self.idle_since = _mono()
+        return reusable
+
+
+class H1Transport:
+    """`Transport` over pooled HTTP/1.1 connections, within the response bounds of `limits`.
+
+    Connections are kept per (scheme, host, port), unlimited in number, reused last-in
+    first-out, and dropped after `keepalive_s` idle. Call `close()` (or use it as an async
+    context manager) to close the pool."""
+
+    def __init__(self, limits: HttpOptions = DEFAULT_LIMITS, *, keepalive_s: float = KEEPALIVE_S,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        self._limits, self._keepalive_s = limits, keepalive_s
+        self._ssl = ssl_context
+        self._idle: dict[_Key, list[_Conn]] = {}
+        self._dns: dict[tuple[str, int], tuple[float, list[tuple[int, tuple[str, int]]]]] = {}
+        self._targets: dict[str, tuple[_Key, bytes]] = {}
+
+    async def __aenter__(self) -> H1Transport:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every idle connection (in-flight ones close when their exchange ends)."""
+        for conns in self._idle.values():
+            for conn in conns:
+                if conn.transport is not None:
+                    conn.transport.close()
+        self._idle.clear()
+
+    def _target(self, url: str) -> tuple[_Key, bytes]:
+        """(pool key, request-line-and-Host prefix) of `url`, cached per url."""
+        hit = self._targets.get(url)
+        if hit is None:
+            parts = urlsplit(url)
+            scheme = parts.scheme.lower()
+            if scheme not in ("http", "https") or not parts.hostname:
+                raise _Failure("InvalidURL", f"not an http(s) URL: {url}")
+            port = parts.port or (443 if scheme == "https" else 80)
+            path = parts.path or "/"
+            if parts.query:
+                path += "?" + parts.query
+            host_header = parts.netloc.rsplit("@", 1)[-1]
+            head = f"POST {path} HTTP/1.1\r\nHost: {host_header}\r\n".encode("latin-1")
+            hit = self._targets[url] = ((scheme, parts.hostname, port), head)
+        return hit
+
+    async def post(self, ex: Exchange, url: str, body: bytes, headers: Mapping[str, str], *,
+                   streaming: bool) -> None:
+        """See `Transport.post`. Streaming: one chunk per network read that carried body bytes,
+        stamped when the read arrived. Not streaming: the whole body as one chunk, stamped when
+        it was complete."""
+        limits = self._limits
+        ex.start_wall_ns = time.time_ns()
+        ex.start_ns = _perf_ns()
+        conn: _Conn | None = None
+        try:
+            key, head = self._target(url)
+            lines = [head]
+            for name, value in headers.items():
+                lines.append(f"{name}: {value}\r\n".encode("latin-1"))
+            lines.append(b"Content-Length: %d\r\n\r\n" % len(body))
+            lines.append(body)
+            request = b"".join(lines)
+            conn = await self._acquire(ex, key, url)
+            await conn.start(ex, request, streaming=streaming, cap=limits.max_response_bytes,
+                             idle_s=limits.read_idle_timeout_s)
+        except _Failure as failure:
+            ex.error = ErrorDetails(type=failure.type, message=failure.message)
+        except (OSError, UnicodeEncodeError) as exc:
+            ex.error = ErrorDetails(type=type(exc).__name__, message=str(exc) or type(exc).__name__)
+        finally:
+            ex.end_ns = _perf_ns()
+            if conn is not None:
+                if conn.release():
+                    self._idle.setdefault(key, []).append(conn)
+
+    async def _acquire(self, ex: Exchange, key: _Key, url: str) -> _Conn:
+        idle = self._idle.get(key)
+        if idle:
+            horizon = _mono() - self._keepalive_s
+            while idle:
+                conn = idle.pop()
+                if not conn.lost and conn.idle_since > horizon:
+                    return conn
+                if conn.transport is not None and not conn.lost:
+                    conn.transport.close()
+        return await self._connect(ex, key, url)
+
+    async def _connect(self, ex: Exchange, key: _Key, url: str) -> _Conn:
+        scheme, host, port = key
+        loop = asyncio.get_running_loop()
+        try:
+            addresses = await self._resolve(ex, loop, host, port)
+            ex.connect_start_ns = _perf_ns()
+            context = None
+            if scheme == "https":
+                context = self._ssl or ssl.create_default_context()
+            error: OSError | None = None
+            for family, address in addresses:
+                try:
+                    sock = socket.socket(family, socket.SOCK_STREAM)
+                    try:
+                        sock.setblocking(False)
+                        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        await loop.sock_connect(sock, address)
+                    except BaseException:
+                        sock.close()
+                        raise
+                    _, conn = await loop.create_connection(
+                        lambda: _Conn(loop), sock=sock, ssl=context,
+                        server_hostname=host if context is not None else None)
+                    return conn
+                except OSError as exc:
+                    error = exc
+            assert error is not None
+            raise error
+        except (OSError, ssl.SSLError) as exc:
+            raise _Failure("ConnectionError", f"cannot connect to {url}: {_reason(exc)}") from None
+
+    async def _resolve(self, ex: Exchange, loop: asyncio.AbstractEventLoop, host: str,
+                       port: int) -> list[tuple[int, tuple[str, int]]]:
+        hit = self._dns.get((host, port))
+        now = _mono()
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        ex.dns_start_ns = _perf_ns()
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        ex.dns_end_ns = _perf_ns()
+        addresses = [(family, address[:2]) for family, _, _, _, address in infos]
+        if not addresses:
+            raise OSError(f"no address for {host}")
+        self._dns[(host, port)] = (now + DNS_TTL_S, addresses)  # type: ignore[assignment]
+        return addresses  # type: ignore[return-value]
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__
