@@ -201,11 +201,9 @@ class SweepReconciler:
         ref = controller_of(child)
         if ref is None or ref.get("kind") != SWEEP_KIND or ref.get("apiVersion") != CR_API_VERSION:
             return
-        phase = (child.get("status") or {}).get("phase")
-        event = {"child": child["metadata"]["name"], "phase": phase, "time": timestamp(self._clock())} if phase else None
-        await self.rollup(child["metadata"]["namespace"], str(ref["name"]), str(ref["uid"]), event=event)
+        await self.rollup(child["metadata"]["namespace"], str(ref["name"]), str(ref["uid"]))
 
-    async def rollup(self, ns: str, name: str, uid: str, *, event: Mapping[str, Any] | None = None) -> None:
+    async def rollup(self, ns: str, name: str, uid: str) -> None:
         """Recompute the children's roll-up in the sweep's status (see the module doc)."""
         children = await self.owned_children(ns, name, uid)
         states = {c["metadata"]["name"]: (c.get("status") or {}).get("phase") or JobPhase.PENDING.value
@@ -213,6 +211,9 @@ class SweepReconciler:
         going = sorted((c for c in children if states[c["metadata"]["name"]] not in {p.value for p in TERMINAL}),
                        key=lambda c: (c["metadata"].get("creationTimestamp") or "", c["metadata"]["name"]))
         current = going[-1] if going else None
+        order = [c["metadata"]["name"] for c in sorted(children, key=lambda c: (
+            c["metadata"].get("creationTimestamp") or "", c["metadata"]["name"]))]
+        now = timestamp(self._clock())
         completed = sum(1 for p in states.values() if p == JobPhase.COMPLETED.value)
         failed = sum(1 for p in states.values() if p in (JobPhase.FAILED.value, JobPhase.CANCELLED.value))
 
@@ -231,11 +232,13 @@ class SweepReconciler:
                 values["currentChild"], values["currentChildRef"] = ref["name"], ref
             else:
                 remove = ["currentChild", "currentChildRef"]
-            if event is not None and (status.get("runStates") or {}).get(event["child"]) != event["phase"]:
-                values["lastChildEvent"] = dict(event)  # a phase change, not a repeat of the same phase
+            old = status.get("runStates") or {}
+            changed = [n for n in order if old.get(n) != states[n]]
+            if changed:  # whichever trigger sees a phase change first records it
+                values["lastChildEvent"] = {"child": changed[-1], "phase": states[changed[-1]], "time": now}
             if phase_of(cr) in (JobPhase.PENDING, JobPhase.INITIALIZING) and children:
                 values["phase"] = JobPhase.RUNNING.value
-            if all(status.get(k) == v for k, v in values.items()) and not any(k in status for k in remove):
+            if all(status.get(k) == v for k, v in values.items() if k != "lastChildEvent") and not changed and not any(k in status for k in remove):
                 return None
             return StatusChange(values=values, remove=remove)
 
@@ -388,7 +391,8 @@ class SweepReconciler:
         for child in await self.owned_children(ns, name, uid):
             if (child.get("status") or {}).get("phase") in {p.value for p in TERMINAL}:
                 continue
-            if (child.get("spec") or {}).get("cancel") is True:
+            if (child.get("spec") or {}).get("cancel") is True:  # the sweep-controller was first
+                out.append(child["metadata"]["name"])
                 continue
             try:
                 if await cancel_child(self._api, child):
