@@ -120,3 +120,28 @@ async def test_the_child_selectors_need_kind_sweep_and_sane_numbers(aiperf: Run,
         assert result.code == 2 and message in result.err, result.err
     no_current = await aiperf("kube", "attach", "nosuch", "--kind", "sweep", *target(crds))
     assert no_current.code == 2 and "no AIPerfSweep nosuch" in no_current.err
+
+
+async def test_results_of_a_sweep_are_its_aggregate(aiperf: Run, crds: FakeKube, tmp_path: Any) -> None:
+    from aiperf.testing.fake_sidecar import FakeSidecar
+
+    assert (await aiperf("kube", "sweep", *BENCH, "--name", "sw", "--concurrency", "2,4", "--detach",
+                         *target(crds))).code == 0
+    early = await aiperf("kube", "results", "sw", "--kind", "sweep", *target(crds))
+    assert early.code == 1 and "no aggregate yet" in early.err
+    crds.set_status(API, SWEEP_KIND, NS, "sw", {"phase": "Running", "aggregation": {"phase": "Complete"}})
+    pod = "aiperf-sweep-sw-sweep-controller-0-0-x"
+    crds.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": NS, "labels": {
+        "jobset.sigs.k8s.io/jobset-name": "aiperf-sweep-sw"}}, "spec": {"containers": [
+            {"name": "results-sidecar", "image": "x", "ports": [{"containerPort": 9091}]}]}})
+    crds.run_pod(NS, pod)
+    files = {"aggregate.json": b"{}", "profile_export_aiperf_sweep.json": b"{}",
+             "profile_export_aiperf_sweep.csv": b"label\n"}
+    crds.register_proxy(NS, pod, 9091, FakeSidecar(files))
+    got = await aiperf("kube", "results", "sw", "--kind", "sweep", "--artifact-dir", str(tmp_path), *target(crds))
+    assert got.code == 0, got.err
+    assert {p.name: p.read_bytes() for p in (tmp_path / "sw").iterdir()} == files
+    crds.set_status(API, SWEEP_KIND, NS, "sw", {"phase": "Completed", "resultsAvailable": True, "runEpoch": "1790000000",
+                                                "resultsPath": "bench/sweeps/sw/1790000000"})
+    stored = await aiperf("kube", "results", "sw", "--kind", "sweep", *target(crds))
+    assert stored.code == 0 and "bench/sweeps/sw/1790000000" in stored.out

@@ -297,7 +297,8 @@ def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
     artifact_dir
         Results go to ARTIFACT_DIR/NAME/.
     kind
-        sweep: NAME is an AIPerfSweep; the results of its child -v/-t (else its current child).
+        sweep: NAME is an AIPerfSweep: its aggregate (where the operator stored it, or from its
+        sweep-controller pod before that); with -v/-t the results of that child.
     variation
         With --kind sweep: the variation (from 0) of the child.
     trial
@@ -305,6 +306,10 @@ def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
     """
     from aiperf.cli.kube_commands import results as run
 
+    if kind == "sweep" and variation is None and trial is None:
+        from aiperf.cli.kube_sweep import sweep_results
+
+        return sweep_results(target, name, artifact_dir=artifact_dir)
     resolved = _resolved(target, name, kind, variation, trial)
     if isinstance(resolved, int):
         return resolved

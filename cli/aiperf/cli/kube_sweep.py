@@ -262,6 +262,50 @@ def delete_sweep(target: KubeTarget, name: str, *, uid: str | None) -> int:
     return run_async(work)
 
 
+def sweep_results(target: KubeTarget, name: str, *, artifact_dir: str) -> int:
+    """`kube results NAME --kind sweep` (no -v/-t): the sweep aggregate. Once harvested it is on
+    the operator's results volume (`status.resultsPath`, printed); before that, while the
+    sweep-controller's results sidecar still holds it, it is downloaded into ARTIFACT_DIR/NAME/.
+    Exit 1 while there is no aggregate yet."""
+    from pathlib import Path
+
+    from aiperf.config.markers import SWEEP_AGGREGATE_FILES
+    from aiperf.kube import sidecar
+
+    async def work() -> int:
+        api, namespace = await _open(target)
+        async with api:
+            sweep = await get_cr(api, SWEEP_KIND, namespace, name)
+            if sweep is None:
+                _error(f"no AIPerfSweep {name} in namespace {namespace}")
+                return EXIT_USER_ERROR
+            status = sweep.get("status") or {}
+            if status.get("resultsAvailable"):
+                print(f"sweep {name} {status.get('phase')}: aggregate stored by the operator under "
+                      f"{status.get('resultsPath')} (run epoch {status.get('runEpoch')}); a child's results: "
+                      f"`aiperf kube results {name} --kind sweep -v VARIATION -t TRIAL --from-pods`")
+                return EXIT_OK
+            if (status.get("aggregation") or {}).get("phase") != "Complete":
+                _error(f"sweep {name} has no aggregate yet ({status.get('phase') or 'Pending'}, "
+                       f"{status.get('completedRuns') or 0}/{status.get('totalRuns') or '?'} runs)")
+                return EXIT_FAILED
+            selector = f"{ops.JOBSET_NAME_LABEL}=aiperf-sweep-{name}"
+            pods = (await ops._call(api, "GET", ops._path("v1", "pods", namespace),
+                                    query={"labelSelector": selector})).get("items") or []
+            if not pods:
+                _error(f"the sweep-controller pod of {name} is gone; the operator is harvesting the aggregate")
+                return EXIT_FAILED
+            dest = Path(artifact_dir) / name
+            dest.mkdir(parents=True, exist_ok=True)
+            pod = str(pods[-1]["metadata"]["name"])
+            for file_name in SWEEP_AGGREGATE_FILES:
+                await sidecar.download_export(api, namespace, pod, file_name, dest)
+        print(f"sweep aggregate: {dest}/ ({', '.join(SWEEP_AGGREGATE_FILES)}) from pod {pod}")
+        return EXIT_OK
+
+    return run_async(work)
+
+
 def list_sweeps(target: KubeTarget, *, all_namespaces: bool) -> int:
     """`kube list --kind sweep`: NAME, STATE, RUNS (done/total), CURRENT child, AGE."""
     from aiperf.cli.kube_runs import age, now
