@@ -31,6 +31,12 @@ def crds(kube: FakeKube) -> FakeKube:
     return kube
 
 
+def stored(kube: FakeKube, kind: str, name: str) -> dict[str, Any]:
+    obj = kube.get(API, kind, NS, name)
+    assert obj is not None, name
+    return obj
+
+
 def target(kube: FakeKube) -> tuple[str, ...]:
     return ("--kubeconfig", kube.kubeconfig_path, "-n", NS)
 
@@ -66,8 +72,7 @@ async def test_a_sweep_that_cannot_run_is_refused_before_submission(aiperf: Run,
 async def test_detach_creates_the_sweep_and_returns(aiperf: Run, crds: FakeKube) -> None:
     result = await aiperf("kube", "sweep", *BENCH, "--name", "sw", "--concurrency", "2,4", "--detach", *target(crds))
     assert result.code == 0, result.err
-    stored = crds.get(API, SWEEP_KIND, NS, "sw")
-    assert stored is not None and stored["spec"]["sweep"]["parameters"] == {"phases.profiling.concurrency": [2, 4]}
+    assert stored(crds, SWEEP_KIND, "sw")["spec"]["sweep"]["parameters"] == {"phases.profiling.concurrency": [2, 4]}
     again = await aiperf("kube", "sweep", *BENCH, "--name", "sw", "--concurrency", "2,4", "--detach", *target(crds))
     assert again.code == 2 and "already exists" in again.err
 
@@ -96,12 +101,12 @@ async def test_cancel_list_and_delete_understand_sweeps(aiperf: Run, crds: FakeK
 
     one = await aiperf("kube", "cancel", "sw", "--kind", "sweep", "-v", "0", "-t", "1", *target(crds))
     assert one.code == 0, one.err
-    assert crds.get(API, JOB_KIND, NS, "sw-v0-t1")["spec"]["cancel"] is True
-    assert not crds.get(API, JOB_KIND, NS, "sw-v1-t1")["spec"].get("cancel")
-    assert not crds.get(API, SWEEP_KIND, NS, "sw")["spec"].get("cancel")
+    assert stored(crds, JOB_KIND, "sw-v0-t1")["spec"]["cancel"] is True
+    assert not stored(crds, JOB_KIND, "sw-v1-t1")["spec"].get("cancel")
+    assert not stored(crds, SWEEP_KIND, "sw")["spec"].get("cancel")
 
     whole = await aiperf("kube", "cancel", "sw", "--kind", "sweep", *target(crds))
-    assert whole.code == 0 and crds.get(API, SWEEP_KIND, NS, "sw")["spec"]["cancel"] is True
+    assert whole.code == 0 and stored(crds, SWEEP_KIND, "sw")["spec"]["cancel"] is True
 
     missing = await aiperf("kube", "cancel", "sw", "--kind", "sweep", "-v", "7", *target(crds))
     assert missing.code == 2 and "sw-v7-t1" in missing.err
@@ -143,5 +148,5 @@ async def test_results_of_a_sweep_are_its_aggregate(aiperf: Run, crds: FakeKube,
     assert {p.name: p.read_bytes() for p in (tmp_path / "sw").iterdir()} == files
     crds.set_status(API, SWEEP_KIND, NS, "sw", {"phase": "Completed", "resultsAvailable": True, "runEpoch": "1790000000",
                                                 "resultsPath": "bench/sweeps/sw/1790000000"})
-    stored = await aiperf("kube", "results", "sw", "--kind", "sweep", *target(crds))
-    assert stored.code == 0 and "bench/sweeps/sw/1790000000" in stored.out
+    done = await aiperf("kube", "results", "sw", "--kind", "sweep", *target(crds))
+    assert done.code == 0 and "bench/sweeps/sw/1790000000" in done.out

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from functools import partial
+from typing import Any
 from pathlib import Path
 
 import anyio
@@ -52,8 +54,20 @@ async def client(kube: FakeKube) -> AsyncIterator[ApiClient]:
     await api.close()
 
 
-def jobset(kube: FakeKube) -> dict | None:
+def jobset(kube: FakeKube) -> dict[str, Any] | None:
     return kube.get(JOBSET_API_VERSION, "JobSet", NS, f"aiperf-sweep-{NAME}")
+
+
+def has_child(kube: FakeKube, name: str) -> bool:
+    return bool(child(kube, name))
+
+
+def is_current(kube: FakeKube, name: str) -> bool:
+    return sweep_status(kube).get("currentChild") == name
+
+
+def completed(kube: FakeKube, name: str) -> bool:
+    return phase(kube, name) == "Completed"
 
 
 async def test_a_two_variation_sweep_completes_with_its_aggregate_on_the_results_volume(
@@ -69,7 +83,9 @@ async def test_a_two_variation_sweep_completes_with_its_aggregate_on_the_results
                               ("RoleBinding", "rbac.authorization.k8s.io/v1"), ("JobSet", JOBSET_API_VERSION)):
             owned = kube.get(version, kind, NS, f"aiperf-sweep-{NAME}")
             assert owned is not None and owned["metadata"]["ownerReferences"][0]["uid"] == uid, kind
-        env = {e["name"]: e["value"] for e in jobset(kube)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        live_jobset = jobset(kube)
+        assert live_jobset is not None
+        env = {e["name"]: e["value"] for e in live_jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
                ["spec"]["containers"][0]["env"]}
         assert env["AIPERF_SWEEP_UID"] == uid and env["AIPERF_SWEEP_EPOCH"] == status["runEpoch"]
 
@@ -82,13 +98,13 @@ async def test_a_two_variation_sweep_completes_with_its_aggregate_on_the_results
             tg.start_soon(run)
             for index, concurrency in enumerate((2, 4)):
                 name = f"{NAME}-v{index}-t1"
-                await kube.wait_until(lambda n=name: bool(child(kube, n)), timeout=20)
+                await kube.wait_until(partial(has_child, kube, name), timeout=20)
                 if index == 0:
-                    await kube.wait_until(lambda: sweep_status(kube).get("currentChild") == name)
+                    await kube.wait_until(partial(is_current, kube, name))
                     assert sweep_status(kube)["phase"] == "Running"
                     assert sweep_status(kube)["currentChildRef"]["variation"] == 0
                 sidecars.append(await finish_child(kube, name, concurrency))
-                await kube.wait_until(lambda n=name: phase(kube, n) == "Completed", timeout=20)
+                await kube.wait_until(partial(completed, kube, name), timeout=20)
         assert codes == [0]
         assert [s.shutdowns for s in sidecars] == [1, 1]  # each child's sidecar retired once read
         assert sweep_status(kube)["aggregation"]["phase"] == "Complete"
@@ -161,9 +177,9 @@ async def test_deleting_a_sweep_cancels_only_the_children_it_owns(kube: FakeKube
         await kube.wait_until(lambda: sweep_status(kube).get("phase") == "Initializing", timeout=20)
         uid = sweep_cr(kube)["metadata"]["uid"]
 
-        def job(name: str, owner_uid: str | None) -> dict:
+        def job(name: str, owner_uid: str | None) -> dict[str, Any]:
             body = sweep()
-            meta = {"name": name, "namespace": NS, "labels": {SWEEP_LABEL: NAME}, "finalizers": ["test.aiperf/hold"]}
+            meta: dict[str, Any] = {"name": name, "namespace": NS, "labels": {SWEEP_LABEL: NAME}, "finalizers": ["test.aiperf/hold"]}
             if owner_uid is not None:
                 meta["ownerReferences"] = [{"apiVersion": CR_API, "kind": SWEEP_KIND, "name": NAME, "uid": owner_uid,
                                             "controller": True}]
@@ -202,7 +218,7 @@ async def test_a_restarted_sweep_controller_replans_identically_and_adopts_its_c
             codes.append(await controller(client, kube, work, summaries).run())
         tg.start_soon(run)
         for name in names[1:]:
-            await kube.wait_until(lambda n=name: bool(child(kube, n)))
+            await kube.wait_until(partial(has_child, kube, name))
             kube.set_status(CR_API, JOB_KIND, NS, name, {"phase": "Completed"})
     assert codes == [0]
     assert child(kube, names[0])["metadata"]["uid"] == first["metadata"]["uid"]  # adopted, not recreated
@@ -210,10 +226,10 @@ async def test_a_restarted_sweep_controller_replans_identically_and_adopts_its_c
     assert len(created) == 3
     plan = plan_for(decode(cr["spec"]), uid)
     assert [r.seed for r in plan.runs] == [uid_seed(uid)] * 3
-    for run, name in zip(plan.runs, names, strict=True):
+    for planned, name in zip(plan.runs, names, strict=True):
         spec = child(kube, name)["spec"]
-        assert spec["benchmark"]["random_seed"] == run.seed
-        assert spec["benchmark"]["phases"][0]["concurrency"] == run.variation.values["phases.profiling.concurrency"]
+        assert planned.variation is not None and spec["benchmark"]["random_seed"] == planned.seed
+        assert spec["benchmark"]["phases"][0]["concurrency"] == planned.variation.values["phases.profiling.concurrency"]
     aggregate = json.loads((work / "aggregate.json").read_text())
     assert [c["name"] for c in aggregate["children"]] == names
 

@@ -83,7 +83,7 @@ def build_sweep(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags
     swept = sweep_parameters(options.sweep_values)
     if not swept:
         raise FlagError("kube sweep: give at least one comma list, e.g. --concurrency 4,8,16")
-    base = dataclasses.replace(flags, **{field: values[0] for field, values in swept.items()})
+    base = dataclasses.replace(flags, **{field: values[0] for field, values in swept.items()})  # type: ignore[arg-type]
     job = build_job(build_deployment(target, deploy, base), log_level=deploy.log_level)
     spec = dict(job["spec"])
     spec.pop("ttlSecondsAfterFinished", None)  # the sweep's own TTL: the operator's default

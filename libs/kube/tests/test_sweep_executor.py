@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 
@@ -19,7 +21,7 @@ from aiperf.kube.sweep_executor import (
     uid_seed,
 )
 
-SPEC = {
+SPEC: dict[str, Any] = {
     "benchmark": {"models": ["m"], "phases": [{"type": "concurrency", "name": "profiling", "requests": 8}]},
     "sweep": {"type": "zip", "parameters": {"phases.profiling.concurrency": [2, 4],
                                             "datasets.0.prompts.isl.mean": [100, 200]}, "cooldownSeconds": 3},

@@ -6,6 +6,8 @@ entry point's one-line errors."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +43,23 @@ class Summaries:
     def __init__(self, docs: dict[str, dict[str, Any] | None]) -> None:
         self.docs = docs
 
-    async def fetch(self, child: dict[str, Any]) -> dict[str, Any] | None:
+    async def fetch(self, child: Mapping[str, Any]) -> dict[str, Any] | None:
         return self.docs.get(child["metadata"]["name"])
+
+
+def stored(kube: FakeKube, kind: str, name: str) -> dict[str, Any]:
+    obj = kube.get(API, kind, NS, name)
+    assert obj is not None, name
+    return obj
+
+
+def exists(kube: FakeKube, name: str) -> bool:
+    return kube.get(API, JOB_KIND, NS, name) is not None
 
 
 def make(api: ApiClient, kube: FakeKube, tmp: Path, docs: dict[str, dict[str, Any] | None],
          sleeps: list[float]) -> SweepController:
-    uid = kube.get(API, SWEEP_KIND, NS, "s")["metadata"]["uid"]
+    uid = stored(kube, SWEEP_KIND, "s")["metadata"]["uid"]
 
     async def sleep(seconds: float) -> None:
         sleeps.append(seconds)
@@ -58,7 +70,7 @@ def make(api: ApiClient, kube: FakeKube, tmp: Path, docs: dict[str, dict[str, An
 
 async def finish_children(kube: FakeKube, phases: dict[str, str]) -> None:
     for name, phase in phases.items():
-        await kube.wait_until(lambda n=name: kube.get(API, JOB_KIND, NS, n) is not None)
+        await kube.wait_until(partial(exists, kube, name))
         assert all(kube.get(API, JOB_KIND, NS, later) is None for later in list(phases)[list(phases).index(name) + 1:])
         kube.set_status(API, JOB_KIND, NS, name, {"phase": phase})
 
@@ -77,7 +89,7 @@ async def test_children_run_one_after_another_and_a_variation_below_min_runs_is_
         tg.start_soon(run)
         await finish_children(kube, {n: "Completed" for n in names})
     assert codes == [0] and sleeps == [7, 7, 7, 7]  # between variations; the trial cooldown is 0
-    status = kube.get(API, SWEEP_KIND, NS, "s")["status"]["aggregation"]
+    status = stored(kube, SWEEP_KIND, "s")["status"]["aggregation"]
     assert status["phase"] == "Complete" and status["failedVariations"] == ["concurrency_3"]
     aggregate = json.loads((tmp_path / "aggregate.json").read_text())
     assert aggregate["variations"]["concurrency_3"]["failed_runs"] == [2]
@@ -89,7 +101,7 @@ async def test_an_invalid_variation_fails_the_sweep_before_any_child(kube: FakeK
                                                                      tmp_path: Path) -> None:
     kube.create(sweep([2, 0]))
     assert await make(api, kube, tmp_path, {}, []).run() == EXIT_BAD_SPEC
-    aggregation = kube.get(API, SWEEP_KIND, NS, "s")["status"]["aggregation"]
+    aggregation = stored(kube, SWEEP_KIND, "s")["status"]["aggregation"]
     assert aggregation["phase"] == "Failed" and "concurrency_0" in aggregation["message"]
     assert kube.requests_for("POST", f"/apis/{API}/namespaces/{NS}/aiperfjobs") == []
 
