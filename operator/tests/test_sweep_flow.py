@@ -8,8 +8,8 @@ import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import anyio
 import kopf
