@@ -76,6 +76,8 @@ EXPECTED_OPERATOR_RULES = [
     {"apiGroups": ["aiperf.nvidia.com"],
      "resources": ["aiperfjobs", "aiperfsweeps", "aiperfjobs/status", "aiperfsweeps/status"],
      "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["aiperf.nvidia.com"], "resources": ["aiperfjobs"], "verbs": ["create"]},
+    {"apiGroups": ["aiperf.nvidia.com"], "resources": ["aiperfsweeps"], "verbs": ["delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch", "create", "patch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "create"]},
@@ -97,7 +99,7 @@ def test_the_operator_cluster_role_is_exactly_the_pinned_set(objects: list[Obj])
     assert rules == EXPECTED_OPERATOR_RULES
     assert all("*" not in r["apiGroups"] + r["resources"] + r["verbs"] for r in rules)
     assert not {"escalate", "bind", "impersonate", "deletecollection", "update"} & {v for r in rules for v in r["verbs"]}
-    assert {r for g, r, v in triples(rules) if v == "delete"} == {"jobsets"}
+    assert {r for g, r, v in triples(rules) if v == "delete"} == {"jobsets", "aiperfsweeps"}
     # Secrets: the run's CURVE key Secret is created (and read by name on a conflict), never listed.
     assert {v for _, r, v in triples(rules) if r == "secrets"} == {"get", "create"}
 
@@ -106,6 +108,13 @@ def test_the_operator_holds_every_grant_of_the_run_role_it_creates(objects: list
     """The API server lets a subject create a Role only with rules it holds itself (no escalate)."""
     python_role = {(g, r, v) for g, resources, verbs in RULES for r in resources for v in verbs}
     assert python_role <= triples(one(objects, "ClusterRole", "aiperf-operator")["rules"])
+
+
+def test_the_operator_holds_every_grant_of_the_sweep_controller_role_it_creates(objects: list[Obj]) -> None:
+    from aiperf.operator.sweep_desired import SWEEP_RULES
+
+    sweep_role = {(g, r, v) for g, resources, verbs, _ in SWEEP_RULES for r in resources for v in verbs}
+    assert sweep_role <= triples(one(objects, "ClusterRole", "aiperf-operator")["rules"])
 
 
 def test_the_charts_benchmark_role_is_a_subset_of_the_run_role(objects: list[Obj]) -> None:

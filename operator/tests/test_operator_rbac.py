@@ -72,3 +72,30 @@ async def test_the_charts_cluster_role_suffices_for_startup_diagnosis() -> None:
             clock.advance(DEFAULT_THRESHOLDS.fail_after_s)
             await kube.wait_until(lambda: phase(kube) == "Failed" and jobset(kube) is None)
         assert metrics.value("errors", "resync") == 0
+
+
+async def test_the_charts_cluster_role_suffices_for_a_sweep_and_its_deletion() -> None:
+    # Sweep-controller RBAC + JobSet created, a child cancelled when the sweep is deleted.
+    from _sweep import sweep, sweep_cr, sweep_status
+
+    from aiperf.kube.crd_model import SWEEP_KIND
+    from aiperf.kube.sweep_executor import SWEEP_LABEL
+    from aiperf.operator import api as kapi
+
+    async with FakeKube(namespaces=[NS, RELEASE_NS], rbac=True) as kube:
+        token = _install_chart_rbac(kube)
+        kube.install_crd(build_crd(SWEEP_KIND))
+        async with operator(kube, token=token) as metrics:
+            kube.create(sweep())
+            await kube.wait_until(lambda: sweep_status(kube).get("phase") == "Initializing", timeout=20)
+            owner = sweep_cr(kube)["metadata"]
+            body = job("sw-v0-t1")
+            body["metadata"].update(labels={SWEEP_LABEL: "sw"}, finalizers=["test.aiperf/hold"], ownerReferences=[
+                {"apiVersion": "aiperf.nvidia.com/v1alpha1", "kind": SWEEP_KIND, "name": "sw", "uid": owner["uid"],
+                 "controller": True}])
+            kube.create(body)
+            await kube.wait_until(lambda: phase(kube, "sw-v0-t1") == "Initializing", timeout=20)
+            async with await new_client_from_config(kube.kubeconfig_path, persist_config=False) as admin:
+                await kapi.delete(admin, "aiperf.nvidia.com/v1alpha1", SWEEP_KIND, NS, "sw", uid=owner["uid"])
+            await kube.wait_until(lambda: (cr(kube, "sw-v0-t1").get("spec") or {}).get("cancel") is True, timeout=20)
+        assert metrics.value("errors", "sweep-create") == 0

@@ -280,3 +280,45 @@ async def test_runs_that_never_start_fail_past_their_bounds(tmp_path: Path) -> N
             assert any(cond["type"] == reason and cond["status"] == "True" for cond in final["conditions"]), final
             await kube.wait_until(lambda n=name: kube.get(JOBSET_API_VERSION, "JobSet", NS, f"aiperf-{n}") is None,
                                   timeout=60)
+
+
+SWEEP_IMAGE = "localhost/aiperf/sweep-controller:latest"
+
+
+def sweep_status(kube: FakeKube, name: str) -> dict[str, Any]:
+    return dict((kube.get(CR_API, SWEEP_KIND, NS, name) or {}).get("status") or {})
+
+
+@pytest.mark.timeout(1800)
+async def test_a_two_variation_sweep_completes_through_the_operator(tmp_path: Path) -> None:
+    """`aiperf kube sweep --concurrency 2,4 --detach` submits an AIPerfSweep; the operator starts
+    the sweep-controller pod (its own image and ServiceAccount, RBAC enforced), which creates the
+    two child AIPerfJobs one after another, reads each child's summary from its results sidecar,
+    and writes the sweep aggregate; the operator harvests it onto its volume, completes the sweep
+    and deletes the sweep's JobSet."""
+    have = podman("images", "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout.split()
+    if SWEEP_IMAGE not in have:
+        pytest.fail(f"AIPERF_PODMAN_E2E=1 but {SWEEP_IMAGE} is missing (scripts/images/ci.sh builds it)")
+    async with cluster(tmp_path) as c:
+        kube = c.kube
+        argv = ["kube", "sweep", "--model", "mock", "--url", f"http://{MOCK_ALIAS}:{MOCK_PORT}",
+                "--endpoint-type", "chat", "--streaming", "--concurrency", "2,4", "--request-count", "20",
+                "--name", "sw", "--total-workers", "1", "--workers-per-pod", "1", "--detach",
+                "--kubeconfig", kube.kubeconfig_path, "-n", NS]
+        assert await anyio.to_thread.run_sync(main, argv) == 0
+        await kube.wait_until(lambda: sweep_status(kube, "sw").get("phase") in ("Completed", "Failed", "Cancelled"),
+                              timeout=3 * RUN_S)
+        final = sweep_status(kube, "sw")
+        assert final["phase"] == "Completed", final
+        assert final["runStates"] == {"sw-v0-t1": "Completed", "sw-v1-t1": "Completed"}, final
+        assert final["resultsAvailable"] is True and final["resultsPath"] == f"{NS}/sweeps/sw/{final['runEpoch']}"
+        aggregate = json.loads((c.results / final["resultsPath"] / "aggregate.json").read_text())
+        combos = aggregate["sweep_aggregate"]["per_combination_metrics"]
+        assert [x["label"] for x in combos] == ["concurrency_2", "concurrency_4"], combos
+        assert all(x["num_successful_runs"] == 1 for x in combos), combos
+        assert all(x["metrics"]["request_count"]["avg"]["mean"] == 20 for x in combos), combos
+        for child in ("sw-v0-t1", "sw-v1-t1"):  # each child's own results on the volume too
+            child_status = status(kube, child)
+            assert (c.results / child_status["resultsPath"] / "profile_export_aiperf.json").exists(), child_status
+        await kube.wait_until(lambda: kube.get(JOBSET_API_VERSION, "JobSet", NS, "aiperf-sweep-sw") is None,
+                              timeout=60)

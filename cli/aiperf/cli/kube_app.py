@@ -15,6 +15,12 @@ from cyclopts import Parameter
 
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.profile_options import ProfileFlags
+from aiperf.cli.sweep_options import SWEEP_VALUES_FLAG
+
+Kind = Literal["job", "sweep"]
+KindFlag = Annotated[Kind, Parameter(name="--kind")]
+VariationFlag = Annotated[int | None, Parameter(name=["--variation", "-v"])]
+TrialFlag = Annotated[int | None, Parameter(name=["--trial", "-t"])]
 
 kube_app = cyclopts.App(
     name="kube",
@@ -137,10 +143,68 @@ def profile(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target:
                operator=operator, keep_sidecar=keep_sidecar)
 
 
+@kube_app.command
+def sweep(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
+          sweep_values: Annotated[list[str] | None, Parameter(name=SWEEP_VALUES_FLAG, show=False,
+                                                               consume_multiple=False)] = None,
+          sweep_type: Literal["grid", "zip"] = "grid", cooldown: float = 0.0, trials: int = 1,
+          trial_cooldown: float = 0.0, min_runs: int = 1, max_runs: int | None = None,
+          dry_run: bool = False, detach: bool = False) -> int:
+    """Run a parameter sweep on Kubernetes as an AIPerfSweep (needs the aiperf operator): one child
+    AIPerfJob per variation and trial, one after another, then the sweep aggregate (per
+    combination metrics, best configurations, Pareto set) on the operator's results volume.
+
+    Takes every `kube profile` flag; comma lists on sweepable flags (--concurrency 4,8,16,
+    --request-rate, --request-count, --benchmark-duration, --isl, --osl, --num-dataset-entries)
+    are the swept parameters. The sweep is checked against the CRD and planned before it is
+    submitted. Exit 0 completed, 1 failed or cancelled, 2 a mistake in the flags.
+
+    Parameters
+    ----------
+    sweep_type
+        grid (every combination of the comma lists) or zip (the i-th value of each).
+    cooldown
+        Seconds between variations.
+    trials
+        Runs of every variation (1-100); the aggregate gives each metric's confidence interval.
+    trial_cooldown
+        Seconds before each trial after the first.
+    min_runs
+        Successful trials every variation needs (at most --trials); fewer fails the sweep.
+    max_runs
+        Refuse a sweep that plans more child runs than this (variations x trials).
+    dry_run
+        Print the AIPerfSweep as YAML and stop (no API calls).
+    detach
+        Return once the AIPerfSweep is created.
+    """
+    from aiperf.cli.kube_sweep import SweepOptions, sweep_command
+
+    options = SweepOptions(sweep_values=sweep_values, sweep_type=sweep_type, cooldown=cooldown, trials=trials,
+                           trial_cooldown=trial_cooldown, min_runs=min_runs, max_runs=max_runs)
+    return sweep_command(target, deploy, flags, options, dry_run=dry_run, detach=detach)
+
+
+def _resolved(target: KubeTarget, name: str, kind: Kind, variation: int | None, trial: int | None) -> str | int:
+    """The run a job command acts on (see `aiperf.cli.kube_sweep.resolve_name`), or the exit code."""
+    from aiperf.cli.kube_commands import guarded
+    from aiperf.cli.kube_sweep import resolve_name
+
+    out: list[str] = []
+
+    def work() -> int:
+        out.append(resolve_name(target, name, kind, variation, trial))
+        return 0
+
+    code = guarded(work)
+    return out[0] if out else code
+
+
 @kube_app.command(name="list")
 def list_(*, target: KubeTarget = _TARGET,
           all_namespaces: Annotated[bool, Parameter(name=["--all-namespaces", "-A"])] = False,
-          watch: Annotated[bool, Parameter(name=["--watch", "-w"])] = False, timeout: float | None = None) -> int:
+          watch: Annotated[bool, Parameter(name=["--watch", "-w"])] = False, timeout: float | None = None,
+          kind: Annotated[Kind | None, Parameter(name="--kind")] = None) -> int:
     """List the runs: NAME, STATE, PROGRESS (requests done/total, when the cluster serves AIPerfJobs), AGE.
 
     The runs are the AIPerfJobs (operator mode; STATE is the phase: Pending, Initializing,
@@ -156,7 +220,18 @@ def list_(*, target: KubeTarget = _TARGET,
         Ctrl-C or --timeout; a cut or expired watch resumes by itself. Exit 0.
     timeout
         With --watch: stop after this many seconds.
+    kind
+        sweep: list the AIPerfSweeps instead (NAME, STATE, RUNS done/total, CURRENT child, AGE);
+        job: the runs (the default).
     """
+    if kind == "sweep":
+        from aiperf.cli.kube_commands import _error
+        from aiperf.cli.kube_sweep import list_sweeps
+
+        if watch:
+            _error("--watch: lists runs only; `kubectl get aiperfsweeps -w` follows sweeps")
+            return 2
+        return list_sweeps(target, all_namespaces=all_namespaces)
     from aiperf.cli.kube_list import list_command
 
     return list_command(target, all_namespaces=all_namespaces, watch=watch, timeout=timeout)
@@ -207,7 +282,8 @@ def debug(name: str, *, target: KubeTarget = _TARGET,
 @kube_app.command
 def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
             artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
-            = "artifacts", epoch: str | None = None, operator_namespace: str = "aiperf-system") -> int:
+            = "artifacts", epoch: str | None = None, operator_namespace: str = "aiperf-system",
+            kind: KindFlag = "job", variation: VariationFlag = None, trial: TrialFlag = None) -> int:
     """Download a run's result files into ARTIFACT_DIR/NAME/.
 
     Operator mode (default): from the operator's results server (port 8081, through the API
@@ -228,10 +304,24 @@ def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
         A stored run other than the CR's (`GET /api/v1/results/NS/NAME/runs` lists them).
     operator_namespace
         Namespace of the aiperf-operator chart (its results server's Service).
+    kind
+        sweep: NAME is an AIPerfSweep: its aggregate (where the operator stored it, or from its
+        sweep-controller pod before that); with -v/-t the results of that child.
+    variation
+        With --kind sweep: the variation (from 0) of the child.
+    trial
+        With --kind sweep: the trial (from 1) of the child.
     """
     from aiperf.cli.kube_commands import results as run
 
-    return run(target, name, from_pods=from_pods, artifact_dir=artifact_dir, epoch=epoch,
+    if kind == "sweep" and variation is None and trial is None:
+        from aiperf.cli.kube_sweep import sweep_results
+
+        return sweep_results(target, name, artifact_dir=artifact_dir)
+    resolved = _resolved(target, name, kind, variation, trial)
+    if isinstance(resolved, int):
+        return resolved
+    return run(target, resolved, from_pods=from_pods, artifact_dir=artifact_dir, epoch=epoch,
                operator_namespace=operator_namespace)
 
 
@@ -274,21 +364,36 @@ def shutdown(name: str, *, target: KubeTarget = _TARGET) -> int:
 
 
 @kube_app.command
-def cancel(name: str, *, target: KubeTarget = _TARGET) -> int:
+def cancel(name: str, *, target: KubeTarget = _TARGET, kind: KindFlag = "job", variation: VariationFlag = None,
+           trial: TrialFlag = None) -> int:
     """Cancel a run: operator mode sets the AIPerfJob's spec.cancel, direct mode suspends the JobSet; its pods stop.
 
     Parameters
     ----------
     name
-        Run name.
+        Run name (with --kind sweep: the AIPerfSweep's).
+    kind
+        sweep: cancel the AIPerfSweep (its current child is cancelled, no other starts); with -v/-t
+        cancel that one child only.
+    variation
+        With --kind sweep: the variation (from 0) of the child to cancel.
+    trial
+        With --kind sweep: the trial (from 1) of the child to cancel.
     """
     from aiperf.cli.kube_commands import cancel as run
 
-    return run(target, name)
+    if kind == "sweep" and variation is None and trial is None:
+        from aiperf.cli.kube_sweep import cancel_sweep
+
+        return cancel_sweep(target, name)
+    resolved = _resolved(target, name, kind, variation, trial)
+    if isinstance(resolved, int):
+        return resolved
+    return run(target, resolved)
 
 
 @kube_app.command
-def delete(name: str, *, uid: str | None = None, target: KubeTarget = _TARGET) -> int:
+def delete(name: str, *, uid: str | None = None, target: KubeTarget = _TARGET, kind: KindFlag = "job") -> int:
     """Delete a run: its AIPerfJob (operator mode), else its JobSet (with its pods), ConfigMap,
     RoleBinding, Role and ServiceAccount. Each object is deleted only if it is still the one
     just read (UID precondition).
@@ -300,7 +405,13 @@ def delete(name: str, *, uid: str | None = None, target: KubeTarget = _TARGET) -
     uid
         Delete only if the run's JobSet has this UID (from `kube list -o json`): a newer run with
         the same name is left alone.
+    kind
+        sweep: delete the AIPerfSweep NAME (the operator cancels its children; they go with it).
     """
+    if kind == "sweep":
+        from aiperf.cli.kube_sweep import delete_sweep
+
+        return delete_sweep(target, name, uid=uid)
     from aiperf.cli.kube_commands import delete as run
 
     return run(target, name, uid=uid)
@@ -394,7 +505,8 @@ def show(name: str | None = None, *, target: KubeTarget = _TARGET,
 
 
 @kube_app.command
-def attach(name: str, *, target: KubeTarget = _TARGET, interval: float = 1.0) -> int:
+def attach(name: str, *, target: KubeTarget = _TARGET, interval: float = 1.0, kind: KindFlag = "job",
+           variation: VariationFlag = None, trial: TrialFlag = None) -> int:
     """Follow a run's progress live: state, requests done of expected, errors, elapsed time.
 
     Streams the api's progress WebSocket (/ws/progress) from the run's controller pod through the
@@ -408,7 +520,16 @@ def attach(name: str, *, target: KubeTarget = _TARGET, interval: float = 1.0) ->
         Run name.
     interval
         Seconds between checks while waiting for the pod, and between polls without WebSockets.
+    kind
+        sweep: NAME is an AIPerfSweep; follow its child -v/-t (else its current child).
+    variation
+        With --kind sweep: the variation (from 0) of the child.
+    trial
+        With --kind sweep: the trial (from 1) of the child.
     """
     from aiperf.cli.kube_attach import attach_command
 
-    return attach_command(target, name, interval=interval)
+    resolved = _resolved(target, name, kind, variation, trial)
+    if isinstance(resolved, int):
+        return resolved
+    return attach_command(target, resolved, interval=interval)

@@ -229,6 +229,10 @@ def prepare_kube_argv(argv: Sequence[str]) -> list[str]:
     from aiperf.cli.kube_flags import expand_dotted_flags
 
     args = expand_dotted_flags(argv)
+    if len(args) >= 2 and args[1] == "sweep":  # comma lists on sweepable flags, as `aiperf profile`
+        from aiperf.cli.sweep_options import prepare_profile_argv
+
+        args = [*args[:2], *prepare_profile_argv(args[2:])]
     if len(args) < 2 or args[1] not in CONFIG_COMMANDS:
         return args
     path = None

@@ -135,6 +135,8 @@ INVALID: list[tuple[str, str, Callable[[Doc], None], str, str]] = [
      "spec.sweep.parameters", "keys must match"),
     ("sweep-path-length", SWEEP_KIND, lambda d: d["spec"]["sweep"]["parameters"].update({"a" * 257: [1]}),
      "spec.sweep.parameters", "keys must have at most 256 characters"),
+    ("min-runs-above-num-runs", SWEEP_KIND, lambda d: d["spec"].update(multiRun={"numRuns": 2, "minRuns": 3}),
+     "spec.multiRun.minRuns", "minRuns: at most numRuns"),
 ]
 
 

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 
 from aiperf.config import ConfigError
-from aiperf.config.sweep import RunExecutor
 from aiperf.kube.crd_model import AIPerfSweepSpec
-from aiperf.kube.sweep_executor import ChildJobExecutor, benchmark_of, plan_of
+from aiperf.kube.sweep_executor import (
+    SWEEP_LABEL,
+    benchmark_of,
+    child_body,
+    child_name,
+    is_owned_by,
+    plan_for,
+    plan_of,
+    run_benchmark,
+    uid_seed,
+)
 
-SPEC = {
+SPEC: dict[str, Any] = {
     "benchmark": {"models": ["m"], "phases": [{"type": "concurrency", "name": "profiling", "requests": 8}]},
     "sweep": {"type": "zip", "parameters": {"phases.profiling.concurrency": [2, 4],
                                             "datasets.0.prompts.isl.mean": [100, 200]}, "cooldownSeconds": 3},
@@ -37,9 +48,24 @@ def test_an_invalid_variation_is_named() -> None:
         benchmark_of(spec, plan_of(spec).variations[0])
 
 
-def test_child_job_executor_is_a_run_executor_stub() -> None:
+def test_an_unseeded_sweep_is_seeded_from_its_uid_and_a_seeded_one_keeps_its_seed() -> None:
     spec = msgspec.convert(SPEC, AIPerfSweepSpec)
-    plan = plan_of(spec)
-    executor: RunExecutor = ChildJobExecutor(namespace="bench", sweep_name="s")
-    with pytest.raises(NotImplementedError, match="not implemented yet"):
-        executor.execute(plan.runs[0], benchmark_of(spec, plan.variations[0]))
+    first, again = plan_for(spec, "uid-a"), plan_for(spec, "uid-a")
+    assert [r.seed for r in first.runs] == [r.seed for r in again.runs] == [uid_seed("uid-a")] * 4
+    assert uid_seed("uid-a") != uid_seed("uid-b")
+    seeded = msgspec.convert({**SPEC, "benchmark": {**SPEC["benchmark"], "random_seed": 7}}, AIPerfSweepSpec)
+    assert {r.seed for r in plan_for(seeded, "uid-a").runs} == {7}
+
+
+def test_a_child_is_named_by_variation_and_trial_and_owned_by_the_sweep() -> None:
+    spec = msgspec.convert({**SPEC, "image": "reg/aiperf/all:1", "ttlSecondsAfterFinished": 9}, AIPerfSweepSpec)
+    cr = {"metadata": {"name": "s", "namespace": "bench", "uid": "u-1"}, "spec": msgspec.to_builtins(spec)}
+    plan = plan_for(spec, "u-1")
+    run = plan.runs[3]
+    body = child_body(cr, run, run_benchmark(spec, run))
+    meta = body["metadata"]
+    assert meta["name"] == child_name("s", run) == "s-v1-t2"
+    assert meta["labels"][SWEEP_LABEL] == "s" and is_owned_by(body, "s", "u-1") and not is_owned_by(body, "s", "u-2")
+    assert body["spec"]["image"] == "reg/aiperf/all:1" and "ttlSecondsAfterFinished" not in body["spec"]
+    assert "sweep" not in body["spec"] and body["spec"]["benchmark"]["random_seed"] == uid_seed("u-1")
+    assert body["spec"]["benchmark"]["phases"][0]["concurrency"] == 4

@@ -18,7 +18,8 @@ from aiperf.kube.client import api_status
 Obj = dict[str, Any]
 JSON, JSON_PATCH, MERGE_PATCH = "application/json", "application/json-patch+json", "application/merge-patch+json"
 _PLURALS = {"Role": "roles", "RoleBinding": "rolebindings", "ConfigMap": "configmaps", "JobSet": "jobsets",
-            "ServiceAccount": "serviceaccounts", "AIPerfJob": "aiperfjobs", "Pod": "pods"}
+            "ServiceAccount": "serviceaccounts", "AIPerfJob": "aiperfjobs", "AIPerfSweep": "aiperfsweeps",
+           "Pod": "pods", "Event": "events"}
 
 
 def plural(kind: str) -> str:
@@ -98,3 +99,11 @@ def describe(exc: ApiException) -> str:
     """`409 Conflict: message` for a log line or an error."""
     code, reason, message = api_status(exc)
     return f"{code} {reason}: {message}"
+
+
+async def list_objects(api: ApiClient, api_version: str, kind: str, namespace: str, *,
+                       label_selector: str | None = None) -> list[Obj]:
+    """The objects of `kind` in `namespace` (narrowed by `label_selector`)."""
+    query = {"labelSelector": label_selector} if label_selector else None
+    found = await call(api, "GET", path(api_version, kind, namespace), query=query)
+    return list(found.get("items") or [])

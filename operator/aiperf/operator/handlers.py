@@ -9,7 +9,13 @@
   the phase is Initializing -> `sync` (which promotes it to Running);
 - AIPerfJob deletion -> `deleted` (the results index drops a run not yet stored; kopf holds its
   finalizer until it returns);
-- JobSet events (label `app.kubernetes.io/name=aiperf`) -> `jobset_event`.
+- JobSet events (label `app.kubernetes.io/name=aiperf`) -> `jobset_event`;
+- AIPerfSweep (`aiperf.operator.sweep.SweepReconciler`): create -> `create`; update of
+  `spec.cancel` -> `cancel`; update of `spec.ttlSecondsAfterFinished` -> `acknowledge` + `sync`;
+  the sweep-controller setting `status.aggregation.phase: Complete` (an event filter: kopf's
+  change detection never sees status), resume and a timer every `resync_interval` seconds ->
+  `sync` (harvest, completion, TTL reaper); delete -> `delete` (cancels the children it owns);
+- events of an AIPerfJob whose controller owner is an AIPerfSweep -> `child_event` (the roll-up).
 The registry has no login handler: the caller adds one (main.py from the kubeconfig or the
 pod's ServiceAccount; tests from the fake API server). Every handler counts itself in `metrics`.
 """
@@ -25,7 +31,7 @@ from typing import Any
 import kopf
 from kubernetes_asyncio.client import ApiClient
 
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JobPhase
+from aiperf.kube.crd_model import API_GROUP, API_VERSION, SWEEP_KIND, JobPhase
 from aiperf.kube.ops import APP_LABEL, APP_LABEL_VALUE
 from aiperf.operator.desired import Defaults
 from aiperf.operator.metrics import Metrics
@@ -33,8 +39,10 @@ from aiperf.operator.reconciler import JobReconciler, utc_now
 from aiperf.operator.results import ResultsStore
 from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
 from aiperf.operator.status import RUNNING_SUBPHASES
+from aiperf.operator.sweep import SweepReconciler
 
 JOBS = (API_GROUP, API_VERSION, "aiperfjobs")
+SWEEPS = (API_GROUP, API_VERSION, "aiperfsweeps")
 JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 
 
@@ -46,6 +54,7 @@ class _Holder:
     def __init__(self) -> None:
         self.api: ApiClient | None = None
         self.reconciler: JobReconciler | None = None
+        self.sweeps: SweepReconciler | None = None
         self._busy = 0
         self._idle: asyncio.Event | None = None
 
@@ -62,7 +71,7 @@ class _Holder:
                 self._idle.set()
 
     async def close(self, timeout: float) -> None:
-        api, self.api, self.reconciler = self.api, None, None
+        api, self.api, self.reconciler, self.sweeps = self.api, None, None, None
         if self._busy:
             self._idle = asyncio.Event()
             with contextlib.suppress(TimeoutError):
@@ -109,6 +118,8 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
         holder.reconciler = JobReconciler(api=holder.api, defaults=defaults, metrics=metrics,
                                           retry_delay=retry_delay, thresholds=thresholds, clock=clock,
                                           results=results)
+        holder.sweeps = SweepReconciler(api=holder.api, jobs=holder.reconciler, defaults=defaults, clock=clock,
+                                        retry_delay=retry_delay, results=results)
 
     @kopf.on.cleanup(registry=registry)
     async def close_client(**_: Any) -> None:
@@ -149,7 +160,62 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
     async def on_jobset(body: kopf.Body, **_: Any) -> None:
         await counted("jobset", lambda r: r.jobset_event(_plain(body)))
 
+    async def sweeping(handler: str, work: Callable[[SweepReconciler], Awaitable[None]]) -> None:
+        async def run(reconciler: JobReconciler) -> None:
+            if holder.sweeps is None:
+                raise kopf.TemporaryError("the operator is starting or stopping", delay=1)
+            await work(holder.sweeps)
+        await counted(handler, run)
+
+    @kopf.on.create(*SWEEPS, id="sweep-create", registry=registry)
+    async def on_sweep_create(body: kopf.Body, **_: Any) -> None:
+        await sweeping("sweep-create", lambda s: s.create(_plain(body)))
+
+    @kopf.on.update(*SWEEPS, field="spec.cancel", id="sweep-cancel", registry=registry)
+    async def on_sweep_cancel(body: kopf.Body, **_: Any) -> None:
+        await sweeping("sweep-cancel", lambda s: s.cancel(_plain(body)))
+
+    @kopf.on.update(*SWEEPS, field="spec.ttlSecondsAfterFinished", id="sweep-ttl", registry=registry)
+    async def on_sweep_ttl(namespace: str | None, name: str, uid: str, **_: Any) -> None:
+        async def work(s: SweepReconciler) -> None:
+            await s.acknowledge(str(namespace), name, uid)
+            await s.sync(str(namespace), name, uid)
+        await sweeping("sweep-ttl", work)
+
+    @kopf.on.event(*SWEEPS, id="sweep-aggregated", when=_aggregate_ready, registry=registry)
+    async def on_sweep_aggregated(namespace: str | None, name: str, uid: str, **_: Any) -> None:
+        await sweeping("sweep-aggregated", lambda s: s.sync(str(namespace), name, uid))
+
+    @kopf.on.resume(*SWEEPS, id="sweep-resume", registry=registry)
+    async def on_sweep_resume(namespace: str | None, name: str, uid: str, **_: Any) -> None:
+        await sweeping("sweep-resume", lambda s: s.sync(str(namespace), name, uid))
+
+    @kopf.timer(*SWEEPS, id="sweep-resync", interval=resync_interval, registry=registry)
+    async def on_sweep_timer(namespace: str | None, name: str, uid: str, **_: Any) -> None:
+        await sweeping("sweep-resync", lambda s: s.sync(str(namespace), name, uid))
+
+    @kopf.on.delete(*SWEEPS, id="sweep-delete", registry=registry)
+    async def on_sweep_delete(body: kopf.Body, **_: Any) -> None:
+        await sweeping("sweep-delete", lambda s: s.delete(_plain(body)))
+
+    @kopf.on.event(*JOBS, id="sweep-child", when=_sweep_child, registry=registry)
+    async def on_sweep_child(body: kopf.Body, type: str | None, **_: Any) -> None:  # noqa: A002 - kopf's name
+        if type == "DELETED":
+            return
+        await sweeping("sweep-child", lambda s: s.child_event(_plain(body)))
+
     return registry
+
+
+def _aggregate_ready(status: kopf.Status, **_: Any) -> bool:
+    """The sweep-controller has written the aggregate and the sweep is not finished."""
+    return (status.get("aggregation") or {}).get("phase") in ("Complete", "Failed") and status.get("phase") not in (
+        JobPhase.COMPLETED.value, JobPhase.FAILED.value, JobPhase.CANCELLED.value)
+
+
+def _sweep_child(meta: kopf.Meta, **_: Any) -> bool:
+    """An AIPerfJob whose controller owner is an AIPerfSweep."""
+    return any(ref.get("controller") and ref.get("kind") == SWEEP_KIND for ref in meta.get("ownerReferences") or [])
 
 
 def _controller_is_running(status: kopf.Status, **_: Any) -> bool:

@@ -38,21 +38,22 @@ def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def claim(existing: Mapping[str, Any], *, owner_name: str, owner_uid: str) -> Claim:
-    """Judge `existing` against the AIPerfJob `owner_name` with UID `owner_uid` (see `Verdict`)."""
+def claim(existing: Mapping[str, Any], *, owner_name: str, owner_uid: str, owner_kind: str = JOB_KIND) -> Claim:
+    """Judge `existing` against the `owner_kind` (AIPerfJob or AIPerfSweep) `owner_name` with UID
+    `owner_uid` (see `Verdict`)."""
     meta = existing.get("metadata") or {}
     what = f"{existing.get('kind', 'object')} {meta.get('name', '?')}"
     ref = controller_of(existing)
     if ref is None:
-        return Claim(Verdict.FOREIGN, f"{what} already exists and no AIPerfJob owns it; delete it or "
-                                      "use another AIPerfJob name")
+        return Claim(Verdict.FOREIGN, f"{what} already exists and no {owner_kind} owns it; delete it or "
+                                      f"use another {owner_kind} name")
     group = str(ref.get("apiVersion", "")).partition("/")[0]
-    if ref.get("kind") != JOB_KIND or group != API_GROUP or ref.get("name") != owner_name:
+    if ref.get("kind") != owner_kind or group != API_GROUP or ref.get("name") != owner_name:
         return Claim(Verdict.FOREIGN, f"{what} already exists, owned by {ref.get('kind')} {ref.get('name')}; "
-                                      "delete it or use another AIPerfJob name")
+                                      f"delete it or use another {owner_kind} name")
     if ref.get("uid") != owner_uid:
-        return Claim(Verdict.WAIT, f"{what} still belongs to an earlier AIPerfJob {owner_name} "
+        return Claim(Verdict.WAIT, f"{what} still belongs to an earlier {owner_kind} {owner_name} "
                                    f"(uid {ref.get('uid')}); waiting for garbage collection to remove it")
     if meta.get("deletionTimestamp"):
         return Claim(Verdict.WAIT, f"{what} is being deleted; waiting until it is gone")
-    return Claim(Verdict.ADOPT, f"{what} already belongs to this AIPerfJob")
+    return Claim(Verdict.ADOPT, f"{what} already belongs to this {owner_kind}")

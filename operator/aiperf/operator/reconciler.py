@@ -96,14 +96,14 @@ class JobReconciler:
         meta = body["metadata"]
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
         if (body.get("spec") or {}).get("cancel") is True:
-            await self.write_status(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.CANCELLED, [
+            await self.write_status(ns, name, uid, lambda cr: self.terminal_once(cr, JobPhase.CANCELLED, [
                 Cond("Cancelled", True, "Cancelled", "spec.cancel was true at creation; nothing was started")]))
             return
         try:
             plan = plan_job(body, defaults=self._defaults)
         except InvalidSpec as exc:
             problem = str(exc)
-            await self.write_status(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.FAILED, [
+            await self.write_status(ns, name, uid, lambda cr: self.terminal_once(cr, JobPhase.FAILED, [
                 Cond("ConfigValid", False, "InvalidSpec", problem)]))
             raise kopf.PermanentError(f"invalid spec: {problem}") from None
         now = timestamp(self._clock())
@@ -161,7 +161,7 @@ class JobReconciler:
             await self.write_status(ns, name, uid, lambda cr: waiting)
             raise kopf.TemporaryError(reason, delay=self._retry_delay)
         conflict = [Cond("ResourcesCreated", False, "NameConflict", reason)]
-        await self.write_status(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.FAILED, conflict))
+        await self.write_status(ns, name, uid, lambda cr: self.terminal_once(cr, JobPhase.FAILED, conflict))
         raise kopf.PermanentError(reason)
 
     # -- sync ----------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ class JobReconciler:
             return  # the create handler is still at work
         jobset = await self._own_jobset(cr)
         if jobset is None:
-            await self.write_status(ns, name, uid, lambda live: self._terminal_once(live, JobPhase.FAILED, [
+            await self.write_status(ns, name, uid, lambda live: self.terminal_once(live, JobPhase.FAILED, [
                 Cond("ResourcesCreated", False, "JobSetMissing",
                      f"JobSet {jobset_name(name)} was deleted before the run finished")]))
             return
@@ -229,7 +229,7 @@ class JobReconciler:
 
         def claim(read: Obj) -> StatusChange | None:
             cond = startup.failure(read, fingerprint, now=now, thresholds=self._thresholds)
-            change = self._terminal_once(read, JobPhase.FAILED, [cond]) if cond is not None else None
+            change = self.terminal_once(read, JobPhase.FAILED, [cond]) if cond is not None else None
             return replace(change, expect=startup.claim_fence(fingerprint)) if change is not None else None
 
         failed = await self.write_status(ns, name, uid, claim)
@@ -273,11 +273,11 @@ class JobReconciler:
             done = Cond("ResultsStored", True, "Stored", f"{len(stored.files)} files under {stored.path}")
             values = {"resultsPath": stored.path, "runEpoch": epoch}
             written = await self.write_status(ns, name, uid, lambda live: _with_values(
-                self._terminal_once(live, JobPhase.COMPLETED, [done]), values))
+                self.terminal_once(live, JobPhase.COMPLETED, [done]), values))
         else:
             failed = Cond("ResultsStored", False, "ControlPlaneFailed",
                           f"the control plane exited {exit_code}; see `aiperf kube logs {name} -n {ns}`")
-            written = await self.write_status(ns, name, uid, lambda live: self._terminal_once(
+            written = await self.write_status(ns, name, uid, lambda live: self.terminal_once(
                 live, JobPhase.FAILED, [failed]))
         if written is None or (meta.get("annotations") or {}).get(sidecar.KEEP_SIDECAR_ANNOTATION) == "true":
             return
@@ -314,7 +314,7 @@ class JobReconciler:
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
         if (body.get("spec") or {}).get("cancel") is True and phase_of(body) not in TERMINAL:
             await self._suspend_jobset(body)
-            await self.write_status(ns, name, uid, lambda cr: self._terminal_once(cr, JobPhase.CANCELLED, [
+            await self.write_status(ns, name, uid, lambda cr: self.terminal_once(cr, JobPhase.CANCELLED, [
                 Cond("Cancelled", True, "Cancelled", "spec.cancel set; the JobSet was suspended")]))
             log.info("run.cancelled", namespace=ns, name=name)
         await self.acknowledge(ns, name, uid)
@@ -328,7 +328,7 @@ class JobReconciler:
     async def _time_out(self, cr: Mapping[str, Any]) -> None:
         meta = cr["metadata"]
         seconds = (cr.get("spec") or {}).get("timeoutSeconds")
-        written = await self.write_status(meta["namespace"], meta["name"], meta["uid"], lambda live: self._terminal_once(
+        written = await self.write_status(meta["namespace"], meta["name"], meta["uid"], lambda live: self.terminal_once(
             live, JobPhase.FAILED, [Cond("TimedOut", True, "Timeout", f"the run exceeded timeoutSeconds {seconds}")]))
         log.info("run.timed_out", namespace=meta["namespace"], name=meta["name"], seconds=seconds)
         if written is not None:
@@ -374,7 +374,7 @@ class JobReconciler:
             return None
         return jobset
 
-    def _terminal_once(self, cr: Mapping[str, Any], phase: JobPhase, conditions: list[Cond]) -> StatusChange | None:
+    def terminal_once(self, cr: Mapping[str, Any], phase: JobPhase, conditions: list[Cond]) -> StatusChange | None:
         """The terminal change, unless the run already ended (the first verdict stands)."""
         if phase_of(cr) in TERMINAL:
             return None
@@ -385,13 +385,13 @@ class JobReconciler:
         return StatusChange(values=values, conditions=change.conditions, remove=change.remove)
 
     async def write_status(self, ns: str, name: str, uid: str,
-                     compute: Callable[[Obj], StatusChange | None]) -> Obj | None:
+                     compute: Callable[[Obj], StatusChange | None], *, kind: str = JOB_KIND) -> Obj | None:
         """Read CR `ns/name`, apply `compute(cr)` as a fenced status patch, re-read and recompute
         after a lost race. Returns the CR as written (or as read when `compute` gave None), None
         when the CR is gone or replaced (a new UID). `kopf.TemporaryError` after `MAX_ATTEMPTS`
-        lost races or an unexpected rejection."""
+        lost races or an unexpected rejection. `kind`: the CR's kind (an AIPerfSweep's status too)."""
         for _ in range(MAX_ATTEMPTS):
-            cr = await api.get(self._api, CR_API_VERSION, JOB_KIND, ns, name)
+            cr = await api.get(self._api, CR_API_VERSION, kind, ns, name)
             if cr is None or cr["metadata"]["uid"] != uid:
                 return None
             change = compute(cr)
@@ -399,7 +399,7 @@ class JobReconciler:
                 return cr
             ops = status_patch(cr, change, now=self._clock())
             try:
-                written = await api.json_patch(self._api, CR_API_VERSION, JOB_KIND, ns, name, ops, status=True)
+                written = await api.json_patch(self._api, CR_API_VERSION, kind, ns, name, ops, status=True)
             except ApiException as exc:
                 if api.lost_race(exc):
                     log.debug("status.lost_race", namespace=ns, name=name, detail=api.describe(exc))

@@ -14,5 +14,9 @@ from __future__ import annotations
 
 READY_MARKER = ".aiperf_results_ready.json"
 END_MARKER = ".aiperf_run_ended.json"
+SWEEP_AGGREGATE_FILES = ("aggregate.json", "profile_export_aiperf_sweep.json", "profile_export_aiperf_sweep.csv")
+"""What an AIPerfSweep's sweep-controller leaves for the operator to harvest (its results sidecar
+serves them): `aggregate.json` (every variation's aggregate, the sweep aggregate and the
+children), and the sweep aggregate as AIPerf 0.13 writes it."""
 
-__all__ = ["END_MARKER", "READY_MARKER"]
+__all__ = ["END_MARKER", "READY_MARKER", "SWEEP_AGGREGATE_FILES"]

@@ -48,6 +48,7 @@ from aiperf.kube.crd_model import (
     AIPerfSweepStatus,
     CelRule,
     EnvVar,
+    MultiRun,
     PodTemplate,
     SweepSpec,
     Toleration,
@@ -117,7 +118,7 @@ BENCHMARK_RULES: dict[str, tuple[CelRule, ...]] = {
 """CEL copies of the benchmark model's `__post_init__` rules, by `$defs` name (the tests check
 that every model class with a `__post_init__` has an entry, and that verdicts agree)."""
 
-ENVELOPE_MODELS = (EnvVar, Toleration, PodTemplate, SweepSpec)
+ENVELOPE_MODELS = (EnvVar, Toleration, PodTemplate, SweepSpec, MultiRun)
 """Envelope models with cross-field rules (`cel_rules`)."""
 
 

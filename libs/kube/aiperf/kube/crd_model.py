@@ -31,7 +31,8 @@ from aiperf.config.sweep import SweepType  # one sweep model: the planner's, sha
 from aiperf.messages import ServiceType, SystemState
 
 __all__ = [
-    "API_GROUP", "API_VERSION", "JOB_KIND", "RESERVED_LABELS", "SWEEP_KIND", "AIPerfJobSpec",
+    "API_GROUP", "API_VERSION", "JOB_KIND", "RESERVED_LABELS", "SWEEP_KIND", "AIPerfJobSpec", "Aggregation",
+    "AggregationPhase", "ChildEvent", "ChildRef",
     "AIPerfJobStatus", "AIPerfSweepSpec", "AIPerfSweepStatus", "CelRule", "Condition", "ControllerFailure",
     "EnvVar", "EnvVarSource", "JobPhase", "LocalObjectReference", "MultiRun", "PhaseStatus", "PodTemplate",
     "ResourceMode", "ResourceRequirements", "SecretKeySelector", "SecretRefs", "StartupIssue", "SweepSpec",
@@ -273,10 +274,22 @@ class SweepSpec(_Wire, frozen=True, kw_only=True):
 
 
 class MultiRun(_Wire, frozen=True, kw_only=True):
-    """Repeat every variation `numRuns` times (trials), `cooldownSeconds` apart."""
+    """Repeat every variation `numRuns` times (trials), `cooldownSeconds` apart. `minRuns`: a
+    variation with fewer successful trials than this fails the sweep (its aggregate is still
+    written); at most `numRuns`."""
 
     num_runs: Annotated[int, Meta(ge=1, le=100)] = 1
     cooldown_seconds: Annotated[float, Meta(ge=0)] = 0.0
+    min_runs: Annotated[int, Meta(ge=1, le=100)] = 1
+
+    cel_rules = (
+        CelRule("(has(self.minRuns) ? self.minRuns : 1) <= (has(self.numRuns) ? self.numRuns : 1)",
+                "minRuns: at most numRuns", ".minRuns"),
+    )
+
+    def __post_init__(self) -> None:
+        if self.min_runs > self.num_runs:
+            raise ValueError("min_runs: at most num_runs")
 
 
 class AIPerfSweepSpec(_WorkloadSpec, frozen=True, kw_only=True):
@@ -402,8 +415,44 @@ class AIPerfJobStatus(_Status, frozen=True, kw_only=True):
     completion_time: str | None = None
 
 
+class ChildRef(_Status, frozen=True, kw_only=True):
+    """A child AIPerfJob of a sweep: its name and UID, which variation and trial it runs."""
+
+    name: str
+    uid: str | None = None
+    variation: NonNegativeInt | None = None
+    trial: NonNegativeInt | None = None
+
+
+class ChildEvent(_Status, frozen=True, kw_only=True):
+    """The latest phase change of a child seen by the operator."""
+
+    child: str
+    phase: JobPhase
+    time: str | None = None
+
+
+class AggregationPhase(enum.StrEnum):
+    """`status.aggregation.phase`, written by the sweep-controller."""
+
+    RUNNING = "Running"
+    COMPLETE = "Complete"
+    FAILED = "Failed"
+
+
+class Aggregation(_Status, frozen=True, kw_only=True):
+    """The sweep-controller's progress on the sweep aggregate: `Complete` once it is in its
+    results sidecar, ready for the operator to harvest; `failedVariations` below `minRuns`."""
+
+    phase: AggregationPhase
+    message: str | None = None
+    files: list[str] = []
+    failed_variations: list[str] = []
+
+
 class AIPerfSweepStatus(_Status, frozen=True, kw_only=True):
-    """`status` of an AIPerfSweep: its phase, and the roll-up of its child AIPerfJobs."""
+    """`status` of an AIPerfSweep: its phase, and the roll-up of its child AIPerfJobs. The
+    operator owns everything but `aggregation` (the sweep-controller's)."""
 
     phase: JobPhase | None = None
     conditions: list[Condition] = []
@@ -415,11 +464,16 @@ class AIPerfSweepStatus(_Status, frozen=True, kw_only=True):
     failed_runs: NonNegativeInt | None = None
     progress_percent: Annotated[float, Meta(ge=0, le=100)] | None = None
     current_child: str | None = None
+    current_child_ref: ChildRef | None = None
+    last_child_event: ChildEvent | None = None
     run_states: dict[str, JobPhase] = {}
+    aggregation: Aggregation | None = None
     startup_issue: StartupIssue | None = None
     controller_failure: ControllerFailure | None = None
     results_path: str | None = None
     results_available: bool | None = None
+    start_time: str | None = None
+    completion_time: str | None = None
 
 
 def decode_spec(spec: Any, kind: str) -> AIPerfJobSpec | AIPerfSweepSpec:

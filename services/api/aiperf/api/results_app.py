@@ -4,7 +4,8 @@ controller pod lives after the control plane has exited.
 Endpoints (errors are JSON, ``{"status_code": n, "detail": "..."}``):
 - ``GET /api/status``: `RunEnd.as_json` of the run: whether it has ended and how.
 - ``GET /api/results/files``: ``{"files": [{"name": ..., "size": ...}]}``, the export files
-  present (a subset of `EXPORT_FILES`); 409 while the run goes on (the exports are not final).
+  present (a subset of `SERVED_FILES`: a run's `EXPORT_FILES`, or a sweep-controller's
+  `SWEEP_AGGREGATE_FILES`); 409 while the run goes on (the exports are not final).
 - ``GET /api/results/files/{name}``: one of them (409 while the run goes on, 404 when absent).
 - ``POST /shutdown``: 202, then the sidecar exits 0 (`aiperf kube shutdown`, the operator).
 """
@@ -23,6 +24,9 @@ from litestar.params import FromPath
 from litestar.response import File
 
 from aiperf.api.app import _MEDIA_TYPES, EXPORT_FILES, _existing_file, _log_unexpected
+from aiperf.config.markers import SWEEP_AGGREGATE_FILES
+
+SERVED_FILES = EXPORT_FILES | frozenset(SWEEP_AGGREGATE_FILES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +81,7 @@ def create_results_app(*, artifact_dir: Path, run_end: Callable[[], RunEnd | Non
     async def files() -> dict[str, Any]:
         ended()
         out = []
-        for name in sorted(EXPORT_FILES):
+        for name in sorted(SERVED_FILES):
             path = anyio.Path(artifact_dir / name)
             if await path.is_file():
                 out.append({"name": name, "size": (await path.stat()).st_size})
@@ -86,7 +90,7 @@ def create_results_app(*, artifact_dir: Path, run_end: Callable[[], RunEnd | Non
     @get("/api/results/files/{name:str}")
     async def result_file(name: FromPath[str]) -> File:
         ended()
-        path = await _existing_file(artifact_dir, name, EXPORT_FILES)
+        path = await _existing_file(artifact_dir, name, SERVED_FILES)
         return File(path=path, filename=name, media_type=_MEDIA_TYPES.get(path.suffix))
 
     @post("/shutdown", status_code=202, sync_to_thread=False)

@@ -1,0 +1,412 @@
+"""The AIPerfSweep reconciler: plain async methods over an injected `ApiClient`, beside the
+AIPerfJob reconciler whose fenced status writes it shares (`JobReconciler.write_status`).
+
+- `create`: validate the workload and plan it (`aiperf.operator.sweep_desired`), set
+  `totalVariations`, `totalRuns` and a storable `runEpoch` (a creationTimestamp that yields no
+  `EPOCH_RE` key is refused for good: status Failed with reason `SweepRejected` and a Warning
+  Event, since creationTimestamp never changes), then create the sweep-controller's
+  ServiceAccount, Role, RoleBinding and JobSet (owned by the sweep; adopted only when this CR's),
+  phase Initializing.
+- `rollup`: a child AIPerfJob changed phase: recompute `runStates` (child -> phase),
+  `currentChild`/`currentChildRef` (the newest child still going), `lastChildEvent`,
+  `completedRuns`/`failedRuns`/`progressPercent` from the children this sweep owns (controller
+  owner reference with its UID; labels only narrow the list); Running once a child exists.
+- `sync` (resync timer, resume, status.aggregation edits): once the sweep-controller has set
+  `status.aggregation.phase: Complete`, harvest the aggregate from its results sidecar onto the
+  results volume (`<ns>/sweeps/<name>/<epoch>/`, whole or not at all, `aggregate.json` must
+  parse); a harvest that fails is retried and the JobSet kept (it holds the only copy). Then
+  phase Completed (Failed when a variation fell below `minRuns`) with `resultsPath` and
+  `resultsAvailable`, then the JobSet is deleted with its UID as precondition. A finished sweep
+  past `ttlSecondsAfterFinished` is deleted with its own UID as precondition (a Completed one
+  only once its results are on the volume).
+- `cancel`: `spec.cancel`: cancel the current (every unfinished) owned child, phase Cancelled.
+- `delete`: the sweep is being deleted: cancel only the children whose controller owner is this
+  sweep's exact kind, name and UID (garbage collection removes them and the JobSet after).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+import anyio
+import kopf
+import structlog
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from aiperf.config.markers import SWEEP_AGGREGATE_FILES
+from aiperf.kube.client import KubeClusterError
+from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND, JobPhase
+from aiperf.kube.jobset import JOBSET_API_VERSION
+from aiperf.kube.ops import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL, JobState, jobset_state
+from aiperf.kube.sweep_executor import SWEEP_LABEL, TRIAL_LABEL, VARIATION_LABEL, cancel_child, is_owned_by
+from aiperf.operator import api
+from aiperf.operator.desired import CR_API_VERSION, Defaults, InvalidSpec
+from aiperf.operator.ownership import Verdict, claim, controller_of
+from aiperf.operator.reconciler import JobReconciler, _epoch
+from aiperf.operator.results import ResultsStore
+from aiperf.operator.status import TERMINAL, Cond, StatusChange, parse_time, phase_of, timestamp
+from aiperf.operator.sweep_desired import SWEEP_JOB, plan_sweep, sweep_object_name
+
+Obj = dict[str, Any]
+log = structlog.get_logger("aiperf.operator.sweep")
+EPOCH_RE = re.compile(r"\A\d{9,10}\Z")
+"""A storable run epoch: whole seconds since 1970 (a results directory name)."""
+AGGREGATE_JSON = SWEEP_AGGREGATE_FILES[0]
+REJECTED_REASON = "SweepRejected"
+
+
+def storable_epoch(cr: Mapping[str, Any]) -> str | None:
+    """The sweep's run epoch from its creationTimestamp, None when it yields no `EPOCH_RE` key
+    (before 1970, or unparsable)."""
+    epoch = _epoch(cr)
+    return epoch if epoch is not None and EPOCH_RE.match(epoch) else None
+
+
+def results_name(name: str) -> str:
+    """The sweep's folder on the results volume, below its namespace: `sweeps/<name>`."""
+    return f"sweeps/{name}"
+
+
+class SweepReconciler:
+    """Reconciles AIPerfSweeps through `api`, writing status through `jobs` (see the module doc).
+    `results`: the results volume (None: nothing is harvested; the sweep still completes)."""
+
+    def __init__(self, *, api: ApiClient, jobs: JobReconciler, defaults: Defaults,
+                 clock: Callable[[], datetime], retry_delay: float = 5.0,
+                 results: ResultsStore | None = None) -> None:
+        self._api, self._jobs, self._defaults = api, jobs, defaults
+        self._clock, self._retry_delay, self._results = clock, retry_delay, results
+
+    async def _write(self, ns: str, name: str, uid: str, compute: Callable[[Obj], StatusChange | None]) -> Obj | None:
+        return await self._jobs.write_status(ns, name, uid, compute, kind=SWEEP_KIND)
+
+    def _end(self, phase: JobPhase, conditions: list[Cond],
+             values: Mapping[str, Any] | None = None) -> Callable[[Obj], StatusChange | None]:
+        def compute(cr: Obj) -> StatusChange | None:
+            change = self._jobs.terminal_once(cr, phase, conditions)
+            if change is None or not values:
+                return change
+            return StatusChange(values={**change.values, **values}, conditions=change.conditions, remove=change.remove)
+        return compute
+
+    # -- create --------------------------------------------------------------------------------
+
+    async def create(self, body: Mapping[str, Any]) -> None:
+        """Start the sweep `body` (see the module doc). `kopf.PermanentError` for a spec that can
+        never run, an unstorable epoch or a foreign object holding a name; `kopf.TemporaryError`
+        while an older incarnation's objects are still there."""
+        meta = body["metadata"]
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        if (body.get("spec") or {}).get("cancel") is True:
+            await self._write(ns, name, uid, self._end(JobPhase.CANCELLED, [
+                Cond("Cancelled", True, "Cancelled", "spec.cancel was true at creation; nothing was started")]))
+            return
+        epoch = storable_epoch(body) or ""
+        try:
+            planned = plan_sweep(body, defaults=self._defaults, epoch=epoch)
+        except InvalidSpec as exc:
+            problem = str(exc)
+            await self._write(ns, name, uid, self._end(JobPhase.FAILED, [Cond("ConfigValid", False, "InvalidSpec",
+                                                                               problem)]))
+            raise kopf.PermanentError(f"invalid spec: {problem}") from None
+        if not epoch:
+            await self._reject_unstorable_epoch(body)
+        now = timestamp(self._clock())
+
+        def pending(cr: Obj) -> StatusChange | None:
+            if phase_of(cr) is not None:
+                return None
+            return StatusChange(values={
+                "phase": JobPhase.PENDING.value, "startTime": now, "runEpoch": epoch,
+                "totalVariations": len(planned.plan.variations), "totalRuns": len(planned.plan.runs),
+                "completedRuns": 0, "failedRuns": 0, "progressPercent": 0.0,
+                "observedGeneration": cr["metadata"].get("generation", 1)},
+                conditions=[Cond("ConfigValid", True, "Valid", "the spec is valid")])
+
+        live = await self._write(ns, name, uid, pending)
+        if live is None or phase_of(live) in TERMINAL:
+            return
+        for obj in planned.objects:
+            await self._ensure(obj, ns, name, uid)
+        await self._write(ns, name, uid, lambda cr: None if phase_of(cr) != JobPhase.PENDING else StatusChange(
+            values={"phase": JobPhase.INITIALIZING.value},
+            conditions=[Cond("ResourcesCreated", True, "Created",
+                             f"{', '.join(o['kind'] for o in planned.objects)} created")]))
+        log.info("sweep.created", namespace=ns, name=name, runs=len(planned.plan.runs))
+
+    async def _reject_unstorable_epoch(self, body: Mapping[str, Any]) -> None:
+        meta = body["metadata"]
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        created = meta.get("creationTimestamp")
+        message = (f"creationTimestamp {created} yields no storable run epoch (whole seconds since 1970, 9-10 "
+                   "digits); it never changes, so recreate the AIPerfSweep")
+        await self._write(ns, name, uid, self._end(JobPhase.FAILED, [
+            Cond("ConfigValid", True, "Valid", "the spec is valid"), Cond("Failed", True, REJECTED_REASON, message)]))
+        await self._warn(body, REJECTED_REASON, message)
+        raise kopf.PermanentError(message)
+
+    async def _warn(self, body: Mapping[str, Any], reason: str, message: str) -> None:
+        meta = body["metadata"]
+        stamp = timestamp(self._clock())
+        event = {"apiVersion": "v1", "kind": "Event",
+                 "metadata": {"name": f"{meta['name']}.{meta['uid'][:8]}.{reason.lower()}",
+                              "namespace": meta["namespace"]},
+                 "involvedObject": {"apiVersion": CR_API_VERSION, "kind": SWEEP_KIND, "name": meta["name"],
+                                    "namespace": meta["namespace"], "uid": meta["uid"]},
+                 "type": "Warning", "reason": reason, "message": message,
+                 "source": {"component": "aiperf-operator"}, "reportingComponent": "aiperf-operator",
+                 "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
+        try:
+            await api.create(self._api, event)
+        except ApiException as exc:
+            if exc.status != 409:
+                log.warning("sweep.event_refused", name=meta["name"], detail=api.describe(exc))
+
+    async def _ensure(self, obj: Obj, ns: str, name: str, uid: str) -> None:
+        kind, obj_name = obj["kind"], obj["metadata"]["name"]
+        try:
+            await api.create(self._api, obj)
+            return
+        except ApiException as exc:
+            if exc.status != 409:
+                raise kopf.TemporaryError(f"creating {kind} {obj_name} failed: {api.describe(exc)}",
+                                          delay=self._retry_delay) from None
+        existing = await api.get(self._api, obj["apiVersion"], kind, ns, obj_name)
+        if existing is None:
+            raise kopf.TemporaryError(f"{kind} {obj_name} was being replaced; retrying", delay=1)
+        verdict = claim(existing, owner_name=name, owner_uid=uid, owner_kind=SWEEP_KIND)
+        if verdict.verdict is Verdict.ADOPT:
+            return
+        if verdict.verdict is Verdict.WAIT:
+            raise kopf.TemporaryError(verdict.reason, delay=self._retry_delay)
+        await self._write(ns, name, uid, self._end(JobPhase.FAILED, [
+            Cond("ResourcesCreated", False, "NameConflict", verdict.reason)]))
+        raise kopf.PermanentError(verdict.reason)
+
+    # -- children ------------------------------------------------------------------------------
+
+    async def owned_children(self, ns: str, name: str, uid: str) -> list[Obj]:
+        """The AIPerfJobs whose controller owner is exactly this sweep (name and UID)."""
+        found = await api.list_objects(self._api, CR_API_VERSION, JOB_KIND, ns, label_selector=f"{SWEEP_LABEL}={name}")
+        return [c for c in found if is_owned_by(c, name, uid)]
+
+    async def child_event(self, child: Mapping[str, Any]) -> None:
+        """A child AIPerfJob changed phase: roll it up into its sweep (nothing for a standalone job)."""
+        ref = controller_of(child)
+        if ref is None or ref.get("kind") != SWEEP_KIND or ref.get("apiVersion") != CR_API_VERSION:
+            return
+        await self.rollup(child["metadata"]["namespace"], str(ref["name"]), str(ref["uid"]))
+
+    async def rollup(self, ns: str, name: str, uid: str) -> None:
+        """Recompute the children's roll-up in the sweep's status (see the module doc)."""
+        children = await self.owned_children(ns, name, uid)
+        states = {c["metadata"]["name"]: (c.get("status") or {}).get("phase") or JobPhase.PENDING.value
+                  for c in children}
+        going = sorted((c for c in children if states[c["metadata"]["name"]] not in {p.value for p in TERMINAL}),
+                       key=lambda c: (c["metadata"].get("creationTimestamp") or "", c["metadata"]["name"]))
+        current = going[-1] if going else None
+        order = [c["metadata"]["name"] for c in sorted(children, key=lambda c: (
+            c["metadata"].get("creationTimestamp") or "", c["metadata"]["name"]))]
+        now = timestamp(self._clock())
+        completed = sum(1 for p in states.values() if p == JobPhase.COMPLETED.value)
+        failed = sum(1 for p in states.values() if p in (JobPhase.FAILED.value, JobPhase.CANCELLED.value))
+
+        def compute(cr: Obj) -> StatusChange | None:
+            status = cr.get("status") or {}
+            total = int(status.get("totalRuns") or 0)
+            values: dict[str, Any] = {"runStates": states, "completedRuns": completed, "failedRuns": failed,
+                                      "progressPercent": round(100.0 * (completed + failed) / total, 2) if total else 0.0}
+            remove: list[str] = []
+            if current is not None:
+                labels = current["metadata"].get("labels") or {}
+                ref: dict[str, Any] = {"name": current["metadata"]["name"], "uid": current["metadata"]["uid"]}
+                for key, label in (("variation", VARIATION_LABEL), ("trial", TRIAL_LABEL)):
+                    if str(labels.get(label, "")).isdigit():
+                        ref[key] = int(labels[label])
+                values["currentChild"], values["currentChildRef"] = ref["name"], ref
+            else:
+                remove = ["currentChild", "currentChildRef"]
+            old = status.get("runStates") or {}
+            changed = [n for n in order if old.get(n) != states[n]]
+            if changed:  # whichever trigger sees a phase change first records it
+                values["lastChildEvent"] = {"child": changed[-1], "phase": states[changed[-1]], "time": now}
+            if phase_of(cr) in (JobPhase.PENDING, JobPhase.INITIALIZING) and children:
+                values["phase"] = JobPhase.RUNNING.value
+            if all(status.get(k) == v for k, v in values.items() if k != "lastChildEvent") and not changed and not any(k in status for k in remove):
+                return None
+            return StatusChange(values=values, remove=remove)
+
+        await self._write(ns, name, uid, compute)
+
+    # -- sync ----------------------------------------------------------------------------------
+
+    async def sync(self, ns: str, name: str, uid: str) -> None:
+        """Bring sweep `ns/name` (only while it has `uid`) forward (see the module doc)."""
+        cr = await api.get(self._api, CR_API_VERSION, SWEEP_KIND, ns, name)
+        if cr is None or cr["metadata"]["uid"] != uid:
+            return
+        phase = phase_of(cr)
+        if phase in TERMINAL:
+            await self._finished(cr)
+            return
+        if (cr.get("spec") or {}).get("cancel") is True:
+            await self.cancel(cr)
+            return
+        if phase is None or phase == JobPhase.PENDING:
+            return  # the create handler is at work
+        await self.rollup(ns, name, uid)
+        aggregation = (cr.get("status") or {}).get("aggregation") or {}
+        if aggregation.get("phase") == "Failed":
+            await self._write(ns, name, uid, self._end(JobPhase.FAILED, [
+                Cond("AggregateReady", False, "SweepFailed", str(aggregation.get("message") or "the sweep failed"))]))
+            return
+        jobset = await self._own_jobset(cr)
+        if aggregation.get("phase") == "Complete":
+            await self._harvest(cr, aggregation, jobset)
+            return
+        if jobset is None:
+            await self._write(ns, name, uid, self._end(JobPhase.FAILED, [Cond(
+                "ResourcesCreated", False, "JobSetMissing",
+                f"JobSet {sweep_object_name(name)} was deleted before the sweep finished")]))
+        elif jobset_state(jobset) == JobState.FAILED:
+            await self._write(ns, name, uid, self._end(JobPhase.FAILED, [Cond(
+                "AggregateReady", False, "SweepControllerFailed",
+                f"the sweep-controller failed past {SWEEP_JOB} restarts; see `aiperf kube logs`")]))
+
+    async def _harvest(self, cr: Mapping[str, Any], aggregation: Mapping[str, Any], jobset: Obj | None) -> None:
+        meta = cr["metadata"]
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        status = cr.get("status") or {}
+        epoch = str(status.get("runEpoch") or "")
+        values: dict[str, Any] = {"resultsAvailable": False}
+        if self._results is not None:
+            if jobset is None:
+                await self._write(ns, name, uid, self._end(JobPhase.FAILED, [Cond(
+                    "AggregateReady", False, "JobSetMissing", "the aggregate's only copy went with its JobSet")]))
+                return
+            pod = await self._controller_pod(ns, jobset)
+            if pod is None:
+                raise kopf.TemporaryError(f"the sweep-controller pod of {ns}/{name} is not running; retrying",
+                                          delay=self._retry_delay)
+            try:
+                stored = await self._results.harvest(self._api, ns, results_name(name), epoch, pod, uid)
+            except KubeClusterError as exc:
+                log.warning("sweep.harvest_failed", namespace=ns, name=name, error=str(exc))
+                raise kopf.TemporaryError(f"harvesting the aggregate of {ns}/{name} failed: {exc}; retrying "
+                                          "(the JobSet is kept)", delay=self._retry_delay) from None
+            folder = self._results.base / stored.path
+            if not await anyio.to_thread.run_sync(_parses, folder / AGGREGATE_JSON):
+                await anyio.to_thread.run_sync(lambda: shutil.rmtree(folder, ignore_errors=True))
+                raise kopf.TemporaryError(f"the harvested {AGGREGATE_JSON} of {ns}/{name} is missing or does not "
+                                          "parse; retrying (the JobSet is kept)", delay=self._retry_delay)
+            values = {"resultsAvailable": True, "resultsPath": stored.path}
+        failed = list(aggregation.get("failedVariations") or [])
+        if failed:
+            end = self._end(JobPhase.FAILED, [Cond("AggregateReady", True, "Harvested", str(aggregation.get("message"))),
+                                              Cond("MinRunsMet", False, "TooFewSuccessfulRuns",
+                                                   f"below minRuns: {', '.join(failed)}")], values)
+        else:
+            end = self._end(JobPhase.COMPLETED, [Cond("AggregateReady", True, "Harvested",
+                                                      str(aggregation.get("message") or "aggregated"))], values)
+        written = await self._write(ns, name, uid, end)
+        log.info("sweep.finished", namespace=ns, name=name, results=values.get("resultsPath"))
+        if written is not None:
+            await self._finished(written)
+
+    async def _finished(self, cr: Mapping[str, Any]) -> None:
+        """A finished sweep: its harvested JobSet goes (UID precondition); past its TTL the CR goes."""
+        meta = cr["metadata"]
+        status = cr.get("status") or {}
+        if status.get("resultsAvailable") is True or self._results is None:
+            jobset = await self._own_jobset(cr)
+            if jobset is not None and not jobset["metadata"].get("deletionTimestamp"):
+                await api.delete(self._api, JOBSET_API_VERSION, "JobSet", meta["namespace"],
+                                 jobset["metadata"]["name"], uid=jobset["metadata"]["uid"])
+        ttl = (cr.get("spec") or {}).get("ttlSecondsAfterFinished")
+        ttl = self._defaults.ttl_seconds if ttl is None else int(ttl)
+        done = parse_time(status.get("completionTime"))
+        if done is None or self._clock() < done + timedelta(seconds=ttl):
+            return
+        if phase_of(cr) == JobPhase.COMPLETED and self._results is not None and status.get("resultsAvailable") is not True:
+            return
+        if await api.delete(self._api, CR_API_VERSION, SWEEP_KIND, meta["namespace"], meta["name"], uid=meta["uid"]):
+            log.info("sweep.reaped", namespace=meta["namespace"], name=meta["name"], ttl=ttl)
+
+    async def _own_jobset(self, cr: Mapping[str, Any]) -> Obj | None:
+        meta = cr["metadata"]
+        jobset = await api.get(self._api, JOBSET_API_VERSION, "JobSet", meta["namespace"],
+                               sweep_object_name(meta["name"]))
+        if jobset is None:
+            return None
+        ref = controller_of(jobset)
+        if ref is None or ref.get("uid") != meta["uid"] or ref.get("kind") != SWEEP_KIND:
+            return None
+        return jobset
+
+    async def _controller_pod(self, ns: str, jobset: Mapping[str, Any]) -> str | None:
+        selector = f"{JOBSET_NAME_LABEL}={jobset['metadata']['name']},{REPLICATED_JOB_LABEL}={SWEEP_JOB}"
+        pods = await api.list_objects(self._api, "v1", "Pod", ns, label_selector=selector)
+        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        running.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
+        return str(running[-1]["metadata"]["name"]) if running else None
+
+    # -- cancel and delete ---------------------------------------------------------------------
+
+    async def cancel(self, body: Mapping[str, Any]) -> None:
+        """`spec.cancel: true`: cancel the sweep's unfinished children, phase Cancelled; always
+        records the generation in `observedGeneration`."""
+        meta = body["metadata"]
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        if (body.get("spec") or {}).get("cancel") is True and phase_of(body) not in TERMINAL:
+            await self._write(ns, name, uid, lambda cr: None if phase_of(cr) in TERMINAL else StatusChange(
+                conditions=[Cond("Cancelling", True, "CancelRequested", "spec.cancel set; cancelling the current child")]))
+            cancelled = await self._cancel_children(ns, name, uid)
+            await self._write(ns, name, uid, self._end(JobPhase.CANCELLED, [
+                Cond("Cancelled", True, "Cancelled", f"spec.cancel set; cancelled {', '.join(cancelled) or 'no child'}")]))
+            log.info("sweep.cancelled", namespace=ns, name=name, children=cancelled)
+        await self._write(ns, name, uid, lambda cr: None if (cr.get("status") or {}).get(
+            "observedGeneration") == cr["metadata"].get("generation") else StatusChange(
+            values={"observedGeneration": cr["metadata"].get("generation", 1)}))
+
+    async def acknowledge(self, ns: str, name: str, uid: str) -> None:
+        """Record the sweep's generation in `status.observedGeneration` (a consumed edit)."""
+        await self._write(ns, name, uid, lambda cr: None if (cr.get("status") or {}).get(
+            "observedGeneration") == cr["metadata"].get("generation") else StatusChange(
+            values={"observedGeneration": cr["metadata"].get("generation", 1)}))
+
+    async def delete(self, body: Mapping[str, Any]) -> None:
+        """The sweep is being deleted: cancel the unfinished children it owns (UID-exact)."""
+        meta = body["metadata"]
+        cancelled = await self._cancel_children(meta["namespace"], meta["name"], meta["uid"])
+        log.info("sweep.deleted", namespace=meta["namespace"], name=meta["name"], children=cancelled)
+
+    async def _cancel_children(self, ns: str, name: str, uid: str) -> list[str]:
+        out = []
+        for child in await self.owned_children(ns, name, uid):
+            if (child.get("status") or {}).get("phase") in {p.value for p in TERMINAL}:
+                continue
+            if (child.get("spec") or {}).get("cancel") is True:  # the sweep-controller was first
+                out.append(child["metadata"]["name"])
+                continue
+            try:
+                if await cancel_child(self._api, child):
+                    out.append(child["metadata"]["name"])
+            except KubeClusterError as exc:
+                raise kopf.TemporaryError(str(exc), delay=self._retry_delay) from None
+        return out
+
+
+def _parses(path: Any) -> bool:
+    try:
+        return isinstance(json.loads(path.read_bytes()), dict)
+    except (OSError, ValueError):
+        return False
+
+
+__all__ = ["EPOCH_RE", "SweepReconciler", "results_name", "storable_epoch"]
