@@ -3,7 +3,7 @@ AIPerfJob reconciler whose fenced status writes it shares (`JobReconciler.write_
 
 - `create`: validate the workload and plan it (`aiperf.operator.sweep_desired`), set
   `totalVariations`, `totalRuns` and a storable `runEpoch` (a creationTimestamp that yields no
-  `EPOCH_RE` key is refused for good: status Failed with reason `SweepRejected` and a Warning
+  storable run key (`aiperf.results.keys`) is refused for good: status Failed with reason `SweepRejected` and a Warning
   Event, since creationTimestamp never changes), then create the sweep-controller's
   ServiceAccount, Role, RoleBinding and JobSet (owned by the sweep; adopted only when this CR's),
   phase Initializing.
@@ -27,7 +27,6 @@ AIPerfJob reconciler whose fenced status writes it shares (`JobReconciler.write_
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
@@ -52,20 +51,20 @@ from aiperf.operator.reconciler import JobReconciler, _epoch
 from aiperf.operator.results import ResultsStore
 from aiperf.operator.status import TERMINAL, Cond, StatusChange, parse_time, phase_of, timestamp
 from aiperf.operator.sweep_desired import SWEEP_JOB, plan_sweep, sweep_object_name
+from aiperf.results.keys import is_key
 
 Obj = dict[str, Any]
 log = structlog.get_logger("aiperf.operator.sweep")
-EPOCH_RE = re.compile(r"\A\d{9,10}\Z")
-"""A storable run epoch: whole seconds since 1970 (a results directory name)."""
 AGGREGATE_JSON = SWEEP_AGGREGATE_FILES[0]
 REJECTED_REASON = "SweepRejected"
 
 
 def storable_epoch(cr: Mapping[str, Any]) -> str | None:
-    """The sweep's run epoch from its creationTimestamp, None when it yields no `EPOCH_RE` key
-    (before 1970, or unparsable)."""
+    """The sweep's run epoch from its creationTimestamp and UID (`aiperf.results.keys.run_key`,
+    the key every stored run has), None when it yields no storable key (before 1973, or
+    unparsable)."""
     epoch = _epoch(cr)
-    return epoch if epoch is not None and EPOCH_RE.match(epoch) else None
+    return epoch if epoch is not None and is_key(epoch) else None
 
 
 def results_name(name: str) -> str:
@@ -145,7 +144,7 @@ class SweepReconciler:
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
         created = meta.get("creationTimestamp")
         message = (f"creationTimestamp {created} yields no storable run epoch (whole seconds since 1970, 9-10 "
-                   "digits); it never changes, so recreate the AIPerfSweep")
+                   "digits, plus 6); it never changes, so recreate the AIPerfSweep")
         await self._write(ns, name, uid, self._end(JobPhase.FAILED, [
             Cond("ConfigValid", True, "Valid", "the spec is valid"), Cond("Failed", True, REJECTED_REASON, message)]))
         await self._warn(body, REJECTED_REASON, message)
@@ -409,4 +408,4 @@ def _parses(path: Any) -> bool:
         return False
 
 
-__all__ = ["EPOCH_RE", "SweepReconciler", "results_name", "storable_epoch"]
+__all__ = ["SweepReconciler", "results_name", "storable_epoch"]
