@@ -77,10 +77,12 @@ def local_curve_keys(ipc_dir: str) -> str | None:
     return keys_dir
 
 
-def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_level: str = "warning") -> int:
+def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_level: str = "warning",
+                auto_plot: bool = False) -> int:
     """Check what only this machine can tell (the input file exists, the server answers, the
     artifact folder can be made), start the services, run the benchmark, print the results;
-    returns the exit code. `benchmark` is already validated."""
+    returns the exit code. `benchmark` is already validated. `auto_plot`: then plot the exports
+    (`aiperf.cli.plot.auto_plot`) when a summary was written; that never changes the code."""
     dataset = benchmark.dataset
     if isinstance(dataset, FileDataset) and not Path(dataset.path).expanduser().exists():
         print(f"error: --input-file {dataset.path}: no such file or folder", file=sys.stderr)
@@ -121,9 +123,14 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
         os.environ["AIPERF_HEADERS_JSON"] = json.dumps(secrets.headers)
     configure_logging(service_id="system-controller", level=log_level)
     try:
-        return anyio.run(_run, config, str(config_path), backend_options={"use_uvloop": True})
+        code = anyio.run(_run, config, str(config_path), backend_options={"use_uvloop": True})
     finally:
         shutil.rmtree(ipc_dir, ignore_errors=True)
+    if auto_plot and (out / "profile_export_aiperf.json").is_file():
+        from aiperf.cli.plot import auto_plot as plot_exports
+
+        plot_exports(out)
+    return code
 
 
 async def _run(config: RunConfig, config_path: str) -> int:
