@@ -116,7 +116,7 @@ def load_inputs(paths: Sequence[str | Path]) -> PlotInputs:
     exports, or an export that cannot be read."""
     if not paths:
         raise PlotInputError("no folder given: name a run's artifact folder")
-    runs: list[tuple[str, list[Path]]] = []
+    runs: list[tuple[str, str, list[Path]]] = []  # (label, its context for clashes, folders)
     sweeps: list[SweepData] = []
     for given in paths:
         path = Path(given)
@@ -131,13 +131,13 @@ def load_inputs(paths: Sequence[str | Path]) -> PlotInputs:
                 groups = _sweep_groups(item)
                 if not groups:
                     raise PlotInputError(f"{item}: {PROFILE_RUNS}/ holds no run with exports")
-                runs += groups
+                runs += [(label, item.name, folders) for label, folders in groups]
                 if (sweep := _load_sweep(item)) is not None:
                     sweeps.append(sweep)
             else:
-                runs.append((item.name, [item]))
-    labels = _unique_labels([(label, folders[0]) for label, folders in runs])
-    return PlotInputs(runs=[_load_run(label, folders) for label, (_, folders) in zip(labels, runs, strict=True)],
+                runs.append((item.name, item.resolve().parent.name, [item]))
+    labels = _unique_labels([(label, context) for label, context, _ in runs])
+    return PlotInputs(runs=[_load_run(label, folders) for label, (_, _, folders) in zip(labels, runs, strict=True)],
                       sweeps=sweeps)
 
 
@@ -169,15 +169,11 @@ def _natural(path: Path) -> tuple[Any, ...]:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name))
 
 
-def _unique_labels(items: Iterable[tuple[str, Path]]) -> list[str]:
+def _unique_labels(items: Iterable[tuple[str, str]]) -> list[str]:
+    """Each (label, context): the label, or `context/label` when another item has the same."""
     items = list(items)
     names = [label for label, _ in items]
-    out = []
-    for label, path in items:
-        if names.count(label) > 1:
-            label = f"{path.parent.name}/{label}" if path.name == label else f"{path.name}/{label}"
-        out.append(label)
-    return out
+    return [f"{context}/{label}" if names.count(label) > 1 else label for label, context in items]
 
 
 def _read_json(path: Path) -> Any:
