@@ -10,6 +10,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import anyio
@@ -32,6 +33,9 @@ from aiperf.runtime import addressing_of, configure_logging
 from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report
 from aiperf.system_controller.runner import run_cancellable
+
+if TYPE_CHECKING:
+    from aiperf.cli.dashboard import Dashboard
 
 EXIT_USER_ERROR = 2
 
@@ -122,8 +126,14 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     if secrets.headers:
         os.environ["AIPERF_HEADERS_JSON"] = json.dumps(secrets.headers)
     configure_logging(service_id="system-controller", level=log_level)
+    dashboard = None
+    if benchmark.runtime.ui == "dashboard":
+        from aiperf.cli.dashboard import Dashboard
+
+        dashboard = Dashboard(config=config)
+        dashboard.capture_logs()
     try:
-        code = anyio.run(_run, config, str(config_path), backend_options={"use_uvloop": True})
+        code = anyio.run(_run, config, str(config_path), dashboard, backend_options={"use_uvloop": True})
     finally:
         shutil.rmtree(ipc_dir, ignore_errors=True)
     if auto_plot and (out / "profile_export_aiperf.json").is_file():
@@ -133,7 +143,7 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     return code
 
 
-async def _run(config: RunConfig, config_path: str) -> int:
+async def _run(config: RunConfig, config_path: str, dashboard: Dashboard | None) -> int:
     benchmark = config.benchmark
     started = anyio.Event()
 
@@ -149,8 +159,10 @@ async def _run(config: RunConfig, config_path: str) -> int:
                 tg.start_soon(lambda: show_progress(
                     ctx, addressing_of(config), total=benchmark.profiling.requests,
                     duration_s=benchmark.profiling.duration, started=started))
+            elif dashboard is not None:
+                tg.start_soon(dashboard.show)
             verdict = await run_cancellable(config, config_path=config_path, driver=driver,
-                                            on_cancel=_say_cancelling)
+                                            on_cancel=_say_cancelling, tracker=dashboard)
             tg.cancel_scope.cancel()
     return report(config, verdict, driver.outcome)
 
