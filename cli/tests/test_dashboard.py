@@ -16,7 +16,15 @@ from aiperf.cli.dashboard import Dashboard, _LogSink
 from aiperf.cli.dashboard_state import DashboardState, LineTail, log_row
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 from aiperf.config import CommsOptions, RunConfig, RuntimeOptions, ServiceCounts
-from aiperf.messages import Phase, PhaseComplete, PhaseStarted, Progress, ServiceState, ServiceType, SystemState
+from aiperf.messages import (
+    Phase,
+    PhaseComplete,
+    PhaseStarted,
+    Progress,
+    ServiceState,
+    ServiceType,
+    SystemState,
+)
 from aiperf.runtime.control_server import ServiceInfo
 
 FIXTURES = Path(__file__).resolve().parents[2] / "libs" / "plot" / "tests" / "data"

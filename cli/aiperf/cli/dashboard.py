@@ -27,7 +27,15 @@ from rich.text import Text
 from aiperf.cli.dashboard_state import METRICS, DashboardState, LineTail
 from aiperf.comms import BadMessage
 from aiperf.config import RunConfig
-from aiperf.messages import PhaseComplete, PhaseSendingComplete, PhaseStarted, Progress, ServiceState, ServiceType, SystemState
+from aiperf.messages import (
+    PhaseComplete,
+    PhaseSendingComplete,
+    PhaseStarted,
+    Progress,
+    ServiceState,
+    ServiceType,
+    SystemState,
+)
 
 if TYPE_CHECKING:
     from aiperf.system_controller.runner import EventSource

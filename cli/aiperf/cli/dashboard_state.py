@@ -21,7 +21,15 @@ from typing import Any
 import numpy as np
 import orjson
 
-from aiperf.messages import Event, Phase, PhaseComplete, PhaseSendingComplete, PhaseStarted, Progress, SystemState
+from aiperf.messages import (
+    Event,
+    Phase,
+    PhaseComplete,
+    PhaseSendingComplete,
+    PhaseStarted,
+    Progress,
+    SystemState,
+)
 
 READ_LIMIT = 4 << 20
 """Bytes read from one file per poll: a burst of records is caught up over a few polls."""

@@ -59,7 +59,7 @@ def test_the_timeline_caps_the_requests_it_draws(data: Path) -> None:
     (run,) = load_inputs([data / "plain"]).runs
     fig = timeline_figure(run, max_requests=5)
     assert fig is not None
-    (bars,) = [c for c in fig.axes[0].collections if isinstance(c, LineCollection)]
+    (bars,) = (c for c in fig.axes[0].collections if isinstance(c, LineCollection))
     assert len(bars.get_segments()) == 5
     assert "first 5 of 8 requests" in fig.axes[0].get_title()
 
