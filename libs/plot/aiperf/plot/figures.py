@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from aiperf.plot.runs import RunData, SweepData, SweepPoint
 
@@ -101,6 +102,7 @@ def timeline_figure(run: RunData, *, max_requests: int = MAX_TIMELINE_REQUESTS) 
     ax.set_xlabel("Time since the first request was sent (s)")
     ax.set_ylabel("Request (in the order sent)")
     ax.set_ylim(-1, len(spans))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(True, axis="x", alpha=0.35)
     times, in_flight = _in_flight(start, end)
     twin = ax.twinx()  # behind the bars: a shaded area, so the bars stay readable over it
@@ -109,6 +111,7 @@ def timeline_figure(run: RunData, *, max_requests: int = MAX_TIMELINE_REQUESTS) 
     twin.fill_between(times, in_flight, step="post", color="0.5", alpha=0.22, linewidth=0,
                       label="requests in flight")
     twin.set_ylabel("Requests in flight")
+    twin.yaxis.set_major_locator(MaxNLocator(integer=True))
     twin.set_ylim(0, max(1, int(in_flight.max())) * 1.15)
     shown = f"first {len(spans):,} of {len(run.spans):,} requests" if len(run.spans) > len(spans) \
         else f"{len(spans):,} requests"
