@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from PIL import Image
+from matplotlib.image import imread
 
 from aiperf.plot import build_plots, load_inputs, write_plots
 
@@ -19,10 +19,7 @@ def test_one_run_gives_three_cdfs_a_timeline_and_the_report(data: Path, tmp_path
     for path in written.pngs:
         assert path.read_bytes()[:8] == PNG
         assert 10_000 < path.stat().st_size < 1_000_000
-        with Image.open(path) as image:
-            image.verify()
-        with Image.open(path) as image:
-            width, height = image.size
+        height, width, _ = imread(path).shape  # decodes the whole image: a valid PNG
         assert 800 <= width <= 2000 and 400 <= height <= 1200
     assert written.report == tmp_path / "plots" / "report.html"
     assert written.skipped == []
