@@ -4,6 +4,7 @@ names, the operator's flags, the per-run Role)."""
 
 from __future__ import annotations
 
+import argparse
 import copy
 from typing import Any
 
@@ -19,8 +20,10 @@ from aiperf.operator.main import (
     DEFAULT_HEALTH_PORT,
     DEFAULT_METRICS_PORT,
     DEFAULT_RESULTS_PORT,
+    RESULTS_COMMAND,
     build_parser,
 )
+from aiperf.results.serve import serve_flags
 
 KUBERNETES_VERSION = "1.32.0"  # as libs/kube/tests/_kube_checks.py
 RESULTS_CONTAINER_PORT = 9091  # the controller pod's results container (ARCHITECTURE.md, section 7)
@@ -128,16 +131,15 @@ def _operator_pod(objects: list[Obj]) -> Obj:
 
 def test_the_deployment_runs_the_operator_image_with_probes_account_and_volume(objects: list[Obj]) -> None:
     pod = _operator_pod(objects)
-    (container,) = pod["spec"]["containers"]
-    assert container["image"] == "aiperf/operator:latest"
+    container, _ = pod["spec"]["containers"]
+    assert container["name"] == "operator" and container["image"] == "aiperf/operator:latest"
     assert pod["spec"]["serviceAccountName"] == one(objects, "ServiceAccount", "aiperf-operator")["metadata"]["name"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"http-health": DEFAULT_HEALTH_PORT, "http-results": DEFAULT_RESULTS_PORT,
-                     "http-metrics": DEFAULT_METRICS_PORT}
+    assert ports == {"http-health": DEFAULT_HEALTH_PORT, "http-metrics": DEFAULT_METRICS_PORT}
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http-health"}, probe
     args = build_parser().parse_args(container["args"])  # the flags exist and agree with the ports
-    assert (args.health_port, args.results_port, args.metrics_port) == (8080, 8081, 8082)
+    assert (args.health_port, args.metrics_port) == (8080, 8082)
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts["results"] == args.results_dir
     claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"]
@@ -147,10 +149,27 @@ def test_the_deployment_runs_the_operator_image_with_probes_account_and_volume(o
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
+def test_the_results_server_serves_the_same_volume_on_8081(objects: list[Obj]) -> None:
+    operator, server = _operator_pod(objects)["spec"]["containers"]
+    assert server["name"] == "results-server" and server["image"] == operator["image"]
+    assert server["args"][0] == RESULTS_COMMAND
+    flags = serve_flags(argparse.ArgumentParser()).parse_args(server["args"][1:])
+    assert (flags.port, flags.host, flags.layout) == (DEFAULT_RESULTS_PORT, "0.0.0.0", "volume")
+    assert {p["name"]: p["containerPort"] for p in server["ports"]} == {"http-results": DEFAULT_RESULTS_PORT}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert server[probe]["httpGet"] == {"path": "/healthz", "port": "http-results"}, probe
+    mounts = {m["name"]: m["mountPath"] for m in server["volumeMounts"]}
+    assert mounts["results"] == flags.base == build_parser().parse_args(operator["args"]).results_dir
+    # Both sides apply the same retention.
+    keep = [{e["name"]: e["value"] for e in c["env"]}["AIPERF_RESULTS_KEEP"] for c in (operator, server)]
+    assert keep == ["10", "10"]
+    assert server["securityContext"]["readOnlyRootFilesystem"] is True
+
+
 def test_the_startup_thresholds_reach_the_operator_through_its_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     tuned = render(chart_dir(), overrides={"startup": {"warnAfterSeconds": 30, "failAfterSeconds": 120,
                                                        "unschedulableFailAfterSeconds": 900}})
-    (container,) = _operator_pod(tuned)["spec"]["containers"]
+    container = _operator_pod(tuned)["spec"]["containers"][0]
     for env in container["env"]:
         monkeypatch.setenv(env["name"], env["value"])
     args = build_parser().parse_args(container["args"])
@@ -161,7 +180,7 @@ def test_the_service_selects_the_operator_pod_by_named_ports(objects: list[Obj])
     service = one(objects, "Service", "aiperf-operator")
     pod = _operator_pod(objects)
     assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
-    names = {p["name"] for p in pod["spec"]["containers"][0]["ports"]}
+    names = {p["name"] for c in pod["spec"]["containers"] for p in c["ports"]}
     assert {p["targetPort"] for p in service["spec"]["ports"]} <= names
     assert "http-health" not in {p["name"] for p in service["spec"]["ports"]}
 

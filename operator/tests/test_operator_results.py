@@ -1,22 +1,31 @@
-"""Results at completion (issue 9, item 7), with real kopf against the fake API server: once the
-controller pod's control plane has exited, the operator copies the run's exports from the results
-sidecar onto its volume under `<ns>/<name>/<epoch>/`, then sets resultsPath, runEpoch and phase
-Completed, then shuts the sidecar down. A copy that breaks off is retried and never advertised."""
+"""Results at completion (issue 9, item 7; issue 11, item 1), with real kopf against the fake API
+server: once the controller pod's control plane has exited, the operator copies the run's exports
+from the results sidecar onto its volume under `<ns>/<name>/<epoch>/`, then sets resultsPath,
+runEpoch and phase Completed, then shuts the sidecar down. A copy that breaks off is retried and
+never advertised. The runs index follows the run (created, phases, completed), and a CR deleted
+while its results are being copied leaves nothing behind."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _chart import render
 from _harness import NS, condition, cr, job, operator, phase, set_jobset_status
 from _repo import chart_dir
+from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import JOB_KIND
 from aiperf.kube.sidecar import KEEP_SIDECAR_ANNOTATION
-from aiperf.operator.results import RUN_UID, ResultsStore
+from aiperf.operator.results import ResultsStore
+from aiperf.results.disk import INDEX_FILE
+from aiperf.results.keys import EPOCH_RE, run_key
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_sidecar import FakeSidecar
 
@@ -56,6 +65,21 @@ def run_dirs(results: Path, name: str = "run") -> list[str]:
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
 
 
+def exports(folder: Path) -> dict[str, bytes]:
+    """The files of a run directory (its dot-file marker left out)."""
+    return {p.name: p.read_bytes() for p in folder.iterdir() if not p.name.startswith(".")}
+
+
+def index_rows(results: Path) -> list[tuple[str, str, str]]:
+    """(name, epoch, phase) of every run the operator's index holds (read as the results server
+    would, straight from the file)."""
+    path = results / INDEX_FILE
+    if not path.exists():
+        return []
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return [tuple(row) for row in db.execute("SELECT name, epoch, phase FROM runs ORDER BY name, epoch")]
+
+
 async def test_a_run_to_completed_with_results_on_the_operators_volume(kube: FakeKube, tmp_path: Path) -> None:
     results = tmp_path / "results"
     async with operator(kube, results_dir=results):
@@ -66,9 +90,12 @@ async def test_a_run_to_completed_with_results_on_the_operators_volume(kube: Fak
         await kube.wait_until(lambda: fake.shutdowns == 1)
     status = cr(kube)["status"]
     epoch = status["runEpoch"]
+    assert EPOCH_RE.match(epoch) and epoch == run_key(cr(kube)["metadata"]["creationTimestamp"],
+                                                      cr(kube)["metadata"]["uid"])
     assert status["resultsPath"] == f"{NS}/run/{epoch}"
     stored = results / status["resultsPath"]
-    assert {p.name: p.read_bytes() for p in stored.iterdir() if p.name != RUN_UID} == FILES
+    assert exports(stored) == FILES
+    assert index_rows(results) == [("run", epoch, "Completed")]
     assert run_dirs(results) == [epoch, "latest.txt"]  # no staging directory left
     assert (results / NS / "run" / "latest.txt").read_text() == f"{epoch}\n"
     assert condition(kube, "ResultsStored")["status"] == "True" and condition(kube, "Succeeded")["status"] == "True"
@@ -91,7 +118,7 @@ async def test_a_broken_copy_is_retried_and_never_advertised(kube: FakeKube, tmp
         fake.broken.clear()
         await kube.wait_until(lambda: phase(kube) == "Completed", timeout=20)
     stored = results / cr(kube)["status"]["resultsPath"]
-    assert {p.name: p.read_bytes() for p in stored.iterdir() if p.name != RUN_UID} == FILES
+    assert exports(stored) == FILES
     assert run_dirs(results) == [cr(kube)["status"]["runEpoch"], "latest.txt"]
 
 
@@ -106,7 +133,9 @@ async def test_a_failed_control_plane_fails_the_run_without_a_copy(kube: FakeKub
     stored = condition(kube, "ResultsStored")
     assert (stored["status"], stored["reason"]) == ("False", "ControlPlaneFailed")
     assert "exited 1" in stored["message"] and "resultsPath" not in cr(kube)["status"]
-    assert run_dirs(results) == []
+    epoch = cr(kube)["status"]["runEpoch"]
+    assert run_dirs(results) == [f".{epoch}.run.json"]  # a run in the history, with no files
+    assert index_rows(results) == [("run", epoch, "Failed")]
 
 
 async def test_a_client_that_keeps_the_sidecar_gets_it_left_running(kube: FakeKube, tmp_path: Path) -> None:
@@ -137,9 +166,14 @@ async def test_the_charts_cluster_role_suffices_to_copy_the_results_and_shut_the
 
 
 async def test_a_same_second_reincarnation_gets_its_own_directory(kube: FakeKube, tmp_path: Path) -> None:
-    """Two CRs of one name created within one second share the epoch: the second one's results go
-    to `<epoch>-<uid prefix>`, the first one's stay, and a repeated harvest of either is a no-op."""
-    store, epoch = ResultsStore(tmp_path / "results"), "1700000000"
+    """Two CRs of one name created within one second: their run keys differ by the uid-derived
+    suffix, so the second one's results go to their own directory and the first one's stay; a
+    repeated harvest of either is a no-op."""
+    store = ResultsStore(tmp_path / "results")
+    created = "2023-11-14T22:13:20Z"
+    first_key, second_key = run_key(created, "aaaaaaaa-1111"), run_key(created, "bbbbbbbb-2222")
+    assert first_key != second_key and first_key[:10] == second_key[:10] == "1700000000"
+    assert EPOCH_RE.match(first_key) and EPOCH_RE.match(second_key)
     pod = "aiperf-run-controller-0-0-abcde"
     kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": NS},
                  "spec": {"containers": [{"name": "results-sidecar", "image": "x", "ports": [{"containerPort": 9091}]}]}})
@@ -148,12 +182,56 @@ async def test_a_same_second_reincarnation_gets_its_own_directory(kube: FakeKube
     async with api:
         first_files = {"profile_export_aiperf.json": b'{"first": true}\n'}
         kube.register_proxy(NS, pod, 9091, FakeSidecar(first_files, kube=kube, namespace=NS, pod=pod, ended=True))
-        first = await store.harvest(api, NS, "run", epoch, pod, "aaaaaaaa-1111")
+        first = await store.harvest(api, NS, "run", first_key, pod, "aaaaaaaa-1111")
         kube.register_proxy(NS, pod, 9091, FakeSidecar({"profile_export_aiperf.json": b'{"second": true}\n'},
                                                        kube=kube, namespace=NS, pod=pod, ended=True))
-        second = await store.harvest(api, NS, "run", epoch, pod, "bbbbbbbb-2222")
-        again = await store.harvest(api, NS, "run", epoch, pod, "aaaaaaaa-1111")
-    assert (first.path, second.path, again.path) == (f"{NS}/run/{epoch}", f"{NS}/run/{epoch}-bbbbbbbb", first.path)
+        second = await store.harvest(api, NS, "run", second_key, pod, "bbbbbbbb-2222")
+        again = await store.harvest(api, NS, "run", first_key, pod, "aaaaaaaa-1111")
+    assert (first.path, second.path, again.path) == (f"{NS}/run/{first_key}", f"{NS}/run/{second_key}", first.path)
     assert (store.base / first.path / "profile_export_aiperf.json").read_bytes() == b'{"first": true}\n'
     assert (store.base / second.path / "profile_export_aiperf.json").read_bytes() == b'{"second": true}\n'
-    assert (store.base / NS / "run" / "latest.txt").read_text() == f"{epoch}-bbbbbbbb\n"
+    # Same wall-clock second: the later completion names itself latest.
+    assert (store.base / NS / "run" / "latest.txt").read_text() == f"{second_key}\n"
+
+
+class GatedSidecar:
+    """A FakeSidecar whose transfer of `gated` waits until `release` is set; `reached` is set
+    when that transfer starts."""
+
+    def __init__(self, inner: FakeSidecar, gated: str) -> None:
+        self.inner, self.gated = inner, gated
+        self.reached, self.release = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self, request: Any, path: str) -> Any:
+        if path.endswith("/" + self.gated):
+            self.reached.set()
+            await self.release.wait()
+        return await self.inner(request, path)
+
+
+async def test_a_cr_deleted_while_its_results_are_copied_leaves_nothing(kube: FakeKube, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    async with operator(kube, results_dir=results) as metrics:
+        kube.create(job())
+        pod, fake = await start_run(kube)
+        gated = GatedSidecar(fake, "profile_export_aiperf.csv")
+        kube.register_proxy(NS, pod, 9091, gated)
+        epoch = cr(kube)["status"]["runEpoch"]
+        await kube.wait_until(lambda: index_rows(results) == [("run", epoch, "Running")])
+        end_control_plane(kube, pod)
+        await asyncio.wait_for(gated.reached.wait(), 20)  # the harvest is mid-copy
+        await delete_cr(kube)
+        # The delete interrupts the transfer that hangs: the harvest returns, the finalizer goes.
+        await kube.wait_until(lambda: not cr(kube), timeout=20)
+        assert metrics.value("reconciles", "delete") >= 1
+        await kube.wait_until(lambda: not (results / NS).exists(), timeout=20)
+        assert "profile_export_aiperf.csv" not in fake.served  # the hanging transfer never finished
+        gated.release.set()
+    assert run_dirs(results) == [] and index_rows(results) == []
+    assert not (results / NS / "run").exists()
+
+
+async def delete_cr(kube: FakeKube) -> None:
+    async with await new_client_from_config(kube.kubeconfig_path, persist_config=False) as client:
+        await CustomObjectsApi(client).delete_namespaced_custom_object("aiperf.nvidia.com", "v1alpha1", NS,
+                                                                       "aiperfjobs", "run")

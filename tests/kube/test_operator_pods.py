@@ -35,6 +35,7 @@ from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.results import ResultsStore
 from aiperf.operator.startup import StartupThresholds
+from aiperf.results.index import ResultsIndex
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_kopf import KopfOnFakeKube, fast_settings
 from aiperf.testing.fake_kube_select import Selector
@@ -221,6 +222,10 @@ async def test_a_run_completes_through_the_operator(tmp_path: Path) -> None:
             kube.kind("v1", "ConfigMap"), NS, Selector.parse(None, None)) if o["metadata"].get("ownerReferences")]
         assert old["metadata"]["uid"] not in owners, owners
         assert (stored / "profile_export_aiperf.json").exists(), "the old run's results went"
+        # The index kept the run through its CR's deletion; latest.txt names it.
+        record = await ResultsIndex(c.results).run(NS, "op", final["runEpoch"])
+        assert record is not None and record.phase == "Completed", record
+        assert (c.results / NS / "op" / "latest.txt").read_text().strip() == final["runEpoch"]
 
 
 def terminal(kube: FakeKube, name: str) -> bool:

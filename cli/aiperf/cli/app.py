@@ -145,6 +145,8 @@ def build_app() -> cyclopts.App:
 
     app.command("aiperf.cli.config_app:config_app", name="config",
                 help="The benchmark model: print its JSON Schema, validate AIPerf config v2 files.")
+    app.command("aiperf.cli.results_app:results_app", name="results",
+                help="Serve stored results over HTTP: `aiperf results serve artifacts/`.")
     app.command("aiperf.cli.kube_app:kube_app", name="kube",
                 help="Run and manage benchmarks on Kubernetes (generate, profile, list, logs, results, "
                      "cancel, delete, preflight, init).")

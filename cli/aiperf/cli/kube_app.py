@@ -207,24 +207,55 @@ def debug(name: str, *, target: KubeTarget = _TARGET,
 @kube_app.command
 def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
             artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
-            = "artifacts") -> int:
-    """Download a run's result files from its controller pod into ARTIFACT_DIR/NAME/.
+            = "artifacts", epoch: str | None = None, operator_namespace: str = "aiperf-system") -> int:
+    """Download a run's result files into ARTIFACT_DIR/NAME/.
 
-    Waits until the run has ended (its control plane exited), then copies from the controller
-    pod's results sidecar, which serves them until `kube shutdown` or --ttl-seconds after the run.
+    Operator mode (default): from the operator's results server (port 8081, through the API
+    server's services proxy), once the AIPerfJob has completed: its `status.runEpoch`, or --epoch,
+    or the newest stored run when the CR is gone. Direct mode: --from-pods waits until the run has
+    ended (its control plane exited), then copies from the controller pod's results sidecar, which
+    serves them until `kube shutdown` or --ttl-seconds after the run.
 
     Parameters
     ----------
     name
         Run name.
     from_pods
-        Copy from the controller pod's results sidecar (required: there is no results server yet).
+        Copy from the controller pod's results sidecar (direct mode, or before the operator stored it).
     artifact_dir
         Results go to ARTIFACT_DIR/NAME/.
+    epoch
+        A stored run other than the CR's (`GET /api/v1/results/NS/NAME/runs` lists them).
+    operator_namespace
+        Namespace of the aiperf-operator chart (its results server's Service).
     """
     from aiperf.cli.kube_commands import results as run
 
-    return run(target, name, from_pods=from_pods, artifact_dir=artifact_dir)
+    return run(target, name, from_pods=from_pods, artifact_dir=artifact_dir, epoch=epoch,
+               operator_namespace=operator_namespace)
+
+
+@kube_app.command
+def dashboard(*, target: KubeTarget = _TARGET, operator_namespace: str = "aiperf-system", port: int = 0,
+              open_browser: Annotated[bool, Parameter(name="--open")] = True) -> int:
+    """Open the operator's results dashboard: run history, live progress, charts, comparisons.
+
+    Forwards a local port to the results server (Service aiperf-operator, port 8081, in the
+    operator's namespace) through the API server's service proxy (you need get on
+    services/proxy there), prints the URL and opens it in the browser. Ctrl-C stops.
+
+    Parameters
+    ----------
+    operator_namespace
+        Namespace the operator chart is installed in.
+    port
+        Local port on 127.0.0.1 (0: any free port).
+    open_browser
+        Open the dashboard in the default browser (--no-open: only print its URL).
+    """
+    from aiperf.cli.kube_dashboard import dashboard_command
+
+    return dashboard_command(target, operator_namespace=operator_namespace, port=port, open_browser=open_browser)
 
 
 @kube_app.command

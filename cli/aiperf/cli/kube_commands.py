@@ -58,6 +58,7 @@ from aiperf.kube.client import (
 )
 from aiperf.kube.containers import CONTROL_PLANE_CONTAINER
 from aiperf.kube.names import jobset_name
+from aiperf.results.keys import is_key
 
 EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR = 0, 1, 2
 DEFAULT_LOG_CONTAINER = CONTROL_PLANE_CONTAINER
@@ -367,12 +368,29 @@ def logs(target: KubeTarget, name: str, *, container: str | None, tail: int | No
     return run_async(work)
 
 
-def results(target: KubeTarget, name: str, *, from_pods: bool, artifact_dir: str) -> int:
-    """`kube results --from-pods`: wait until the run has ended (its control plane exited), then
-    download its result files from the controller pod's results sidecar into ARTIFACT_DIR/NAME/.
-    The sidecar keeps serving (`kube shutdown` retires it)."""
+def results(target: KubeTarget, name: str, *, from_pods: bool, artifact_dir: str, epoch: str | None = None,
+            operator_namespace: str = "aiperf-system") -> int:
+    """`kube results`: without `from_pods` download the run stored by the operator from its
+    results server (`aiperf.cli.kube_results`); with it wait until the run has ended (its
+    control plane exited), then download its result files from the controller pod's results
+    sidecar into ARTIFACT_DIR/NAME/ (the sidecar keeps serving; `kube shutdown` retires it)."""
+    if epoch is not None and not is_key(epoch):
+        _error(f"--epoch {epoch!r}: a run epoch is 9-10 digits, optionally followed by 6 more "
+               f"(`GET /api/v1/results/NS/{name}/runs` lists them)")
+        return EXIT_USER_ERROR
     if not from_pods:
-        _error("only --from-pods is available (the operator's results server is not there yet): pass --from-pods")
+        from aiperf.cli.kube_results import ResultsServerClient, fetch_stored
+
+        async def stored() -> int:
+            api, namespace = await _open(target)
+            async with api:
+                await fetch_stored(api, name, namespace, artifact_dir, epoch=epoch,
+                                   client=ResultsServerClient(api, namespace=operator_namespace))
+            return EXIT_OK
+
+        return run_async(stored)
+    if epoch is not None:
+        _error("--epoch picks a run stored by the operator; --from-pods reads the run's controller pod")
         return EXIT_USER_ERROR
 
     async def work() -> int:

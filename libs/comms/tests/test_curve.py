@@ -62,6 +62,15 @@ def test_keys_round_trip_through_owner_only_files(tmp_path: Path) -> None:
     assert KEYS.client_secret.decode() not in repr(KEYS)
 
 
+def test_http_tokens_are_per_run_and_per_purpose(tmp_path: Path) -> None:
+    KEYS.write(tmp_path / "keys")
+    token = KEYS.http_token("raw-upload")
+    assert CurveKeys.load(tmp_path / "keys").http_token("raw-upload") == token  # every container agrees
+    assert len(token) == 64 and token != KEYS.http_token("other")
+    assert CurveKeys.generate().http_token("raw-upload") != token  # another run cannot derive it
+    assert KEYS.server_secret.decode() not in token
+
+
 def test_missing_key_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="server.key"):
         CurveKeys.load(tmp_path)

@@ -135,3 +135,34 @@ async def test_a_server_not_listening_yet_is_a_503_with_the_dial_error(kube: Fak
     async with session.get(f"{base}/api/status", headers=await _auth(api)) as response:
         assert response.status == 503
         assert "connection refused" in (await response.json())["message"]
+
+
+async def test_services_proxy_reaches_a_ready_pod_the_selector_picks(kube: FakeKube, api: ApiClient,
+                                                                     upstream: str) -> None:
+    core = CoreV1Api(api)
+    await core.create_namespaced_service(NS, {"metadata": {"name": "svc"}, "spec": {
+        "selector": {"app": "x"}, "ports": [{"name": "http", "port": 80, "targetPort": "web"},
+                                            {"name": "raw", "port": 81, "targetPort": 9091}]}})
+    session: aiohttp.ClientSession = api.rest_client.pool_manager
+    base = f"{kube.url}/api/v1/namespaces/{NS}/services"
+    async with session.get(f"{base}/svc:http/proxy/a") as response:
+        assert response.status == 503 and (await response.json())["message"] == 'no endpoints available for service "svc"'
+    await core.create_namespaced_pod(NS, {"metadata": {"name": "other", "labels": {"app": "y"}}, "spec": {
+        "containers": [{"name": "c", "image": "img:1", "ports": [{"name": "web", "containerPort": 8080}]}]}})
+    kube.run_pod(NS, "other")  # not selected
+    await core.create_namespaced_pod(NS, {"metadata": {"name": "p", "labels": {"app": "x"}}, "spec": {
+        "containers": [{"name": "c", "image": "img:1", "ports": [{"name": "web", "containerPort": 8080}]}]}})
+    kube.register_proxy(NS, "p", 8080, forward_to(upstream))
+    async with session.get(f"{base}/svc:http/proxy/a") as response:
+        assert response.status == 503  # selected but not running yet
+    kube.run_pod(NS, "p")
+    for target in ("svc:http", "svc:80", "svc", "http:svc:http"):
+        async with session.get(f"{base}/{target}/proxy/api/y") as response:
+            assert response.status == 200, target
+            assert (await response.json())["path"] == "/api/y"
+    async with session.get(f"{base}/svc:raw/proxy/a") as response:
+        assert response.status == 503  # nothing listens on 9091 in the pod
+    async with session.get(f"{base}/svc:nope/proxy/a") as response:
+        assert response.status == 503 and "no service port" in (await response.json())["message"]
+    async with session.get(f"{base}/missing:http/proxy/a") as response:
+        assert response.status == 404

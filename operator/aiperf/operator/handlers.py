@@ -7,6 +7,8 @@
   `spec.timeoutSeconds` -> `acknowledge` + `sync`; resume (operator restart), a timer every
   `resync_interval` seconds, and the run's controller pushing a running `status.subPhase` while
   the phase is Initializing -> `sync` (which promotes it to Running);
+- AIPerfJob deletion -> `deleted` (the results index drops a run not yet stored; kopf holds its
+  finalizer until it returns);
 - JobSet events (label `app.kubernetes.io/name=aiperf`) -> `jobset_event`.
 The registry has no login handler: the caller adds one (main.py from the kubeconfig or the
 pod's ServiceAccount; tests from the fake API server). Every handler counts itself in `metrics`.
@@ -115,6 +117,10 @@ def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Def
     @kopf.on.create(*JOBS, id="create", registry=registry)
     async def on_create(body: kopf.Body, **_: Any) -> None:
         await counted("create", lambda r: r.create(_plain(body)))
+
+    @kopf.on.delete(*JOBS, id="delete", registry=registry)
+    async def on_delete(body: kopf.Body, **_: Any) -> None:
+        await counted("delete", lambda r: r.deleted(_plain(body)))
 
     @kopf.on.update(*JOBS, field="spec.cancel", id="cancel", registry=registry)
     async def on_cancel(body: kopf.Body, **_: Any) -> None:

@@ -1,4 +1,7 @@
-"""Entry point of the operator: `aiperf-operator [--kubeconfig FILE] [--namespace NS ...]`.
+"""Entry point of the operator: `aiperf-operator [--kubeconfig FILE] [--namespace NS ...]`; with
+`serve-results` first it runs the results server over the results volume instead
+(`aiperf-operator serve-results --base /results --port 8081 ...`, `aiperf.results.serve`: the
+Deployment's `results-server` container, same image).
 
 Wires the process: reads the flags and the cluster configuration (kubeconfig, or the pod's
 ServiceAccount in a cluster), serves `/healthz` and `/metrics`, and runs kopf with the handlers
@@ -29,10 +32,13 @@ from aiperf.operator.metrics import Metrics
 from aiperf.operator.probes import build_app, serving
 from aiperf.operator.results import ResultsStore
 from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
+from aiperf.results.serve import DEFAULT_PORT as RESULTS_SERVER_PORT
+
+RESULTS_COMMAND = "serve-results"
 
 PROG = "aiperf-operator"
 DEFAULT_HEALTH_PORT = 8080
-DEFAULT_RESULTS_PORT = 8081
+DEFAULT_RESULTS_PORT = RESULTS_SERVER_PORT
 DEFAULT_METRICS_PORT = 8082
 DEFAULT_RESULTS_DIR = "/results"
 DEFAULT_RESYNC_S = 30.0
@@ -73,9 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"port of GET /metrics, Prometheus text format (default {DEFAULT_METRICS_PORT})")
     parser.add_argument("--results-dir", default=DEFAULT_RESULTS_DIR, metavar="DIR",
                         help="results volume: each finished run's exports are copied to <ns>/<name>/<epoch>/ "
-                             f"(default {DEFAULT_RESULTS_DIR})")
-    parser.add_argument("--results-port", type=int, default=DEFAULT_RESULTS_PORT, metavar="PORT",
-                        help=f"port of the results server (default {DEFAULT_RESULTS_PORT}; reserved: not served yet)")
+                             f"(default {DEFAULT_RESULTS_DIR}; runs kept per job: env AIPERF_RESULTS_KEEP, "
+                             f"default 10). `{PROG} {RESULTS_COMMAND} --help`: the results server over it")
     return parser
 
 
@@ -90,7 +95,7 @@ def _seconds(parser: argparse.ArgumentParser, flag: str, env: str, default: floa
                         help=f"{text} (default {value:g}; env {env})")
 
 
-async def serve(args: argparse.Namespace) -> None:
+async def serve(args: argparse.Namespace, results: ResultsStore) -> None:
     """Run the operator until kopf stops. Raises `KubeError` for an unusable configuration."""
     config = await load_configuration(args.kubeconfig, args.context)
     metrics = Metrics()
@@ -98,7 +103,7 @@ async def serve(args: argparse.Namespace) -> None:
                                    unschedulable_fail_after_s=args.startup_unschedulable_fail_after)
     registry = build_registry(connect=client_factory(config), metrics=metrics, resync_interval=args.resync_interval,
                               defaults=Defaults(image_registry=args.image_registry, image_tag=args.image_tag),
-                              thresholds=thresholds, results=ResultsStore(Path(args.results_dir)))
+                              thresholds=thresholds, results=results)
     default_namespace = pod_namespace()
 
     def login(**_: object) -> kopf.ConnectionInfo:
@@ -123,11 +128,21 @@ async def _operate(registry: kopf.OperatorRegistry, args: argparse.Namespace, re
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the flags and run the operator (see the module doc for the exit codes)."""
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == [RESULTS_COMMAND]:
+        from aiperf.results.serve import serve_main
+
+        return serve_main(argv[1:], prog=f"{PROG} {RESULTS_COMMAND}")
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
     try:
-        asyncio.run(serve(args))
+        results = ResultsStore(Path(args.results_dir))
+    except ValueError as exc:  # AIPERF_RESULTS_KEEP
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(args, results))
     except KubeError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2

@@ -47,7 +47,7 @@ from aiperf.operator import api, startup
 from aiperf.operator.desired import CR_API_VERSION, Defaults, InvalidSpec, JobPlan, plan_job
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.ownership import Verdict, claim, controller_of
-from aiperf.operator.results import ResultsStore
+from aiperf.operator.results import ResultsStore, RunDeleted, epoch_of
 from aiperf.operator.status import (
     TERMINAL,
     Cond,
@@ -121,6 +121,8 @@ class JobReconciler:
         live = await self.write_status(ns, name, uid, pending)
         if live is None or phase_of(live) in TERMINAL:
             return
+        if self._results is not None and (epoch := epoch_of(live)) is not None:
+            await self._results.created(ns, name, epoch, uid=uid, created_at=meta.get("creationTimestamp"))
         await self._create_objects(plan, ns, name, uid)
         await self.write_status(ns, name, uid, lambda cr: None if phase_of(cr) in TERMINAL else StatusChange(
             values={"phase": p.value} if (p := forward(phase_of(cr), JobPhase.INITIALIZING)) else {},
@@ -253,9 +255,16 @@ class JobReconciler:
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
         assert self._results is not None
         if exit_code == 0:
-            epoch = str((cr.get("status") or {}).get("runEpoch") or _epoch(cr) or "0")
+            epoch = epoch_of(cr)
+            if epoch is None:
+                raise kopf.PermanentError(f"{ns}/{name} has no creationTimestamp a results directory can be named by")
             try:
-                stored = await self._results.harvest(self._api, ns, name, epoch, pod, uid)
+                stored = await self._results.harvest(self._api, ns, name, epoch, pod, uid,
+                                                     created_at=meta.get("creationTimestamp"),
+                                                     completed_at=timestamp(self._clock()))
+            except RunDeleted:
+                log.info("results.dropped_deleted_run", namespace=ns, name=name, epoch=epoch)
+                return
             except KubeClusterError as exc:
                 log.warning("results.copy_failed", namespace=ns, name=name, pod=pod, error=str(exc))
                 raise kopf.TemporaryError(f"copying the results of {ns}/{name} from pod {pod} failed: {exc}; "
@@ -276,6 +285,24 @@ class JobReconciler:
             await sidecar.shutdown_sidecar(self._api, ns, pod)
         except KubeClusterError as exc:  # it exits by itself after its linger time
             log.warning("results.sidecar_shutdown_failed", namespace=ns, name=name, pod=pod, error=str(exc))
+
+    async def _record_phase(self, cr: Mapping[str, Any], phase: JobPhase) -> None:
+        """Mirror a phase change into the results index (Completed comes from the harvest)."""
+        epoch = epoch_of(cr)
+        if self._results is None or epoch is None or phase == JobPhase.COMPLETED:
+            return
+        meta = cr["metadata"]
+        await self._results.phase(meta["namespace"], meta["name"], epoch, uid=meta["uid"], phase=phase.value,
+                                  created_at=meta.get("creationTimestamp"))
+
+    async def deleted(self, body: Mapping[str, Any]) -> None:
+        """CR `body` is being deleted: its run's results, unless already stored, are dropped
+        (an in-flight harvest stops and stores nothing; see `aiperf.operator.results`)."""
+        meta = body["metadata"]
+        epoch = epoch_of(body)
+        if self._results is not None and epoch is not None:
+            await self._results.deleted(meta["namespace"], meta["name"], epoch)
+            log.info("run.deleted", namespace=meta["namespace"], name=meta["name"], epoch=epoch)
 
     # -- cancel and timeout --------------------------------------------------------------------
 
@@ -384,6 +411,7 @@ class JobReconciler:
                                           delay=self._retry_delay) from None
             if change.phase is not None and change.phase != phase_of(cr):
                 self._metrics.entered_phase(change.phase.value)
+                await self._record_phase(written, change.phase)
             return written
         raise kopf.TemporaryError(f"status of {ns}/{name} kept changing under {MAX_ATTEMPTS} writes; retrying",
                                   delay=1)
@@ -397,8 +425,5 @@ def _with_values(change: StatusChange | None, values: Mapping[str, Any]) -> Stat
 
 
 def _epoch(cr: Mapping[str, Any]) -> str | None:
-    created = cr["metadata"].get("creationTimestamp")
-    try:
-        return str(int(datetime.fromisoformat(str(created).replace("Z", "+00:00")).timestamp())) if created else None
-    except ValueError:
-        return None
+    """The run key of a new CR (`aiperf.results.keys.run_key`: creation second + UID suffix)."""
+    return epoch_of({"metadata": cr["metadata"]})

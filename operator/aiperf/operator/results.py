@@ -1,36 +1,44 @@
-"""The operator's results volume: each finished run's exports under `<base>/<ns>/<name>/<epoch>/`.
+"""The operator's results volume: each finished run's exports under `<base>/<ns>/<name>/<epoch>/`,
+kept by `aiperf.results.index.ResultsIndex` (layout, SQLite index, `latest.txt`, retention;
+the `results-server` container serves the same volume).
 
 `ResultsStore.harvest` copies every export the controller pod's results sidecar lists (through
-the API server's pod proxy, `aiperf.kube.sidecar`) into a staging directory
-`<base>/<ns>/<name>/.<epoch>.partial-<random>/`, fsyncs each file and the directory, then renames
-it to `<epoch>/` and fsyncs the parent: a run directory exists whole or not at all, and a copy
-that breaks off is removed (and retried by the caller), never advertised. `latest.txt` beside the
-run directories names the newest harvested epoch (written by a rename, never rolled back to an
-older epoch). The results server (a later piece) serves these directories; `status.resultsPath`
-is `<ns>/<name>/<epoch>`, relative to the volume.
+the API server's pod proxy, `aiperf.kube.sidecar`) into a staging directory, fsyncing each file,
+then passes it through the index's single success gate (`record_completed`): the directory is
+renamed to `<epoch>/` whole, `latest.txt` moves forward (never back to an older run), the index
+row says Completed, retention trims the job's oldest runs. A copy that breaks off is removed
+(and retried by the caller), never advertised.
 
-A run directory holds `.aiperf_run_uid`, the UID of the AIPerfJob it belongs to. The epoch is
-the CR's creationTimestamp in whole seconds, so a same-name CR deleted and created again within
-one second has the same epoch: its directory is then `<epoch>-<uid prefix>`, never the earlier
-incarnation's (whose results stay as they were).
+The epoch is `aiperf.results.keys.run_key` of the CR: its creationTimestamp in whole seconds
+plus a six-digit suffix derived from its UID, so a CR deleted and created again within one
+second gets its own directory. `status.resultsPath` is `<ns>/<name>/<epoch>`, relative to the
+volume.
+
+A deleted CR wins over its own harvest: `deleted` leaves a tombstone that interrupts the
+transfers at once and that the gate checks (`RunDeleted`: nothing of the run is left); a run
+that had completed before the delete stays in the history.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
+import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import anyio
+import structlog
 from kubernetes_asyncio.client import ApiClient
 
 from aiperf.kube import sidecar
 from aiperf.kube.client import KubeClusterError
+from aiperf.results.disk import LATEST, RUN_MARKER
+from aiperf.results.index import ResultsIndex, RunConflict
+from aiperf.results.keys import run_key
 
-LATEST = "latest.txt"
-RUN_UID = ".aiperf_run_uid"
+log = structlog.get_logger("aiperf.operator")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,93 +49,122 @@ class Harvest:
     files: list[str]
 
 
-class ResultsStore:
-    """The results volume mounted at `base` (created on first use)."""
+class RunDeleted(Exception):
+    """The run's CR was deleted before its results were stored: nothing was kept."""
 
-    def __init__(self, base: Path) -> None:
+
+def epoch_of(cr: Mapping[str, Any]) -> str | None:
+    """The run key of CR `cr` (`status.runEpoch` once set, else from its creationTimestamp and
+    UID); None when it has no usable creation time."""
+    recorded = (cr.get("status") or {}).get("runEpoch")
+    if recorded:
+        return str(recorded)
+    meta = cr.get("metadata") or {}
+    created = meta.get("creationTimestamp")
+    if not created:
+        return None
+    try:
+        return run_key(str(created), meta.get("uid"))
+    except ValueError:
+        return None
+
+
+class ResultsStore:
+    """The results volume mounted at `base` (created on first use); `index` keeps it (default:
+    a `ResultsIndex` over `base`, retention from `AIPERF_RESULTS_KEEP`)."""
+
+    def __init__(self, base: Path, *, index: ResultsIndex | None = None) -> None:
         self.base = base
+        self.index = index or ResultsIndex(base)
 
     def relative(self, namespace: str, name: str, epoch: str) -> str:
         """`<ns>/<name>/<epoch>`: a run's directory relative to the volume."""
         return f"{namespace}/{name}/{epoch}"
 
-    async def harvest(self, api: ApiClient, namespace: str, name: str, epoch: str, pod: str, uid: str) -> Harvest:
+    async def created(self, namespace: str, name: str, epoch: str, *, uid: str, created_at: str | None) -> None:
+        """Record a new run (phase Pending). An index or disk failure is logged, not raised:
+        the index is rebuilt from the disk when it breaks."""
+        await self._quietly("created", self.index.record_created(namespace, name, epoch, uid=uid,
+                                                                  created_at=created_at), namespace, name)
+
+    async def phase(self, namespace: str, name: str, epoch: str, *, uid: str, phase: str,
+                    created_at: str | None = None) -> None:
+        """Record a phase change (logged, not raised, on failure)."""
+        await self._quietly("phase", self.index.record_phase(namespace, name, epoch, uid=uid, phase=phase,
+                                                              created_at=created_at), namespace, name)
+
+    async def deleted(self, namespace: str, name: str, epoch: str) -> None:
+        """The CR of run `epoch` was deleted: stop its harvest, drop what is not completed."""
+        self.index.mark_deleted(namespace, name, epoch)
+        await self._quietly("deleted", self.index.record_deleted(namespace, name, epoch), namespace, name)
+
+    async def _quietly(self, what: str, work: Any, namespace: str, name: str) -> None:
+        try:
+            await work
+        except (OSError, sqlite3.Error, ValueError) as exc:
+            log.warning("results.index_write_failed", write=what, namespace=namespace, name=name, error=str(exc))
+
+    async def harvest(self, api: ApiClient, namespace: str, name: str, epoch: str, pod: str, uid: str,
+                      *, created_at: str | None = None, completed_at: str | None = None) -> Harvest:
         """Copy the exports of run `name` (CR `uid`) from the results sidecar of `pod` into its
         run directory (see the module doc); a directory of this `uid` already there is a finished
         earlier harvest and is kept as is. KubeClusterError when the sidecar cannot be read, lists
-        no export, or a transfer fails (the staging directory is removed)."""
-        folder = await anyio.to_thread.run_sync(self._folder_of, namespace, name, epoch, uid)
-        relative = self.relative(namespace, name, folder)
-        final = self.base / relative
-        if await anyio.Path(final).is_dir():
-            return Harvest(path=relative, files=sorted(p.name for p in final.iterdir() if p.name != RUN_UID))
+        no export, a transfer fails (the staging directory is removed), or another CR's results
+        hold the directory; RunDeleted when the CR was deleted meanwhile."""
+        index = self.index
+        relative = self.relative(namespace, name, epoch)
+        done = await index.completed(namespace, name, epoch)
+        if done is not None and (not done.uid or done.uid == uid):
+            return Harvest(path=relative, files=[f.name for f in done.files])
+        self._check_alive(namespace, name, epoch)
         await sidecar.wait_sidecar_ended(api, namespace, pod)
         names = await sidecar.list_exports(api, namespace, pod)
         if not names:
             raise KubeClusterError(f"the results sidecar of pod {pod} lists no export file")
-        parent = final.parent
-        await anyio.Path(parent).mkdir(parents=True, exist_ok=True)
-        staging = parent / f".{folder}.partial-{secrets.token_hex(4)}"
-        await anyio.Path(staging).mkdir()
+        staging = await index.stage(namespace, name, epoch)
         try:
-            for file_name in names:
-                await sidecar.download_export(api, namespace, pod, file_name, staging, durable=True)
-            await anyio.to_thread.run_sync(_write_durably, staging / RUN_UID, uid + "\n")
-            await anyio.to_thread.run_sync(_fsync_dir, staging)
-            try:
-                await anyio.Path(staging).rename(final)
-            except OSError:
-                if not await anyio.Path(final).is_dir():
-                    raise
-                # a concurrent harvest of the same run finished first: its copy stands
-            await anyio.to_thread.run_sync(_fsync_dir, parent)
+            await self._transfer(api, namespace, name, epoch, pod, names, staging)
+            self._check_alive(namespace, name, epoch)
+            stored = await index.record_completed(namespace, name, epoch, uid=uid, staging=staging,
+                                                  created_at=created_at, completed_at=completed_at or _now())
+        except RunConflict as exc:
+            raise KubeClusterError(str(exc)) from None
         finally:
-            await anyio.to_thread.run_sync(lambda: shutil.rmtree(staging, ignore_errors=True))
-        await anyio.to_thread.run_sync(_write_latest, parent, folder)
-        return Harvest(path=relative, files=sorted(names))
+            await index.discard(staging)
+        if stored is None:
+            raise RunDeleted(f"{namespace}/{name} was deleted before its results were stored")
+        return Harvest(path=relative, files=[f.name for f in stored.files])
 
-    def _folder_of(self, namespace: str, name: str, epoch: str, uid: str) -> str:
-        """`epoch`, unless another incarnation of the run already holds that directory."""
-        plain = self.base / self.relative(namespace, name, epoch)
-        try:
-            owner = (plain / RUN_UID).read_text().strip()
-        except FileNotFoundError:
-            return epoch if not plain.exists() else f"{epoch}-{uid[:8]}"
-        return epoch if owner == uid else f"{epoch}-{uid[:8]}"
+    async def _transfer(self, api: ApiClient, namespace: str, name: str, epoch: str, pod: str, names: list[str],
+                        staging: Path) -> None:
+        """Download `names` into `staging`, stopping at once when the run is deleted meanwhile.
+        The first failure of a transfer is raised as is (not wrapped in a group)."""
+        failed: list[Exception] = []
+        async with anyio.create_task_group() as transfers:
+            async def interrupt() -> None:
+                await self.index.wait_deleted(namespace, name, epoch)
+                transfers.cancel_scope.cancel()
 
+            async def copy() -> None:
+                try:
+                    for file_name in names:
+                        await sidecar.download_export(api, namespace, pod, file_name, staging, durable=True)
+                except Exception as exc:  # noqa: BLE001 - raised below, outside the task group
+                    failed.append(exc)
+                transfers.cancel_scope.cancel()
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+            transfers.start_soon(interrupt)
+            transfers.start_soon(copy)
+        if failed:
+            raise failed[0]
 
-
-def _write_durably(path: Path, text: str) -> None:
-    with open(path, "w") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-
-
-def _epoch_of(folder: str) -> int:
-    """The epoch of a run directory name (`<epoch>` or `<epoch>-<uid prefix>`)."""
-    return int(folder.split("-", 1)[0] or 0)
-
-
-def _write_latest(parent: Path, folder: str) -> None:
-    """`latest.txt` := `folder`, unless it already names a newer epoch (staged, fsynced, renamed)."""
-    current = parent / LATEST
-    try:
-        if _epoch_of(current.read_text().strip()) > _epoch_of(folder):
-            return
-    except (OSError, ValueError):
-        pass
-    staged = parent / f".{LATEST}.{secrets.token_hex(4)}"
-    _write_durably(staged, folder + "\n")
-    os.replace(staged, current)
-    _fsync_dir(parent)
+    def _check_alive(self, namespace: str, name: str, epoch: str) -> None:
+        if self.index.is_deleted(namespace, name, epoch):
+            raise RunDeleted(f"{namespace}/{name} was deleted before its results were stored")
 
 
-__all__ = ["LATEST", "RUN_UID", "Harvest", "ResultsStore"]
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+__all__ = ["LATEST", "RUN_MARKER", "Harvest", "ResultsStore", "RunDeleted", "epoch_of"]

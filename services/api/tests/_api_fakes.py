@@ -56,7 +56,8 @@ def make_serving(tmp_path: Path) -> Serving:
     127.0.0.1 port, stopped (and checked for leaked tasks and threads) on exit."""
 
     @asynccontextmanager
-    async def serve(*, kubernetes: bool = False, port: int = 0) -> AsyncIterator[Running]:
+    async def serve(*, kubernetes: bool = False, port: int = 0,
+                    upload_token: str | None = None) -> AsyncIterator[Running]:
         artifact_dir, dataset_dir = tmp_path / "artifacts", tmp_path / "artifacts" / "dataset"
         dataset_dir.mkdir(parents=True)
         tasks_before = asyncio.all_tasks()
@@ -64,7 +65,7 @@ def make_serving(tmp_path: Path) -> Serving:
         send, receive = anyio.create_memory_object_stream[Event]()
         api = Api(events=FakeEvents(receive), artifact_dir=artifact_dir, dataset_dir=dataset_dir,
                   compressed_dataset=kubernetes, host="127.0.0.1", port=port,
-                  server_factory=granian_server)
+                  server_factory=granian_server, upload_token=upload_token)
         with send, receive:
             async with aiohttp.ClientSession(auto_decompress=False) as http:
                 async with anyio.create_task_group() as tg:

@@ -82,10 +82,13 @@ async def test_websocket_streams_a_snapshot_per_change(serving: Serving) -> None
         with anyio.fail_after(5):
             while (snapshot := await ws.receive_json())["state"] != "processing":
                 pass
-        # Leaving the block stops the service: the socket gets a close frame, not a reset.
+        # Leaving the block stops the service: the socket gets the last snapshot, then a close
+        # frame, not a reset.
         closing = ws
     with anyio.fail_after(5):
+        last = await closing.receive()
         msg = await closing.receive()
+    assert last.type is aiohttp.WSMsgType.TEXT and last.json()["jobPhase"] == "processing"
     assert msg.type is aiohttp.WSMsgType.CLOSED or msg.type is aiohttp.WSMsgType.CLOSE
 
 

@@ -215,23 +215,3 @@ def test_the_profiling_deadline_follows_the_phases() -> None:
     only_duration = msgspec.structs.replace(timed, benchmark=Benchmark(
         models=["m"], phases=[ConcurrencyPhase(duration=60, grace_period=5)]))
     assert profiling_deadline_s(only_duration) == 60 + 5 + 10 + 30
-
-
-async def test_kubernetes_mode_refuses_raw_exports_before_any_command(router: FakeRouter) -> None:
-    """`--export-level raw` needs the record-processors' files on the controller's disk, which
-    Kubernetes mode cannot give yet: a user error (exit 2), one line, before configuring."""
-    from aiperf.config import Artifacts
-    from aiperf.system_controller.launcher import NoLauncher
-    from aiperf.system_controller.service import SystemController
-
-    router.answer = answer_plainly
-    cfg = msgspec.structs.replace(config(kubernetes=True), benchmark=Benchmark(
-        models=["m"], artifacts=Artifacts(export_level="raw")))
-    router.register_plan(COUNTS)
-    controller = SystemController(config=cfg, control=ControlServer(router), launcher=NoLauncher(),
-                                  driver=ProfileDriver(config=cfg))
-    with anyio.fail_after(20):
-        verdict = await controller.run()
-    assert verdict.state is SystemState.FAILED and verdict.exit_code == 2
-    assert verdict.reason.startswith("--export-level raw is not supported in Kubernetes mode")
-    assert not [c for _, c in router.sent if not isinstance(c, Shutdown)], router.sent

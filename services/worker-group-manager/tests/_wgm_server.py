@@ -63,3 +63,49 @@ async def serving(server: DatasetServer) -> AsyncIterator[DatasetServer]:
         yield server
     finally:
         await runner.cleanup()
+
+
+@dataclass(kw_only=True)
+class UploadServer:
+    """Stands in for the api's raw-part upload route `PUT /api/raw/<name>`: keeps each body in
+    `received` and answers 201 ``{"size": n}``. The first `busy` requests answer 503; `status`
+    overrides every answer; `ack_delta` is added to the acknowledged size (a lying or broken
+    receiver); a request without ``Bearer <token>`` gets 401."""
+
+    token: str
+    busy: int = 0
+    status: int | None = None
+    ack_delta: int = 0
+    received: dict[str, bytes] = field(default_factory=dict)
+    hits: int = 0
+    url: str = ""
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.hits += 1
+        body = await request.read()
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return web.json_response({"detail": "wrong token"}, status=401)
+        if self.status is not None:
+            return web.Response(status=self.status, text="nope")
+        if self.hits <= self.busy:
+            return web.json_response({"detail": "busy"}, status=503)
+        self.received[request.match_info["name"]] = body
+        return web.json_response({"name": request.match_info["name"], "size": len(body) + self.ack_delta},
+                                 status=201)
+
+
+@asynccontextmanager
+async def serving_uploads(server: UploadServer) -> AsyncIterator[UploadServer]:
+    """Run `server` on 127.0.0.1 (free port); `server.url` is the api's base URL."""
+    app = web.Application()
+    app.router.add_put("/api/raw/{name}", server.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    server.url = f"http://127.0.0.1:{port}"
+    try:
+        yield server
+    finally:
+        await runner.cleanup()

@@ -7,6 +7,7 @@ from aiperf.comms.addressing import CONTROLLER_HOST_ENV, Addressing, Channel
 from aiperf.comms.codec import BadMessage, Codec
 from aiperf.comms.curve import (
     CURVE_KEYS_DIR_ENV,
+    RAW_UPLOAD_TOKEN,
     CurveKeys,
     apply_curve,
     curve_of,
@@ -25,7 +26,7 @@ from aiperf.comms.sockets import (
 )
 
 __all__ = [
-    "CONTROLLER_HOST_ENV", "CURVE_KEYS_DIR_ENV", "CurveKeys", "Addressing", "AskTimeout", "BadMessage", "Channel", "Codec",
+    "CONTROLLER_HOST_ENV", "CURVE_KEYS_DIR_ENV", "RAW_UPLOAD_TOKEN", "CurveKeys", "Addressing", "AskTimeout", "BadMessage", "Channel", "Codec",
     "DealerSocket", "EventBusProxy", "PeerUnreachable", "PendingReplies", "Publisher",
     "PullSocket", "PushSocket", "RouterSocket", "Subscriber", "apply_curve", "curve_of", "load_curve", "probe_return_channel",
     "zmq_context",

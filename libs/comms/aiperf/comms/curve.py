@@ -13,6 +13,8 @@ certificate format (`public-key = "..."` and `secret-key = "..."` lines); `zmq.a
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,6 +30,8 @@ SERVER_KEY_FILE = "server.key"
 CLIENT_KEY_FILE = "client.key"
 CURVE_KEYS_DIR_ENV = "AIPERF_CURVE_KEYS_DIR"
 """Environment override of `CommsOptions.curve_keys_dir` (a directory with the two key files)."""
+RAW_UPLOAD_TOKEN = "raw-upload"
+"""`CurveKeys.http_token` purpose of the raw-part uploads (worker pods -> the controller's api)."""
 
 
 class CurveKeys(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,6 +77,13 @@ class CurveKeys(msgspec.Struct, frozen=True, kw_only=True):
         (server_public, server_secret), (client_public, client_secret) = pairs
         return cls(server_public=server_public, server_secret=server_secret,
                    client_public=client_public, client_secret=client_secret)
+
+    def http_token(self, purpose: str) -> str:
+        """A bearer token for one of the run's HTTP channels (`purpose` names it, e.g.
+        ``"raw-upload"``): HMAC-SHA256 of `purpose` under the server's secret key, hex. Every
+        container that holds the run's key files derives the same token; nobody else can, and
+        a token for one purpose does not open another."""
+        return hmac.new(self.server_secret, b"aiperf-http-token/" + purpose.encode(), hashlib.sha256).hexdigest()
 
     def files(self) -> dict[str, str]:
         """The two key files' names and texts (also the data of the Kubernetes Secret)."""

@@ -27,7 +27,6 @@ from aiperf.config.benchmark import (
     SyntheticDataset,
     TokenizerSpec,
     benchmark_schema,
-    kubernetes_unsupported,
 )
 from aiperf.config.loader import ConfigError, Secrets, decode_benchmark, normalize
 from aiperf.config.run_config import (
@@ -53,5 +52,5 @@ __all__ = [
     "FileDataset", "FixedSchedulePhase", "GammaPhase", "Length", "HttpOptions", "MAX_RESPONSE_BYTES_ENV", "MetricsOptions", "READ_IDLE_TIMEOUT_ENV", "Phase", "PhaseKind", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "RunConfig", "RunMode", "Runtime", "RuntimeOptions",
     "Secrets", "ServiceCounts", "SyntheticDataset", "TokenizerSpec", "benchmark_schema", "decode_benchmark",
-    "dump_run_config", "group_id", "group_index", "kubernetes_unsupported", "load_run_config", "normalize",
+    "dump_run_config", "group_id", "group_index", "load_run_config", "normalize",
 ]

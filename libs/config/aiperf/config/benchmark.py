@@ -352,16 +352,6 @@ class Benchmark(_Spec, frozen=True, kw_only=True):
         return self.random_seed if seed is None else seed
 
 
-def kubernetes_unsupported(benchmark: Benchmark) -> str | None:
-    """One line saying why `benchmark` cannot run in Kubernetes mode, or None when it can.
-    `export_level: raw` cannot yet: the raw files are written in the worker pods and nothing
-    uploads them to the controller, so the results would be incomplete."""
-    if benchmark.artifacts.export_level == "raw":
-        return ("--export-level raw is not supported in Kubernetes mode yet (the worker pods' raw files "
-                "are not collected); use --export-level records")
-    return None
-
-
 def benchmark_schema() -> dict[str, Any]:
     """The JSON Schema of `Benchmark` (msgspec's, `$defs` + `$ref`): what the operator's CRD
     generator consumes. Stable for an unchanged model (a golden test pins it)."""

@@ -22,7 +22,9 @@ from aiperf.messages.control import (
     ProfileConfigure,
     ProfileFinished,
     ProfileStart,
+    RawPart,
     RawRecordsFlushed,
+    RawRecordsUploaded,
     Register,
     Replies,
     Reply,
@@ -31,6 +33,7 @@ from aiperf.messages.control import (
     Shutdown,
     ToController,
     ToService,
+    UploadRawRecords,
     WorkerLost,
 )
 from aiperf.messages.credits import (
@@ -77,8 +80,8 @@ __all__ = [
     "Heartbeat", "HeldCredits", "HttpTrace", "Message", "MetricRecord", "Phase", "PhaseAccounting", "PhaseComplete",
     "PhaseSendingComplete", "PhaseStarted", "PrepareGroup", "ProfileCancel", "ProfileConfigure",
     "ProfileFinished", "ProfileStart", "Progress", "RawRecordChannel", "RealtimeMetrics",
-    "RecordChannel", "Register", "Replies", "Reply", "RequestRecord", "RawRecordsFlushed", "RunAccounting",
+    "RecordChannel", "Register", "Replies", "Reply", "RequestRecord", "RawPart", "RawRecordsFlushed", "RawRecordsUploaded", "RunAccounting",
     "ServiceFailed", "ServiceState", "ServiceStatus", "ServiceType", "Shutdown", "SystemState",
-    "SystemStateChanged", "TimePing", "TimePong", "ToController", "ToService", "WorkerConnected",
+    "SystemStateChanged", "TimePing", "TimePong", "ToController", "ToService", "UploadRawRecords", "WorkerConnected",
     "WorkerGroupReady", "WorkerLeaving", "WorkerLost", "topic_of",
 ]

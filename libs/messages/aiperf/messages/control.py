@@ -149,6 +149,24 @@ class RawRecordsFlushed(Reply, frozen=True, kw_only=True):
     records: int = 0
 
 
+class RawPart(msgspec.Struct, frozen=True, kw_only=True):
+    """One record-processor's raw part: its file `name` (`<service id>.jsonl`), `size` bytes,
+    `records` lines. In `UploadRawRecords`, `path` is where it lies in the worker pod."""
+
+    name: str
+    size: int
+    records: int = 0
+    path: str = ""
+
+
+class RawRecordsUploaded(Reply, frozen=True, kw_only=True):
+    """A worker-group-manager uploaded its group's raw parts to the controller's api: each
+    part's `size` is the byte count the api acknowledged receiving (equal to what was sent,
+    or the upload would have failed)."""
+
+    parts: list[RawPart] = []
+
+
 # -- commands ---------------------------------------------------------------------------------
 
 R = TypeVar("R", bound=Reply)
@@ -226,9 +244,19 @@ class FlushRawRecords(Command[RawRecordsFlushed], frozen=True, kw_only=True):
     reply = RawRecordsFlushed
 
 
+class UploadRawRecords(Command[RawRecordsUploaded], frozen=True, kw_only=True):
+    """worker-group-manager (Kubernetes, `--export-level raw`), once its group's record-processors
+    flushed: upload each of `parts` (their `RawRecordsFlushed` answers) to the controller's api
+    at `upload_url` (default: the api named by the pod's environment)."""
+
+    reply = RawRecordsUploaded
+    parts: list[RawPart] = []
+    upload_url: str = ""
+
+
 ToController = (Register | Heartbeat | ServiceStatus | Ack | CommandFailed | DatasetBuilt | GroupReady
-                | ProfileFinished | CreditsLost | Finalized | RawRecordsFlushed)
+                | ProfileFinished | CreditsLost | Finalized | RawRecordsFlushed | RawRecordsUploaded)
 ToService = (Shutdown | BuildDataset | PrepareGroup | ProfileConfigure | ProfileStart | ProfileCancel
-             | WorkerLost | Finalize | FlushRawRecords)
+             | WorkerLost | Finalize | FlushRawRecords | UploadRawRecords)
 Replies = (Ack | CommandFailed | DatasetBuilt | GroupReady | ProfileFinished | CreditsLost | Finalized
-           | RawRecordsFlushed)
+           | RawRecordsFlushed | RawRecordsUploaded)

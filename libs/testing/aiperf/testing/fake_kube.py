@@ -30,7 +30,7 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
   on an expired token); WATCH from a resourceVersion over a bounded history (410 when older:
   `history_limit`, `compact()`), selector transitions as ADDED/DELETED, BOOKMARKs when allowed
   (`send_bookmarks()` and every `bookmark_interval`), `sendInitialEvents`.
-- Subresources: status, scale, pods/log and pods/proxy (`fake_kube_pods`; `fake_kube_proxy.forward_to`
+- Subresources: status, scale, pods/log, pods/proxy and services/proxy (`fake_kube_pods`; `fake_kube_proxy.forward_to`
   relays to a real server, WebSocket upgrades included), namespaces/finalize, pods/binding,
   serviceaccounts/token. events.k8s.io/v1 Events share storage with core/v1 ones.
 - Optional authentication and RBAC (`rbac=True`, `fake_kube_rbac`): 401 without a known bearer
@@ -424,8 +424,10 @@ class FakeKube:
                      options: WriteOptions) -> web.StreamResponse:
         method, info, sub = request.method, target.info, target.subresource
         if sub == "proxy":
-            if info.plural != "pods" or target.name is None:
+            if info.plural not in ("pods", "services") or target.name is None:
                 raise ApiError.no_route()
+            if info.plural == "services":
+                return await self.pods.service_proxy(request, target.namespace or "", target.name, target.subpath)
             return await self.pods.proxy(request, target.namespace or "", target.name, target.subpath)
         if sub == "log":
             if method != "GET" or info.plural != "pods":

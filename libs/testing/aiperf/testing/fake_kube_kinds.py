@@ -46,6 +46,7 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
 
 NAMESPACES = BUILTIN_KINDS[0]
 PODS = BUILTIN_KINDS[1]
+SERVICES = BUILTIN_KINDS[2]
 CRDS = BUILTIN_KINDS[12]
 
 _SUBRESOURCE_DISCOVERY: dict[str, tuple[str, str, str, list[str]]] = {

@@ -9,6 +9,10 @@ shows, `pods/log` and `pods/proxy` with the rules a real cluster applies.
   "address not allowed", the apiserver's answer), and something must listen on the port
   (`register_proxy`) in a running container of an unfinished pod; otherwise 503, the dial
   error the apiserver reports. Without a port the first declared containerPort is used, else 80.
+- `services/proxy` (`SVC`, `SVC:PORT`, `SCHEME:SVC:PORT`; PORT a service port's name or number,
+  else the first): the service's selector picks a Ready pod with a podIP (the endpoints), its
+  `targetPort` (a number, or a containerPort name in that pod) the port; then as `pods/proxy`.
+  No such port: 503 "no service port"; no ready pod: 503 "no endpoints available".
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from aiperf.testing.fake_kube_api import ApiError, Obj
-from aiperf.testing.fake_kube_kinds import PODS
+from aiperf.testing.fake_kube_kinds import PODS, SERVICES
+from aiperf.testing.fake_kube_select import Requirement, Selector
 from aiperf.testing.fake_kube_store import Store, now_rfc3339
 
 ProxyHandler = Callable[[web.Request, str], Awaitable[web.StreamResponse]]
@@ -199,6 +204,33 @@ class PodRuntime:
                            "connect: connection refused")
         return await registered[0](request, subpath)
 
+    async def service_proxy(self, request: web.Request, namespace: str, target: str,
+                            subpath: str) -> web.StreamResponse:
+        parts = target.split(":")
+        if len(parts) > 3 or not parts[-1 if len(parts) == 1 else -2]:
+            raise ApiError.bad_request(f'invalid service request "{target}"')
+        name = parts[0] if len(parts) == 1 else parts[-2]
+        wanted = parts[-1] if len(parts) >= 2 else ""
+        service = self._store.get(SERVICES, namespace, name)
+        spec = service.get("spec") or {}
+        ports = spec.get("ports") or []
+        port = next((p for p in ports if not wanted or p.get("name") == wanted or str(p.get("port")) == wanted), None)
+        if port is None:
+            raise ApiError(503, "ServiceUnavailable", f'no service port "{wanted}" found for service "{name}"')
+        selector = Selector([_equals(k, v) for k, v in (spec.get("selector") or {}).items()])
+        ready = [p for p in self._store.list_objects(PODS, namespace, selector)
+                 if spec.get("selector") and _ready(p) and (p.get("status") or {}).get("podIP")]
+        if not ready:
+            raise ApiError(503, "ServiceUnavailable", f'no endpoints available for service "{name}"')
+        pod = ready[0]
+        target_port = port.get("targetPort", port.get("port"))
+        if isinstance(target_port, str) and not target_port.isdigit():
+            target_port = next((p["containerPort"] for c in pod["spec"].get("containers") or []
+                                for p in c.get("ports") or [] if p.get("name") == target_port), None)
+            if target_port is None:
+                raise ApiError(503, "ServiceUnavailable", f'no endpoints available for service "{name}"')
+        return await self.proxy(request, namespace, f"{pod['metadata']['name']}:{target_port}", subpath)
+
     def _serving(self, pod: Obj, port: int, container: str | None) -> bool:
         """Whether the process listening on `port` (in `container`) is up."""
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
@@ -208,6 +240,16 @@ class PodRuntime:
                               if any(p.get("containerPort") == port for p in c.get("ports") or [])), None)
         names = [container] if container else [c["name"] for c in pod["spec"].get("containers") or []]
         return any(_state(pod, n) == "running" for n in names)
+
+
+def _equals(key: str, value: str) -> Requirement:
+    return lambda labels: labels.get(key) == value
+
+
+def _ready(pod: Obj) -> bool:
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
 def _state(pod: Obj, container: str) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import structlog
-from litestar import Litestar, Response, WebSocket, get, websocket
+from litestar import Litestar, Request, Response, WebSocket, get, put, websocket
 from litestar.exceptions import (
     HTTPException,
     NotFoundException,
@@ -24,13 +24,17 @@ from litestar.params import FromPath
 from litestar.response import File
 from litestar.types import Scope
 
+from aiperf.api.live import LiveJob, live_routes, live_source
+from aiperf.api.prom import RECORDS_JSONL, RunMetrics, metrics_route
+from aiperf.api.raw_upload import RAW_PARTS_DIR, RAW_UPLOAD_PATH, RawUploads
 from aiperf.api.view import RunView
+from aiperf.dashboard import dashboard_routes
 
 log = structlog.get_logger("aiperf.api")
 
 SUMMARY_JSON = "profile_export_aiperf.json"
 EXPORT_FILES = frozenset({SUMMARY_JSON, "profile_export_aiperf.csv", "profile_export.jsonl", "inputs.json",
-                          "profile_export_console.txt"})
+                          "profile_export_console.txt", "profile_export_raw.jsonl"})
 """The export files `/api/results/files/{name}` serves; any other name is refused."""
 
 DATASET_FILES = frozenset({"dataset.dat", "index.dat"})
@@ -46,33 +50,44 @@ class AppConfig:
     """Where the app finds its files.
 
     `artifact_dir` holds the exports (and `inputs.json`), `dataset_dir` the dataset files;
-    `compressed_dataset` (Kubernetes) serves `<name>.zst` as-is with `Content-Encoding: zstd`.
+    `compressed_dataset` (Kubernetes) serves `<name>.zst` as-is with `Content-Encoding: zstd`;
+    `upload_token` (Kubernetes: derived from the run's key Secret) opens the raw-part upload
+    route, which refuses everything without it.
     """
 
     artifact_dir: Path
     dataset_dir: Path
     compressed_dataset: bool = False
+    upload_token: str | None = None
+
+
+DASHBOARD_PATH = "/dashboard"
 
 
 def create_app(*, view: RunView, config: AppConfig) -> Litestar:
     """Build the app over `view` and the files named by `config`.
 
     Endpoints: ``GET /health``, ``GET /api/progress``, ``WS /ws/progress``, ``GET /api/results``,
-    ``GET /api/results/files/{name}``, ``GET /api/dataset/{name}``. Errors are JSON
-    (``{"status_code": n, "detail": "..."}``).
+    ``GET /api/results/files/{name}``, ``GET /api/dataset/{name}``, ``PUT /api/raw/{name}``
+    (`aiperf.api.raw_upload`: a worker pod's raw part, bearer token required), ``GET /metrics`` (Prometheus,
+    `aiperf.api.prom`), the web dashboard at ``/dashboard/`` with its JSON adapter
+    ``/api/dashboard/...`` (`aiperf.api.live`). Progress snapshots carry ``jobPhase``
+    (`LiveJob.phase`). Errors are JSON (``{"status_code": n, "detail": "..."}``).
     """
+    live = LiveJob(view=view, artifact_dir=config.artifact_dir, files=EXPORT_FILES)
+    metrics = RunMetrics(view=view, records_path=config.artifact_dir / RECORDS_JSONL)
 
     @get("/health", sync_to_thread=False)
     def health() -> dict[str, str]:
         return {"status": "ok", "state": view.state_name}
 
-    @get("/api/progress", sync_to_thread=False)
-    def progress() -> dict[str, Any]:
-        return view.snapshot()
+    @get("/api/progress")
+    async def progress() -> dict[str, Any]:
+        return await live.snapshot()
 
     @websocket("/ws/progress")
     async def progress_ws(socket: WebSocket[Any, Any, Any]) -> None:
-        await _stream_progress(socket, view)
+        await _stream_progress(socket, view, live)
 
     @get("/api/results")
     async def results() -> Response[bytes]:
@@ -103,7 +118,17 @@ def create_app(*, view: RunView, config: AppConfig) -> Litestar:
         return File(path=path, filename=name, media_type="application/octet-stream",
                     headers={"Content-Encoding": "zstd"})
 
-    return Litestar(route_handlers=[health, progress, progress_ws, results, result_file, dataset_file],
+    uploads = RawUploads(directory=config.artifact_dir / RAW_PARTS_DIR, token=config.upload_token)
+
+    @put(RAW_UPLOAD_PATH + "/{name:str}", status_code=201, request_max_body_size=None)
+    async def upload_raw(name: FromPath[str], request: Request[Any, Any, Any]) -> dict[str, Any]:
+        uploads.authorize(request.headers.get("authorization"))
+        size = await uploads.store(name, request.stream(), declared=request.content_length)
+        return {"name": name, "size": size}
+
+    return Litestar(route_handlers=[health, progress, progress_ws, results, result_file, dataset_file,
+                                    upload_raw, metrics_route(metrics), *live_routes(live),
+                                    *dashboard_routes(source=live_source(), path=DASHBOARD_PATH)],
                     logging_config=None, after_exception=[_log_unexpected], openapi_config=None)
 
 
@@ -128,8 +153,9 @@ async def _existing_file(folder: Path, name: str, allowed: frozenset[str]) -> Pa
     return Path(path)
 
 
-async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView) -> None:
-    """Send a snapshot now and after every change until the client leaves or the view closes."""
+async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView, live: LiveJob) -> None:
+    """Send a snapshot now, after every change, and once more when the view closes (the api is
+    stopping), until the client leaves."""
     await socket.accept()
     try:
         async with anyio.create_task_group() as tg:
@@ -137,7 +163,10 @@ async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView) -> N
             seen = -1
             while (version := await view.next_change(seen)) is not None:
                 seen = version
-                await socket.send_json(view.snapshot())
+                await socket.send_json(await live.snapshot())
+            # The view closes when the api stops, after the exports: the client gets that last
+            # state (`LiveJob.phase` reads done once the summary is written).
+            await socket.send_json(await live.snapshot())
             tg.cancel_scope.cancel()
     except* WebSocketDisconnect:
         pass
@@ -159,4 +188,4 @@ async def _log_unexpected(exc: Exception, scope: Scope) -> None:
                   exc_info=exc)
 
 
-__all__ = ["DATASET_FILES", "EXPORT_FILES", "AppConfig", "create_app"]
+__all__ = ["DASHBOARD_PATH", "DATASET_FILES", "EXPORT_FILES", "AppConfig", "create_app"]

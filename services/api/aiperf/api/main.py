@@ -15,7 +15,7 @@ from pathlib import Path
 
 from aiperf.api.server import granian_server
 from aiperf.api.service import Api
-from aiperf.comms import CONTROLLER_HOST_ENV, Channel, Subscriber
+from aiperf.comms import CONTROLLER_HOST_ENV, RAW_UPLOAD_TOKEN, Channel, Subscriber, curve_of
 from aiperf.config import RunConfig
 from aiperf.messages import ServiceType
 from aiperf.runtime import Service, ServiceContext, UserError, service_main
@@ -42,14 +42,19 @@ def bind_address(config: RunConfig, env: dict[str, str] | os._Environ[str]) -> t
 
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
-    """Wire the api: an event-bus subscriber (all topics), the run's directories, granian."""
+    """Wire the api: an event-bus subscriber (all topics), the run's directories, granian. In
+    Kubernetes the raw-part upload route takes the token derived from the run's keys (none
+    without keys: the route then refuses every upload)."""
     events = await stack.enter_async_context(Subscriber(
         ctx.zmq, connect=[ctx.addressing.connect_endpoint(Channel.EVENT_BUS_BACKEND)]))
     host, port = bind_address(ctx.config, os.environ)
     artifacts = Path(ctx.config.artifact_dir)
+    keys = curve_of(ctx.zmq)
+    token = keys.http_token(RAW_UPLOAD_TOKEN) if keys is not None and ctx.config.kubernetes else None
     return Api(events=events, artifact_dir=artifacts, dataset_dir=Path(ctx.config.dataset_path),
                compressed_dataset=ctx.config.kubernetes, host=host, port=port,
-               server_factory=granian_server, advertise_host=os.environ.get(CONTROLLER_HOST_ENV))
+               server_factory=granian_server, advertise_host=os.environ.get(CONTROLLER_HOST_ENV),
+               upload_token=token)
 
 
 RESULTS_COMMAND = "serve-results"

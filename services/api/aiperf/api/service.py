@@ -39,20 +39,21 @@ class Api:
     `run` binds `host:port` (port 0: a free port picked at start), reports started once the
     server accepts connections, applies every event to `view` until cancelled, then closes the
     WebSockets and stops the server before returning. `handle` answers `ProfileConfigure` once
-    the server listens and rejects anything else. Construct it
+    the server listens and rejects anything else. `upload_token` opens the raw-part upload
+    route (`aiperf.api.raw_upload`). Construct it
     inside the event loop that runs it.
     """
 
     def __init__(self, *, events: EventSource, artifact_dir: Path, dataset_dir: Path,
                  compressed_dataset: bool, host: str, port: int, server_factory: ServerFactory,
                  advertise_host: str | None = None, ready_timeout_s: float = 10.0,
-                 drain_timeout_s: float = 2.0) -> None:
+                 drain_timeout_s: float = 2.0, upload_token: str | None = None) -> None:
         self._events, self._host, self._port = events, host, port
         self._server_factory = server_factory
         self._advertise = advertise_host or ("127.0.0.1" if host in _WILDCARDS else host)
         self._ready_timeout_s, self._drain_timeout_s = ready_timeout_s, drain_timeout_s
         self._app_config = AppConfig(artifact_dir=artifact_dir, dataset_dir=dataset_dir,
-                                     compressed_dataset=compressed_dataset)
+                                     compressed_dataset=compressed_dataset, upload_token=upload_token)
         self.view = RunView()
         self.in_flight: InFlight | None = None
         self._url: str | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ import anyio
 import structlog
 
 from aiperf.comms import AskTimeout, PeerUnreachable
-from aiperf.config import RunConfig, kubernetes_unsupported
+from aiperf.config import RunConfig
 from aiperf.messages import (
     BuildDataset,
     Finalize,
@@ -22,13 +23,17 @@ from aiperf.messages import (
     ProfileCancel,
     ProfileConfigure,
     ProfileStart,
+    RawPart,
+    RawRecordsFlushed,
+    RawRecordsUploaded,
     RunAccounting,
     ServiceType,
     SystemState,
+    UploadRawRecords,
     WorkerLost,
 )
 from aiperf.metrics import RAW_JSONL, RawPartMismatch, join_parts
-from aiperf.runtime import CommandError, UserError
+from aiperf.runtime import CommandError
 from aiperf.runtime.control_server import ControlServer
 from aiperf.system_controller.plan import plan_services
 from aiperf.system_controller.service import RunFailed
@@ -39,6 +44,10 @@ R = TypeVar("R")
 
 DATASET_TIMEOUT_S = 600.0
 FINALIZE_TIMEOUT_S = 120.0
+RAW_UPLOAD_TIMEOUT_S = 600.0
+"""Kubernetes, `--export-level raw`: how long every worker pod has to upload its raw parts."""
+RAW_PARTS_DIR = "raw"
+"""Folder of the raw parts under the artifact dir (record-processors' locally, uploads in Kubernetes)."""
 GROUP_MEMBERS = frozenset({ServiceType.WORKER, ServiceType.RECORD_PROCESSOR})
 """Services configured with their group's dataset folder (the worker-group-manager's reply)."""
 
@@ -79,11 +88,13 @@ class ProfileDriver:
     """configure (dataset, then each group's copy, then everyone) -> ready -> profiling (timing-manager) ->
     processing/exporting (records-manager `finalize`, then with `--export-level raw` the raw
     barrier, `_finalize_raw`). Cancellation (Ctrl+C) sends `ProfileCancel` and still finalizes,
-    so partial results are written. Raises `UserError` before configuring a Kubernetes run that
-    asks for what Kubernetes mode cannot do (`kubernetes_unsupported`)."""
+    so partial results are written. `raw_upload_timeout_s` bounds the Kubernetes raw uploads
+    (every worker pod's, together)."""
 
-    def __init__(self, *, config: RunConfig, on_started: Callable[[], Awaitable[None]] | None = None) -> None:
+    def __init__(self, *, config: RunConfig, on_started: Callable[[], Awaitable[None]] | None = None,
+                 raw_upload_timeout_s: float = RAW_UPLOAD_TIMEOUT_S) -> None:
         self._config = config
+        self._raw_upload_timeout_s = raw_upload_timeout_s
         self._on_started = on_started
         self.outcome = ProfileOutcome()
         self._control: ControlServer | None = None
@@ -97,8 +108,6 @@ class ProfileDriver:
                     cancelled: anyio.Event) -> SystemState:
         self._control = control
         timeout = self._config.runtime.command_timeout_s
-        if self._config.kubernetes and (why := kubernetes_unsupported(self._config.benchmark)):
-            raise UserError(why)
         await self._configure(control)
         await set_state(SystemState.READY)
         if cancelled.is_set():
@@ -139,8 +148,10 @@ class ProfileDriver:
         """The raw barrier: every record-processor the run declared (none may be missing) makes
         its raw part durable and acknowledges its size and line count; the parts are checked
         against those sizes and joined into profile_export_raw.jsonl (staged, fsynced, renamed).
-        With balanced accounting the lines must number the returned credits. Any failure raises
-        `RunFailed` with one line, so the run fails and no results-ready marker is written."""
+        With balanced accounting the lines must number the returned credits. In Kubernetes the
+        parts are in the worker pods: `_upload_raw` brings them to the controller's disk first.
+        Any failure raises `RunFailed` with one line, so the run fails and no results-ready
+        marker is written."""
         declared = [p.service_id for p in plan_services(self._config.services)
                     if p.service_type is ServiceType.RECORD_PROCESSOR]
         missing = sorted(set(declared) - set(self._ids(control, ServiceType.RECORD_PROCESSOR)))
@@ -158,16 +169,60 @@ class ProfileDriver:
             expected = sum(phase.returned for phase in accounting.phases.values())
             if written != expected:
                 raise RunFailed(f"raw records incomplete: {written} written for {expected} returned credits")
-        parts = [(reply.path, reply.size) for _, reply in sorted(flushed.items()) if reply.path]
         target = Path(self._config.artifact_dir, RAW_JSONL)
+        if self._config.kubernetes:
+            parts = await self._upload_raw(control, flushed, target.with_name(RAW_PARTS_DIR))
+        else:
+            parts = [(reply.path, reply.size) for _, reply in sorted(flushed.items()) if reply.path]
         try:
             self.outcome.raw_bytes = await anyio.to_thread.run_sync(join_parts, target, parts)
         except (OSError, RawPartMismatch) as exc:
             raise RunFailed(f"raw records not finalized: {exc}") from exc
         with contextlib.suppress(OSError):  # the parts' folder, empty now; kept if anything else is there
-            target.with_name("raw").rmdir()
+            target.with_name(RAW_PARTS_DIR).rmdir()
         log.info("profile.raw_finalized", path=str(target), size=self.outcome.raw_bytes, records=written,
                  processors=len(declared))
+
+    async def _upload_raw(self, control: ControlServer, flushed: dict[str, RawRecordsFlushed],
+                          into: Path) -> list[tuple[str, int]]:
+        """Kubernetes: the acknowledged upload barrier. Every worker-group-manager the run
+        declared (one per worker pod) gets `UploadRawRecords` with its group's flushed parts,
+        puts them to the api (which stores them under `into`) and answers with the sizes the api
+        acknowledged; all are awaited together, bounded by `raw_upload_timeout_s`. Returns the
+        parts on this pod's disk, (path, size), in record-processor order. Raises `RunFailed`
+        with one line naming every worker pod whose upload is missing, refused, late or not
+        the size its record-processor acknowledged."""
+        by_group: dict[str, list[RawPart]] = {}
+        for sid, reply in sorted(flushed.items()):
+            if reply.path:
+                group = control.services[sid].group_id if sid in control.services else ""
+                by_group.setdefault(group, []).append(RawPart(
+                    name=os.path.basename(reply.path), size=reply.size, records=reply.records, path=reply.path))
+        managers = {p.service_id: p.group_id for p in plan_services(self._config.services)
+                    if p.service_type is ServiceType.WORKER_GROUP_MANAGER}
+        present = set(self._ids(control, ServiceType.WORKER_GROUP_MANAGER))
+        problems = {sid: "gone before uploading" for sid in managers if sid not in present}
+        timeout = self._raw_upload_timeout_s
+        replies = await control.ask_all(
+            sorted(present & set(managers)),
+            lambda sid, rid: UploadRawRecords(request_id=rid, parts=by_group.get(managers[sid], [])),
+            timeout=timeout)
+        for sid, answer in replies.items():
+            sent = {p.name: p.size for p in by_group.get(managers[sid], [])}
+            if isinstance(answer, AskTimeout):
+                problems[sid] = f"no upload acknowledged within {timeout:g}s"
+            elif isinstance(answer, CommandError):
+                problems[sid] = answer.error
+            elif isinstance(answer, Exception):
+                problems[sid] = f"{type(answer).__name__}: {answer}"
+            elif isinstance(answer, RawRecordsUploaded) and (
+                    got := {p.name: p.size for p in answer.parts}) != sent:
+                problems[sid] = f"acknowledged {got or 'no parts'} for the parts {sent or 'none'}"
+        if problems:
+            raise RunFailed("raw records not uploaded: " + "; ".join(
+                f"worker pod {managers[sid]} ({sid}): {why}" for sid, why in sorted(problems.items())))
+        log.info("profile.raw_uploaded", pods=len(managers), parts=sum(len(p) for p in by_group.values()))
+        return [(str(into / part.name), part.size) for _, group in sorted(by_group.items()) for part in group]
 
     async def _configure(self, control: ControlServer) -> None:
         """Steps 1-3 of docs/run-protocol.md: the dataset-manager builds the dataset (D); every

@@ -11,9 +11,9 @@ from typing import Protocol
 
 import anyio
 
-from aiperf.comms import Channel, RouterSocket, Subscriber, load_curve, zmq_context
+from aiperf.comms import Channel, Publisher, RouterSocket, Subscriber, load_curve, zmq_context
 from aiperf.config import RunConfig
-from aiperf.messages import Event, SystemState, ToController
+from aiperf.messages import Event, SystemState, SystemStateChanged, ToController
 from aiperf.runtime import addressing_of
 from aiperf.runtime.control_server import ControlServer
 from aiperf.system_controller.launcher import Launcher, LocalLauncher, NoLauncher
@@ -73,7 +73,11 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
     addressing = addressing_of(config)
     with zmq_context(load_curve(config.comms.curve_keys_dir)) as ctx:
         async with RouterSocket[ToController](ctx, decode=ToController, channel="control",
-                                              bind=addressing.bind_endpoints(Channel.CONTROL)) as router:
+                                              bind=addressing.bind_endpoints(Channel.CONTROL)) as router, \
+                Publisher(ctx, connect=[addressing.connect_endpoint(Channel.EVENT_BUS_FRONTEND)]) as events:
+            # Every state change is broadcast (best effort: states before the event-bus-proxy is
+            # up are dropped) so the api's /health, progress stream and `kube attach` see it.
+            on_state = _both(on_state, lambda state: events.publish(SystemStateChanged(state=state)))
             controller = SystemController(
                 config=config, launcher=launcher,
                 control=ControlServer(router, planned={p.service_id: p.service_type
@@ -86,8 +90,9 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
                 return await controller.run()
             tracker.watch(controller)
             async with Subscriber(ctx, connect=[addressing.connect_endpoint(Channel.EVENT_BUS_BACKEND)],
-                                  topics=tracker.TOPICS) as events, anyio.create_task_group() as tg:
-                tg.start_soon(tracker.follow, events)
+                                  topics=tracker.TOPICS) as broadcasts, anyio.create_task_group() as tg:
+                # Not `events`: the state callback above publishes through that name.
+                tg.start_soon(tracker.follow, broadcasts)
                 verdict = await controller.run()
                 tg.cancel_scope.cancel()
             return verdict

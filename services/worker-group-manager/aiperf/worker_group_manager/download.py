@@ -40,9 +40,9 @@ RETRY_STATUSES = frozenset({502, 503, 504})
 """Answers that mean "not yet" (the api has not seen the dataset, or a proxy in between)."""
 
 
-def dataset_url_from_env(env: Mapping[str, str]) -> str | None:
-    """``http://$AIPERF_CONTROLLER_HOST:${AIPERF_API_PORT:-9090}/api/dataset``, or None when
-    `AIPERF_CONTROLLER_HOST` is unset. Raises `GiveUp` for a port that is not 1..65535."""
+def api_url_from_env(env: Mapping[str, str]) -> str | None:
+    """``http://$AIPERF_CONTROLLER_HOST:${AIPERF_API_PORT:-9090}`` (the controller's api), or None
+    when `AIPERF_CONTROLLER_HOST` is unset. Raises `GiveUp` for a port that is not 1..65535."""
     host = env.get(CONTROLLER_HOST_ENV)
     if not host:
         return None
@@ -50,7 +50,14 @@ def dataset_url_from_env(env: Mapping[str, str]) -> str | None:
     if not raw.isdigit() or not 1 <= int(raw) <= 65535:
         raise GiveUp(f"{API_PORT_ENV}={raw!r} is not a TCP port (1..65535)")
     bracketed = f"[{host}]" if ":" in host else host
-    return f"http://{bracketed}:{int(raw)}{DATASET_PATH}"
+    return f"http://{bracketed}:{int(raw)}"
+
+
+def dataset_url_from_env(env: Mapping[str, str]) -> str | None:
+    """``<api_url_from_env>/api/dataset``, or None when `AIPERF_CONTROLLER_HOST` is unset.
+    Raises `GiveUp` for a port that is not 1..65535."""
+    base = api_url_from_env(env)
+    return None if base is None else base + DATASET_PATH
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,4 +222,4 @@ class PodDataset:
 
 
 __all__ = ["API_PORT_ENV", "DEFAULT_API_PORT", "DatasetDownloader", "Downloaded", "PodDataset",
-           "RetryPolicy", "dataset_url_from_env"]
+           "RetryPolicy", "api_url_from_env", "dataset_url_from_env"]

@@ -4,6 +4,8 @@ In Kubernetes mode (`config.kubernetes`) it downloads the dataset into
 `<artifact_dir>/dataset-<group>` (the worker pod's own artifacts emptyDir) from
 ``http://$AIPERF_CONTROLLER_HOST:${AIPERF_API_PORT:-9090}/api/dataset``, unless the controller's
 `ProfileConfigure` names a `dataset_url`. Locally it uses the shared dataset folder as is.
+With `--export-level raw` in Kubernetes it uploads the pod's raw parts to the same api at
+finalize, authenticated with the token derived from the run's key Secret.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+from aiperf.comms import RAW_UPLOAD_TOKEN, curve_of
 from aiperf.config import group_index
 from aiperf.messages import ServiceType
 from aiperf.runtime import Service, ServiceContext, UserError, service_main
@@ -37,6 +40,8 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     members = ([f"worker-{group}-{i}" for i in range(workers)]
                + [f"record-processor-{group}-{j}" for j in range(counts.record_processors_per_group)])
     pod_dataset = None
+    uploader = None
+    api_url = None
     if ctx.config.kubernetes:  # the HTTP client is imported only where it is used
         import aiohttp
 
@@ -44,16 +49,22 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
             DatasetDownloader,
             PodDataset,
             RetryPolicy,
+            api_url_from_env,
             dataset_url_from_env,
         )
+        from aiperf.worker_group_manager.upload import RawUploader
 
         session = await stack.enter_async_context(aiohttp.ClientSession(auto_decompress=False))
         retry = RetryPolicy(deadline_s=max(60.0, ctx.config.runtime.registration_timeout_s))
         pod_dataset = PodDataset(downloader=DatasetDownloader(session=session, retry=retry),
                                  directory=pod_dataset_dir(ctx.config.artifact_dir, group),
                                  default_url=dataset_url_from_env(os.environ))
+        keys = curve_of(ctx.zmq)
+        uploader = RawUploader(session=session, retry=retry,
+                               token=keys.http_token(RAW_UPLOAD_TOKEN) if keys is not None else None)
+        api_url = api_url_from_env(os.environ)
     return WorkerGroupManager(service_id=ctx.service_id, group_id=group, members=members,
-                              pod_dataset=pod_dataset)
+                              pod_dataset=pod_dataset, raw_uploader=uploader, api_url=api_url)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,11 +12,12 @@ import structlog
 from anyio.abc import TaskStatus
 
 from aiperf.dataset import DatasetReader
-from aiperf.messages import Command, GroupReady, PrepareGroup, Reply
+from aiperf.messages import Command, GroupReady, PrepareGroup, RawRecordsUploaded, Reply, UploadRawRecords
 from aiperf.runtime import GiveUp, UnknownCommand
 
 if TYPE_CHECKING:  # Kubernetes mode only: its HTTP client stays unimported locally
     from aiperf.worker_group_manager.download import PodDataset
+    from aiperf.worker_group_manager.upload import RawUploader
 
 log = structlog.get_logger("aiperf.worker_group_manager")
 
@@ -28,12 +29,17 @@ class WorkerGroupManager:
     that it opens and replies it unchanged. In Kubernetes (`pod_dataset` set) the group's pod
     has its own filesystem: the first `ProfileConfigure` downloads and decompresses the dataset
     once into the pod-local folder, and the reply names that folder, which the controller then
-    hands to the group's workers and record-processors."""
+    hands to the group's workers and record-processors.
+
+    At finalize with `--export-level raw` in Kubernetes (`raw_uploader` and `api_url` set), it
+    uploads its group's raw parts to the controller's api (`UploadRawRecords`)."""
 
     def __init__(self, *, service_id: str, group_id: str, members: list[str],
-                 pod_dataset: PodDataset | None = None) -> None:
+                 pod_dataset: PodDataset | None = None, raw_uploader: RawUploader | None = None,
+                 api_url: str | None = None) -> None:
         self.service_id, self.group_id, self.members = service_id, group_id, members
         self._pod_dataset = pod_dataset
+        self._raw_uploader, self._api_url = raw_uploader, api_url
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Ready at once; runs until cancelled."""
@@ -46,8 +52,14 @@ class WorkerGroupManager:
 
         Locally that is D. In Kubernetes it is the pod-local copy, downloaded from U (default:
         ``http://$AIPERF_CONTROLLER_HOST:$AIPERF_API_PORT/api/dataset``) on the first call only.
-        Raises `GiveUp` when the dataset cannot be opened or fetched, `UnknownCommand` for any
-        other command."""
+        `UploadRawRecords(parts, upload_url)` -> `RawRecordsUploaded` once the api acknowledged
+        every part with the size sent (`RawUploader.upload`; `upload_url` default: the api named
+        by the pod's environment).
+
+        Raises `GiveUp` when the dataset cannot be opened or fetched or a part not uploaded,
+        `UnknownCommand` for any other command."""
+        if isinstance(command, UploadRawRecords):
+            return await self._upload_raw(command)
         if not isinstance(command, PrepareGroup):
             raise UnknownCommand(f"the worker-group-manager does not handle {type(command).__name__}")
         if self._pod_dataset is not None:
@@ -60,6 +72,20 @@ class WorkerGroupManager:
                  conversations=conversations, dataset_dir=str(dataset_dir))
         return GroupReady(dataset_dir=str(dataset_dir), group_id=self.group_id, members=self.members,
                           conversations=conversations)
+
+
+    async def _upload_raw(self, command: UploadRawRecords) -> RawRecordsUploaded:
+        if self._raw_uploader is None:
+            raise GiveUp("raw parts are uploaded in Kubernetes mode only (locally they are on the "
+                         "controller's disk already)")
+        url = command.upload_url or self._api_url
+        if not url:
+            raise GiveUp("no api to upload raw parts to: UploadRawRecords has no upload_url and "
+                         "AIPERF_CONTROLLER_HOST is not set in this pod")
+        parts = await self._raw_uploader.upload(url, list(command.parts))
+        log.info("group.raw_uploaded", group=self.group_id, parts=len(parts),
+                 size=sum(p.size for p in parts), records=sum(p.records for p in parts))
+        return RawRecordsUploaded(parts=parts)
 
 
 def _open_count(dataset_dir: Path) -> int:

@@ -1,0 +1,230 @@
+"""The results server's Litestar app: stored runs over HTTP (JSON, keys in camelCase).
+
+Routes (errors are JSON ``{"status_code": n, "detail": "..."}``, as the api service's):
+
+| route | answer |
+|---|---|
+| ``GET /healthz`` | ``{"status": "ok"}`` |
+| ``GET /api/v1/results`` | ``{"jobs": [{"namespace", "name", "runCount", "latestEpoch", "phase"}]}``: every job with stored runs, by namespace and name; `latestEpoch` is the newest successful run (`latest.txt`, null before one), `phase` the newest run's |
+| ``GET /api/v1/results/<ns>/<name>/runs`` | ``{"namespace", "name", "latestEpoch", "runs": [RUN...]}``, newest first; 404 for a job with no run |
+| ``GET /api/v1/results/<ns>/<name>`` | **409**: an epoch is required (use ``.../runs``) |
+| ``GET /api/v1/results/<ns>/<name>.zip`` | **409** |
+| ``GET /api/v1/results/<ns>/<name>/<filename>`` | **409** |
+| ``GET /api/v1/results/<ns>/<name>/runs/<epoch>`` | RUN plus ``"namespace", "name", "latest"`` (bool): one pinned run and its files |
+| ``GET /api/v1/results/<ns>/<name>/runs/<epoch>.zip`` | ``application/zip``, streamed: the run's files (409 while the run has none stored) |
+| ``GET /api/v1/results/<ns>/<name>/runs/<epoch>/<filename>`` | one file of the run (``.json`` application/json, ``.csv`` text/csv, ``.jsonl`` application/x-ndjson, ``.txt`` text/plain, else octet-stream) |
+
+RUN is ``{"epoch", "phase", "uid", "createdAt", "completedAt", "files": [{"name", "size"}]}``
+(`aiperf.results.model.RunRecord.as_json`); `files` is empty until the run is Completed.
+
+`<epoch>` must match `EPOCH_RE` (``\\A\\d{9,10}(\\d{6})?\\Z``), checked before anything else:
+422 otherwise (``latest`` included: there is no implicit latest run). `<ns>`, `<name>` and
+`<filename>` must be plain names (`SAFE_NAME`: no separators, no leading dot), else 422; a
+file is served only when it is a regular file directly inside the run's directory (symlinks
+out of it are refused). Unknown job, run or file: 404.
+
+`create_app(source, extra_route_handlers=...)` mounts more handlers beside these (the web
+dashboard, `aiperf.dashboard.dashboard_routes()`, serves ``/`` and ``/static/...`` and reads the
+JSON routes above; keep their shapes stable).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any, Protocol, cast
+
+import anyio
+import anyio.to_thread
+import structlog
+from litestar import Litestar, Response, get
+from litestar.exceptions import ClientException, HTTPException, NotFoundException
+from litestar.params import FromPath
+from litestar.response import File, Stream
+from litestar.types import ControllerRouterHandler
+
+from aiperf.results.keys import is_key
+from aiperf.results.local import SAFE_NAME
+from aiperf.results.model import JobRecord, RunRecord
+
+log = structlog.get_logger("aiperf.results")
+
+PREFIX = "/api/v1/results"
+MEDIA_TYPES = {".json": "application/json", ".csv": "text/csv", ".jsonl": "application/x-ndjson",
+               ".txt": "text/plain; charset=utf-8"}
+ZIP_CHUNK = 256 * 1024
+
+
+class ResultsSource(Protocol):
+    """Where the runs come from: the operator volume's index (`ResultsIndex`) or a local artifact
+    tree (`LocalTree`)."""
+
+    async def jobs(self) -> list[JobRecord]: ...
+
+    async def runs(self, namespace: str, name: str) -> list[RunRecord] | None: ...
+
+    async def run(self, namespace: str, name: str, epoch: str) -> RunRecord | None: ...
+
+    async def latest(self, namespace: str, name: str) -> str | None: ...
+
+    async def folder(self, namespace: str, name: str, epoch: str) -> Path | None: ...
+
+
+def _unpinned(what: str) -> ClientException:
+    return ClientException(status_code=409, detail=f"{what} needs an explicit run epoch: list the runs with "
+                                                   f"GET {PREFIX}/<ns>/<name>/runs, then use .../runs/<epoch>")
+
+
+def _epoch(epoch: str) -> str:
+    if not is_key(epoch):
+        raise ClientException(status_code=422, detail=f"invalid run epoch {epoch!r}: epoch seconds (9-10 digits), "
+                                                      "optionally followed by 6 more digits")
+    return epoch
+
+
+def _name(value: str, what: str) -> str:
+    if not SAFE_NAME.match(value):
+        raise ClientException(status_code=422, detail=f"invalid {what} {value!r}")
+    return value
+
+
+def create_app(source: ResultsSource, *,
+               extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> Litestar:
+    """The app over `source` (see the module doc); `extra_route_handlers` are mounted too."""
+
+    @get("/healthz", sync_to_thread=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @get(PREFIX)
+    async def jobs() -> dict[str, Any]:
+        return {"jobs": [j.as_json() for j in await source.jobs()]}
+
+    @get(PREFIX + "/{ns:str}/{name:str}/runs")
+    async def runs(ns: FromPath[str], name: FromPath[str]) -> dict[str, Any]:
+        found = await source.runs(_name(ns, "namespace"), _name(name, "job name"))
+        if not found:
+            raise NotFoundException(detail=f"no stored runs of {ns}/{name}")
+        return {"namespace": ns, "name": name, "latestEpoch": await source.latest(ns, name),
+                "runs": [r.as_json() for r in found]}
+
+    @get(PREFIX + "/{ns:str}/{name:str}", sync_to_thread=False)
+    def job_unpinned(ns: FromPath[str], name: FromPath[str]) -> None:
+        raise _unpinned("a run's files" if not name.endswith(".zip") else "a zip of a run")
+
+    @get(PREFIX + "/{ns:str}/{name:str}/{filename:str}", sync_to_thread=False)
+    def file_unpinned(ns: FromPath[str], name: FromPath[str], filename: FromPath[str]) -> None:
+        raise _unpinned(f"file {filename!r}")
+
+    @get(PREFIX + "/{ns:str}/{name:str}/runs/{epoch:str}")
+    async def run(ns: FromPath[str], name: FromPath[str], epoch: FromPath[str]) -> Response[Any]:
+        if epoch.endswith(".zip"):
+            return await _zip(source, ns, name, _epoch(epoch[:-4]))
+        record = await _run(source, ns, name, _epoch(epoch))
+        body = {"namespace": ns, "name": name, **record.as_json(),
+                "latest": await source.latest(ns, name) == record.epoch}
+        return Response(content=body)
+
+    @get(PREFIX + "/{ns:str}/{name:str}/runs/{epoch:str}/{filename:str}")
+    async def run_file(ns: FromPath[str], name: FromPath[str], epoch: FromPath[str],
+                       filename: FromPath[str]) -> File:
+        _epoch(epoch)
+        _name(filename, "file name")
+        record = await _run(source, ns, name, epoch)
+        if filename not in {f.name for f in record.files}:
+            raise NotFoundException(detail=f"run {ns}/{name}/{epoch} has no file {filename!r}")
+        folder = await source.folder(ns, name, epoch)
+        path = await _inside(folder, filename) if folder is not None else None
+        if path is None:
+            raise NotFoundException(detail=f"run {ns}/{name}/{epoch} has no file {filename!r}")
+        return File(path=path, filename=filename, content_disposition_type="inline",
+                    media_type=MEDIA_TYPES.get(path.suffix, "application/octet-stream"))
+
+    handlers: list[ControllerRouterHandler] = [healthz, jobs, runs, job_unpinned, file_unpinned, run, run_file]
+    return Litestar(route_handlers=[*handlers, *extra_route_handlers], logging_config=None,
+                    after_exception=[_log_unexpected], openapi_config=None)
+
+
+async def _run(source: ResultsSource, ns: str, name: str, epoch: str) -> RunRecord:
+    record = await source.run(_name(ns, "namespace"), _name(name, "job name"), epoch)
+    if record is None:
+        raise NotFoundException(detail=f"no run {epoch} of {ns}/{name}")
+    return record
+
+
+async def _inside(folder: Path, filename: str) -> Path | None:
+    """`folder/filename` when it is a regular file whose real path is directly in `folder`."""
+    root = await anyio.Path(folder).resolve()
+    path = await (root / filename).resolve()
+    if path.parent != root or not await path.is_file():
+        return None
+    return Path(path)
+
+
+async def _zip(source: ResultsSource, ns: str, name: str, epoch: str) -> Stream:
+    record = await _run(source, ns, name, epoch)
+    folder = await source.folder(ns, name, epoch)
+    if not record.completed or folder is None:
+        raise ClientException(status_code=409, detail=f"run {ns}/{name}/{epoch} is {record.phase}: no stored files")
+    members = [f.name for f in record.files]
+    return Stream(content=_threaded(_zip_chunks(Path(folder), members)), media_type="application/zip",
+                  headers={"Content-Disposition": f'attachment; filename="{name}-{epoch}.zip"'})
+
+
+class _Sink:
+    """A write-only, non-seekable file for `zipfile`: collects what it writes until taken."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._offset = 0
+
+    def write(self, data: bytes) -> int:
+        self._parts.append(bytes(data))
+        self._offset += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._offset
+
+    def flush(self) -> None:
+        return None
+
+    def take(self) -> bytes:
+        data, self._parts = b"".join(self._parts), []
+        return data
+
+
+def _zip_chunks(folder: Path, members: list[str]) -> Iterator[bytes]:
+    """The zip of `members` of `folder`, produced chunk by chunk (blocking: run each step in a
+    thread). A member that vanished meanwhile is left out."""
+    sink = _Sink()
+    with zipfile.ZipFile(cast("IO[bytes]", sink), "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for member in members:
+            try:
+                source = open(folder / member, "rb")  # noqa: SIM115 - closed below, across yields
+            except FileNotFoundError:
+                continue
+            with source, archive.open(member, "w") as target:
+                while block := source.read(ZIP_CHUNK):
+                    target.write(block)
+                    if chunk := sink.take():
+                        yield chunk
+    if tail := sink.take():
+        yield tail
+
+
+async def _threaded(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """Drive a blocking iterator from worker threads, one step per thread call."""
+    done = object()
+    while (chunk := await anyio.to_thread.run_sync(next, chunks, done)) is not done:
+        yield chunk  # type: ignore[misc]
+
+
+async def _log_unexpected(exc: Exception, _scope: Any) -> None:
+    # async: Litestar would run a sync hook in a worker thread
+    if not (isinstance(exc, HTTPException) and exc.status_code < 500):
+        log.error("results.request_failed", error=repr(exc))
+
+
+__all__ = ["MEDIA_TYPES", "PREFIX", "ResultsSource", "create_app"]

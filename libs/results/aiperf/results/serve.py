@@ -1,0 +1,232 @@
+"""The results server process: `python -m aiperf.results serve --base DIR [--port 8081]
+[--host 127.0.0.1] [--layout auto|volume|local]` (in the operator Deployment's `results-server`
+container: `aiperf-operator serve-results ...`; on a workstation: `aiperf results serve DIR`).
+
+`--layout volume` serves an operator results volume through its SQLite index
+(`aiperf.results.index`; the index is created or rebuilt there when missing or corrupt);
+`--layout local` serves a local artifact tree read-only (`aiperf.results.local` lists the
+layouts it accepts); `auto` (the default) picks `volume` when DIR holds an index or a
+`<ns>/<name>/<epoch>/` run directory, else `local`. The web dashboard's routes are mounted
+when the `aiperf.dashboard` package is installed. Granian serves the app (embedded, on this
+process's event loop) until SIGINT/SIGTERM. Exit 0 after a signal, 2 for a bad flag or a
+missing DIR (one line), 1 when it cannot listen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskStatus
+from granian.constants import Interfaces
+from granian.log import LogLevels
+from granian.server.embed import Server
+from litestar import Litestar
+from litestar.types import ControllerRouterHandler
+
+from aiperf.results import disk
+from aiperf.results.app import ResultsSource, create_app
+from aiperf.results.index import ResultsIndex, keep_from_env
+from aiperf.results.keys import is_key
+from aiperf.results.local import LocalTree
+
+log = structlog.get_logger("aiperf.results")
+
+DEFAULT_PORT = 8081
+DEFAULT_HOST = "127.0.0.1"
+LAYOUTS = ("auto", "volume", "local")
+_STDERR_LOGGING: dict[str, Any] = {
+    "handlers": {
+        "console": {"formatter": "generic", "class": "logging.StreamHandler", "stream": "ext://sys.stderr"},
+        "access": {"formatter": "access", "class": "logging.StreamHandler", "stream": "ext://sys.stderr"},
+    },
+}
+
+
+class UsageError(Exception):
+    """A mistake in the command line the user must fix (one line, exit 2)."""
+
+
+def looks_like_volume(base: Path) -> bool:
+    """DIR holds an index or at least one `<ns>/<name>/<epoch>/` run directory."""
+    if (base / disk.INDEX_FILE).exists():
+        return True
+    return any(is_key(run.name) and run.is_dir() for ns, name in disk.job_names(base)
+               for run in disk.job_dir(base, ns, name).iterdir())
+
+
+def open_source(base: Path, layout: str = "auto") -> ResultsSource:
+    """The source serving `base` in `layout` (see the module doc). UsageError when `base` is not
+    a directory, the layout is unknown or `AIPERF_RESULTS_KEEP` is invalid."""
+    if layout not in LAYOUTS:
+        raise UsageError(f"--layout {layout!r}: one of {', '.join(LAYOUTS)}")
+    if not base.is_dir():
+        raise UsageError(f"{base} is not a directory; give the results volume or an artifact directory "
+                         "(e.g. artifacts/ after `aiperf demo`)")
+    if layout == "local" or (layout == "auto" and not looks_like_volume(base)):
+        return LocalTree(base)
+    try:
+        return ResultsIndex(base, keep=keep_from_env())
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def dashboard_routes() -> list[ControllerRouterHandler]:
+    """The web dashboard's handlers when `aiperf.dashboard` is installed, else none."""
+    try:
+        dashboard = importlib.import_module("aiperf.dashboard")
+    except ModuleNotFoundError:
+        return []
+    return list(dashboard.dashboard_routes())
+
+
+def build_app(base: Path, layout: str = "auto") -> Litestar:
+    """The results app over `base` with the dashboard when installed (UsageError: see
+    `open_source`)."""
+    return create_app(open_source(base, layout), extra_route_handlers=dashboard_routes())
+
+
+def free_tcp_port(host: str = DEFAULT_HOST) -> int:
+    """A TCP port free on `host` right now (granian cannot be asked for port 0)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class HttpServer:
+    """Granian (embedded) serving `app` on `host:port` until `stop()`; `run` is started once the
+    port accepts connections. `url` is where to reach it then."""
+
+    def __init__(self, app: Litestar, *, host: str, port: int, ready_timeout_s: float = 15.0) -> None:
+        self._server = Server(target=app, interface=Interfaces.ASGI, address=host, port=port, websockets=True,
+                              log_level=LogLevels.error, log_dictconfig=_STDERR_LOGGING)
+        self._host, self._port, self._timeout = host, port, ready_timeout_s
+        self._stop = anyio.Event()
+        connect = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)  # noqa: S104
+        self.url = f"http://{connect}:{port}" if ":" not in connect else f"http://[{connect}]:{port}"
+        self._connect = connect
+
+    def stop(self) -> None:
+        """Ask `run` to stop the server and return (idempotent)."""
+        self._stop.set()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until `stop()`; TimeoutError when it does not listen within the ready timeout,
+        granian's RuntimeError when it cannot bind."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._serve, tg.cancel_scope)
+            try:
+                with anyio.fail_after(self._timeout):
+                    await _wait_listening(self._connect, self._port)
+                task_status.started()
+                await self._stop.wait()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    self._server.stop()
+
+    async def _serve(self, scope: anyio.CancelScope) -> None:
+        with anyio.CancelScope(shield=True):  # granian runs its own shutdown to the end
+            await self._server.serve()
+        if not self._stop.is_set():
+            raise RuntimeError(f"the results server on {self._host}:{self._port} stopped on its own")
+
+
+async def _wait_listening(host: str, port: int) -> None:
+    while True:
+        try:
+            stream = await anyio.connect_tcp(host, port)
+        except OSError:
+            await anyio.sleep(0.02)  # granian's worker binds shortly after serve() starts
+            continue
+        await stream.aclose()
+        return
+
+
+async def serve(app: Litestar, *, host: str, port: int, announce: str = "") -> None:
+    """Serve `app` until SIGINT/SIGTERM (see `HttpServer`); print `announce` + the URL once up."""
+    server = HttpServer(app, host=host, port=port)
+    async with anyio.create_task_group() as tg:
+        async def on_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("results.stopping", signal=signal.Signals(signum).name)
+                    server.stop()
+
+        tg.start_soon(on_signals)
+        async with anyio.create_task_group() as serving:
+            await serving.start(server.run)
+            print(f"{announce}{server.url}/ (Ctrl-C stops)", flush=True)
+            log.info("results.listening", url=server.url)
+        tg.cancel_scope.cancel()
+
+
+def build_parser(prog: str = "python -m aiperf.results") -> argparse.ArgumentParser:
+    """`PROG serve ...` (the module's command line)."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_flags(commands.add_parser("serve", help="serve stored results over HTTP"))
+    return parser
+
+
+def serve_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--base", required=True, metavar="DIR", help="results volume or local artifact directory")
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (default {DEFAULT_HOST})")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    parser.add_argument("--layout", choices=LAYOUTS, default="auto", help="how DIR is laid out (default auto)")
+    return parser
+
+
+def run_server(base: Path, *, host: str, port: int, layout: str = "auto") -> int:
+    """Build and serve (see the module doc for the exit codes)."""
+    try:
+        app = build_app(base, layout)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not 0 <= port <= 65535:
+        print(f"error: --port {port} is not a TCP port (0..65535)", file=sys.stderr)
+        return 2
+    try:
+        anyio.run(lambda: serve(app, host=host, port=port or free_tcp_port(host),
+                                announce=f"serving the results in {base} at "))
+    except Exception as group:  # noqa: BLE001 - reduced to one line below or re-raised
+        cause: BaseException = group
+        while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+            cause = cause.exceptions[0]
+        if not isinstance(cause, OSError | RuntimeError | TimeoutError):
+            raise
+        reason = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        print(f"error: cannot serve on {host}:{port}: {reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m aiperf.results serve --base DIR ...` (see the module doc)."""
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    return _run(args)
+
+
+def serve_main(argv: Sequence[str], prog: str) -> int:
+    """The serve flags alone, for a host command (`aiperf-operator serve-results ...`)."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return _run(serve_flags(parser).parse_args(list(argv)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    return run_server(Path(args.base), host=args.host, port=args.port, layout=args.layout)
+
+
+__all__ = ["DEFAULT_PORT", "HttpServer", "UsageError", "build_app", "free_tcp_port", "main", "open_source",
+           "run_server", "serve", "serve_flags", "serve_main"]
