@@ -57,6 +57,7 @@ def build_app() -> cyclopts.App:
         multi: MultiRunFlags = NO_MULTI_FLAGS,
         config: Annotated[str | None, Parameter(name=["--config", "-f"])] = None,
         log_level: str = "warning",
+        auto_plot: bool = False,
     ) -> int:
         """Benchmark an OpenAI-compatible endpoint on this machine (AIPerf 0.13 flags).
 
@@ -75,6 +76,9 @@ def build_app() -> cyclopts.App:
             flags given on the command line override its values.
         log_level
             Log level of the services (debug, info, warning, error); logs go to ARTIFACT_DIR/logs.
+        auto_plot
+            After the exports are written, plot them into ARTIFACT_DIR/plots (as `aiperf plot`;
+            a sweep: once, after its aggregates). A plot that fails is a warning, never a failed run.
         """
         import sys
 
@@ -85,13 +89,39 @@ def build_app() -> cyclopts.App:
         from aiperf.config import ConfigError
 
         if wants_plan(multi, config):
-            return run_sweep(flags, local, multi, config_file=config, log_level=log_level)
+            return run_sweep(flags, local, multi, config_file=config, log_level=log_level, auto_plot=auto_plot)
         try:
             built = build_benchmark(flags, local, config_file=config)
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        return run_profile(built.benchmark, secrets=built.secrets, t0_wall_ns=T0_WALL_NS, log_level=log_level)
+        return run_profile(built.benchmark, secrets=built.secrets, t0_wall_ns=T0_WALL_NS, log_level=log_level,
+                           auto_plot=auto_plot)
+
+    @app.command
+    def plot(*paths: str, output: Annotated[str | None, Parameter(name=["--output", "-o"])] = None,
+             html: bool = True) -> int:
+        """Plot the exports of runs and sweeps: PNGs and one self-contained HTML report.
+
+        Each PATH is a run's artifact folder (profile_export_aiperf.json, profile_export.jsonl),
+        a sweep's or repeated runs' folder (profile_runs/...), or a folder holding such folders
+        (default: artifacts). Writes ttft_cdf.png, itl_cdf.png, request_latency_cdf.png (one
+        curve per run), timeline.png (each request: sent, first token, finished; one per run
+        when comparing), throughput_vs_concurrency.png (sweeps) and report.html (the PNGs
+        embedded; opens offline). No browser needed.
+
+        Parameters
+        ----------
+        paths
+            Run or sweep folders to plot and compare.
+        output
+            Where the files go (default: PATH/plots for one PATH, ./plots for several).
+        html
+            Also write report.html.
+        """
+        from aiperf.cli.plot import run_plot
+
+        return run_plot(paths, output=output, html=html)
 
     @app.command
     def demo(*, concurrency: int = 4, request_count: int = 200,

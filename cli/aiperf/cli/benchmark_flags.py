@@ -89,7 +89,7 @@ def build_benchmark(flags: ProfileFlags, local: LocalFlags | None = None, *,
         given = {f for f in FLAG_PATHS for group in (flags, local) if getattr(group, f, None) is not None}
         raise ConfigError(_name_flag(str(exc), source, document, given)) from None
     if benchmark.runtime.ui is None:
-        ui = "simple" if sys.stdout.isatty() else "none"
+        ui = "dashboard" if sys.stdout.isatty() else "none"
         benchmark = msgspec.structs.replace(benchmark, runtime=msgspec.structs.replace(benchmark.runtime, ui=ui))
     return BuiltBenchmark(benchmark=benchmark, secrets=secrets)
 

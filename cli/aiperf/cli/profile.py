@@ -10,6 +10,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import anyio
@@ -32,6 +33,9 @@ from aiperf.runtime import addressing_of, configure_logging
 from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report
 from aiperf.system_controller.runner import run_cancellable
+
+if TYPE_CHECKING:
+    from aiperf.cli.dashboard import Dashboard
 
 EXIT_USER_ERROR = 2
 
@@ -77,10 +81,12 @@ def local_curve_keys(ipc_dir: str) -> str | None:
     return keys_dir
 
 
-def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_level: str = "warning") -> int:
+def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_level: str = "warning",
+                auto_plot: bool = False) -> int:
     """Check what only this machine can tell (the input file exists, the server answers, the
     artifact folder can be made), start the services, run the benchmark, print the results;
-    returns the exit code. `benchmark` is already validated."""
+    returns the exit code. `benchmark` is already validated. `auto_plot`: then plot the exports
+    (`aiperf.cli.plot.auto_plot`) when a summary was written; that never changes the code."""
     dataset = benchmark.dataset
     if isinstance(dataset, FileDataset) and not Path(dataset.path).expanduser().exists():
         print(f"error: --input-file {dataset.path}: no such file or folder", file=sys.stderr)
@@ -120,13 +126,24 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     if secrets.headers:
         os.environ["AIPERF_HEADERS_JSON"] = json.dumps(secrets.headers)
     configure_logging(service_id="system-controller", level=log_level)
+    dashboard = None
+    if benchmark.runtime.ui == "dashboard":
+        from aiperf.cli.dashboard import Dashboard
+
+        dashboard = Dashboard(config=config)
+        dashboard.capture_logs()
     try:
-        return anyio.run(_run, config, str(config_path), backend_options={"use_uvloop": True})
+        code = anyio.run(_run, config, str(config_path), dashboard, backend_options={"use_uvloop": True})
     finally:
         shutil.rmtree(ipc_dir, ignore_errors=True)
+    if auto_plot and (out / "profile_export_aiperf.json").is_file():
+        from aiperf.cli.plot import auto_plot as plot_exports
+
+        plot_exports(out)
+    return code
 
 
-async def _run(config: RunConfig, config_path: str) -> int:
+async def _run(config: RunConfig, config_path: str, dashboard: Dashboard | None) -> int:
     benchmark = config.benchmark
     started = anyio.Event()
 
@@ -142,8 +159,10 @@ async def _run(config: RunConfig, config_path: str) -> int:
                 tg.start_soon(lambda: show_progress(
                     ctx, addressing_of(config), total=benchmark.profiling.requests,
                     duration_s=benchmark.profiling.duration, started=started))
+            elif dashboard is not None:
+                tg.start_soon(dashboard.show)
             verdict = await run_cancellable(config, config_path=config_path, driver=driver,
-                                            on_cancel=_say_cancelling)
+                                            on_cancel=_say_cancelling, tracker=dashboard)
             tg.cancel_scope.cancel()
     return report(config, verdict, driver.outcome)
 

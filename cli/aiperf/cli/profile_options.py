@@ -123,8 +123,9 @@ class LocalFlags:
     """Also keep the dataset's working files (dataset/*.dat) in the artifact dir (default: false)."""
     export_level: Literal["summary", "records", "raw"] | None = None
     """summary: aggregate exports only; records: + profile_export.jsonl (default); raw: + profile_export_raw.jsonl."""
-    ui: Annotated[Literal["none", "simple"] | None, Parameter(name=["--ui", "--ui-type"])] = None
-    """Progress display: simple (a progress bar) or none (default: simple on a terminal)."""
+    ui: Annotated[Literal["none", "simple", "dashboard"] | None, Parameter(name=["--ui", "--ui-type"])] = None
+    """Progress display: dashboard (live phases, metrics, workers, errors, logs), simple (a
+    progress bar) or none (default: dashboard when stdout is a terminal, else none)."""
     workers_max: Annotated[int | None, Parameter(name=["--workers-max", "--max-workers"])] = None
     """Worker processes (default: max(1, min(0.75 x CPUs - 1, 32)), at most the concurrency)."""
     record_processors: Annotated[int | None, Parameter(

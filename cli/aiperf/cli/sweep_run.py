@@ -153,8 +153,9 @@ def _what(run: PlannedRun, plan: Plan) -> str:
 
 
 def run_sweep(flags: ProfileFlags, local: LocalFlags, multi: MultiRunFlags, *, config_file: str | None,
-              log_level: str) -> int:
-    """Plan, run every run in order, write and print the aggregates; returns the exit code."""
+              log_level: str, auto_plot: bool = False) -> int:
+    """Plan, run every run in order, write and print the aggregates (then, with `auto_plot`, plot
+    the whole plan's folder once, which never changes the code); returns the exit code."""
     try:
         setup = plan_setup(flags, local, multi, config_file=config_file)
     except ConfigError as exc:
@@ -182,6 +183,10 @@ def run_sweep(flags: ProfileFlags, local: LocalFlags, multi: MultiRunFlags, *, c
     except OSError as exc:
         print(f"error: cannot write the aggregates in {setup.artifact_dir}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    if auto_plot:
+        from aiperf.cli.plot import auto_plot as plot_exports
+
+        plot_exports(setup.artifact_dir)
     return 0 if all(o.exit_code == 0 for o in outcomes.values()) else 1
 
 

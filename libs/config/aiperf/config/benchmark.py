@@ -287,12 +287,12 @@ class Artifacts(_Spec, frozen=True, kw_only=True):
 
 class Runtime(_Spec, frozen=True, kw_only=True):
     """Processes of a local run: `workers` (None: max(1, min(0.75 x CPUs - 1, 32)), at most the
-    concurrency) and `record_processors` (None: workers / 4, at least 1); `ui` None picks simple
-    on a terminal."""
+    concurrency) and `record_processors` (None: workers / 4, at least 1); `ui` None picks
+    dashboard on a terminal, none elsewhere."""
 
     workers: PositiveInt | None = None
     record_processors: PositiveInt | None = None
-    ui: Literal["none", "simple"] | None = None
+    ui: Literal["none", "simple", "dashboard"] | None = None
 
 
 class Benchmark(_Spec, frozen=True, kw_only=True):

@@ -7,21 +7,38 @@ from __future__ import annotations
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 
 from aiperf.comms import Channel, Publisher, RouterSocket, Subscriber, load_curve, zmq_context
 from aiperf.config import RunConfig
-from aiperf.messages import SystemState, SystemStateChanged, ToController
+from aiperf.messages import Event, SystemState, SystemStateChanged, ToController
 from aiperf.runtime import addressing_of
 from aiperf.runtime.control_server import ControlServer
 from aiperf.system_controller.launcher import Launcher, LocalLauncher, NoLauncher
 from aiperf.system_controller.plan import plan_services
 from aiperf.system_controller.service import BringUpDriver, Driver, SystemController, Verdict
 
-if TYPE_CHECKING:  # operator mode only: the CLI's runs never import the Kubernetes client
-    from aiperf.system_controller.job_status import RunTracker
+
+class EventSource(Protocol):
+    """Event-bus broadcasts, one at a time (`aiperf.comms.Subscriber`)."""
+
+    async def recv(self) -> Event: ...
+
+
+class RunObserver(Protocol):
+    """Follows a run while it lasts (`aiperf.system_controller.job_status.RunTracker` in
+    operator mode, the CLI's `--ui dashboard`): told every `SystemState`, given the controller
+    (its registry of services) before it starts, and fed the event-bus topics it names."""
+
+    TOPICS: tuple[bytes, ...]
+
+    def watch(self, controller: SystemController) -> None: ...
+
+    async def on_state(self, state: SystemState) -> None: ...
+
+    async def follow(self, events: EventSource) -> None: ...
 
 
 def log_tail(path: Path, lines: int = 3) -> str:
@@ -38,13 +55,14 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
                      driver: Driver | None = None,
                      on_state: Callable[[SystemState], Awaitable[None]] | None = None,
                      on_controller: Callable[[SystemController], None] | None = None,
-                     tracker: RunTracker | None = None) -> Verdict:
+                     tracker: RunObserver | None = None) -> Verdict:
     """Run every service of `config` to the end and return the verdict.
 
     `launcher` defaults to local processes (or none in Kubernetes mode); `driver` to
     bring-up only. `on_controller` receives the controller before it starts (to wire
     Ctrl+C to `cancel`). `tracker` (operator mode) follows the controller's states, its
-    registry and the event bus's phase and progress broadcasts while the run lasts."""
+    registry and the event bus's phase and progress broadcasts while the run lasts (any
+    `RunObserver` likewise)."""
     if tracker is not None:
         on_state = _both(on_state, tracker.on_state)
     log_dir = Path(config.artifact_dir) / "logs"
@@ -72,8 +90,9 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
                 return await controller.run()
             tracker.watch(controller)
             async with Subscriber(ctx, connect=[addressing.connect_endpoint(Channel.EVENT_BUS_BACKEND)],
-                                  topics=tracker.TOPICS) as events, anyio.create_task_group() as tg:
-                tg.start_soon(tracker.follow, events)
+                                  topics=tracker.TOPICS) as broadcasts, anyio.create_task_group() as tg:
+                # Not `events`: the state callback above publishes through that name.
+                tg.start_soon(tracker.follow, broadcasts)
                 verdict = await controller.run()
                 tg.cancel_scope.cancel()
             return verdict
@@ -91,7 +110,7 @@ def _both(first: Callable[[SystemState], Awaitable[None]] | None,
 async def run_cancellable(config: RunConfig, *, config_path: str, driver: Driver | None = None,
                           launcher: Launcher | None = None,
                           on_cancel: Callable[[], None] | None = None,
-                          tracker: RunTracker | None = None) -> Verdict:
+                          tracker: RunObserver | None = None) -> Verdict:
     """`run_system` where the first SIGINT/SIGTERM is a graceful cancel (`on_cancel` is told,
     the driver stops and results are still written) and a second SIGINT aborts at once
     (`KeyboardInterrupt`)."""
