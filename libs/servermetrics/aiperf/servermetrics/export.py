@@ -90,7 +90,7 @@ def _series(url: str, name: str, kind: str, labels: Labels,
               if name in fams and labels in fams[name].series]
     times = [t for t, _ in points]
     values = [v for _, v in points]
-    fresh = name not in window[0][1] or labels not in window[0][1].series
+    fresh = name not in window[0][1] or labels not in window[0][1][name].series
     series: dict[str, Any] = {"endpoint_url": url}
     if labels:
         series["labels"] = dict(labels)
