@@ -1,8 +1,8 @@
 """Prometheus text exposition -> `Family` values, with `prometheus_client`'s maintained parser.
 
 Kept: counters, gauges, histograms, and untyped families (as `unknown`, treated like gauges, as
-AIPerf 0.13 does). Dropped: summaries, info, state sets and `_created` samples (nothing in the
-export uses them). A family name is the parser's: a counter's without its `_total` suffix.
+AIPerf 0.13 does). Dropped: summaries, info, state sets and `_created` samples or families of
+counters and histograms (creation times; nothing in the export uses them). A family name is the parser's: a counter's without its `_total` suffix.
 """
 
 from __future__ import annotations
@@ -61,6 +61,10 @@ def parse_metrics(text: str) -> dict[str, Family]:
                 out.series[_labels(sample.labels)] = float(sample.value)
     except ValueError as exc:  # the parser's one error type for malformed lines
         raise ExpositionError(f"not Prometheus text format: {exc}") from None
+    for name in [n for n in families if n.endswith("_created")]:  # creation times, not measurements
+        base = families.get(name.removesuffix("_created"))
+        if base is not None and base.kind in ("counter", "histogram"):
+            del families[name]
     return families
 
 
