@@ -175,7 +175,8 @@ def server_metrics_container(settings: KubeSettings) -> dict[str, Any]:
     once the control plane's run-ended marker is in the artifacts volume."""
     health_name, health_number = SERVER_METRICS_HEALTH_PORT
     env = [{"name": HEALTH_PORT_ENV, "value": str(health_number)},
-           *({"name": var, "value": value} for var, value in settings.env_vars.items())]
+           *({"name": var, "value": value} for var, value in settings.env_vars.items()),
+           *(ref.to_env(var) for var, ref in settings.plain_secret_env().items())]
     return {
         "name": SERVER_METRICS_CONTAINER,
         "image": settings.image or image(settings.image_registry, ServiceType.SYSTEM_CONTROLLER, settings.image_tag),
