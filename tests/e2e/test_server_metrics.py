@@ -43,8 +43,8 @@ def test_a_run_exports_exact_server_counter_deltas_and_ttft_buckets(tmp_path: Pa
 
     def stats(name: str, **labels: str) -> dict[str, float]:
         metric = doc["metrics"][name]
-        (series,) = [s for s in metric["series"] if s["endpoint_url"] == own
-                     and labels.items() <= s.get("labels", {}).items()]
+        (series,) = (s for s in metric["series"] if s["endpoint_url"] == own
+                     and labels.items() <= s.get("labels", {}).items())
         return series["stats"]  # type: ignore[no-any-return]
 
     assert doc["metrics"]["vllm:generation_tokens"]["type"] == "counter"

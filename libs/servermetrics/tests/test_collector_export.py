@@ -17,7 +17,6 @@ from aiperf.servermetrics import (
     ProjectionLimits,
     ServerMetricsCollector,
     build_export,
-    export_csv,
     project_for_cr,
     write_exports,
 )

@@ -72,8 +72,10 @@ class ProjectionLimits:
         return cls(**values)
 
 
-def project_for_cr(export: Mapping[str, Any], limits: ProjectionLimits = ProjectionLimits()) -> dict[str, Any]:
-    """The projection of `export` (a `build_export` document) within `limits`; never raises."""
+def project_for_cr(export: Mapping[str, Any], limits: ProjectionLimits | None = None) -> dict[str, Any]:
+    """The projection of `export` (a `build_export` document) within `limits` (default:
+    `ProjectionLimits()`); never raises."""
+    limits = limits or ProjectionLimits()
     summary = {k: export.get("summary", {}).get(k)
                for k in ("endpoints_configured", "endpoints_successful", "start_time", "end_time")}
     metrics: dict[str, Any] = {}

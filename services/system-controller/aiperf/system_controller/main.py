@@ -35,7 +35,6 @@ from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report, write_end_marker
 from aiperf.system_controller.runner import run_cancellable
 
-
 SERVER_METRICS_COMMAND = "server-metrics"
 EXPORT_WAIT_S = 15.0
 """Kubernetes: how long the controller waits for the server-metrics-manager's export before it
