@@ -142,7 +142,7 @@ def build_export(collector: ServerMetricsCollector, *, profiling: str, warmup: s
     if warmup is not None:
         doc["warmup_metrics"] = of(warmup)
     doc["endpoint_errors"] = {url: i.last_error for url, i in collector.info.items() if i.failures}
-    return scrub_non_finite(doc)  # type: ignore[no-any-return]
+    return scrub_non_finite(doc)
 
 
 def export_csv(doc: dict[str, Any]) -> str:

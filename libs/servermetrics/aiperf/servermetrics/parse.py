@@ -72,7 +72,7 @@ def _labels(labels: dict[str, str], drop: str = "") -> Labels:
     return tuple(sorted((k, v) for k, v in labels.items() if k != drop))
 
 
-def _histograms(name: str, samples: list) -> dict[Labels, HistogramValue]:  # type: ignore[type-arg]
+def _histograms(name: str, samples: list) -> dict[Labels, HistogramValue]:
     buckets: dict[Labels, list[tuple[float, float]]] = {}
     counts: dict[Labels, float] = {}
     sums: dict[Labels, float] = {}
