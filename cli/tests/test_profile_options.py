@@ -311,3 +311,18 @@ def test_the_choices_of_the_flags_are_the_models() -> None:
     assert choices("request_rate_mode") == {cls.__struct_config__.tag for cls in RatePhase.__subclasses__()}
     local = typing.get_type_hints(LocalFlags, include_extras=True)["export_level"]
     assert set(typing.get_args(typing.get_args(local)[0])) == set(typing.get_args(ExportLevel))
+
+
+def test_server_metrics_flags() -> None:
+    from aiperf.cli.app import build_app
+    from aiperf.servermetrics.endpoints import endpoints_of
+
+    _, bound, _ = build_app().parse_args(["profile", "--model", "m", "--url", "srv:8000", "--server-metrics",
+                                          "b:9400", "http://c:9/x"], exit_on_error=False)
+    on = build_benchmark(bound.arguments["flags"], LocalFlags(ui="none")).benchmark
+    assert on.server_metrics.enabled and on.server_metrics.urls == ["http://b:9400", "http://c:9/x"]
+    assert endpoints_of(on) == ["http://srv:8000/metrics", "http://b:9400/metrics", "http://c:9/x"]
+    default = build_benchmark(ProfileFlags(model="m"), LocalFlags(ui="none")).benchmark
+    assert endpoints_of(default) == ["http://localhost:8000/metrics"]  # on by default, like AIPerf
+    off = build_benchmark(ProfileFlags(model="m", no_server_metrics=True), LocalFlags(ui="none")).benchmark
+    assert not off.server_metrics.enabled and endpoints_of(off) == []

@@ -141,6 +141,10 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
     if flags.tokenizer is not None:
         _sub(doc, "tokenizer")["name"] = flags.tokenizer
     _set(doc, "random_seed", flags.random_seed)
+    if flags.server_metrics is not None:
+        _sub(doc, "server_metrics")["urls"] = [normalize_url(u) for u in flags.server_metrics]
+    if flags.no_server_metrics:
+        _sub(doc, "server_metrics")["enabled"] = False
     if local.artifact_dir is not None:
         _sub(doc, "artifacts")["dir"] = local.artifact_dir
     if local.keep_dataset_files is not None:

@@ -110,6 +110,12 @@ class ProfileFlags:
     """Send max_tokens instead of max_completion_tokens (chat) (default: false)."""
     use_server_token_count: bool | None = None
     """Use the server's usage counts instead of the client tokenizer (default: false)."""
+    server_metrics: Annotated[list[str] | None, Parameter(name="--server-metrics", consume_multiple=True,
+                                                          negative=())] = None
+    """More Prometheus endpoints to scrape besides --url's /metrics, which is always scraped
+    (a URL without a path gets /metrics)."""
+    no_server_metrics: Annotated[bool | None, Parameter(name="--no-server-metrics", negative=())] = None
+    """Scrape no server metrics (no server_metrics_export.json/.csv)."""
 
 
 @Parameter(name="*")
@@ -143,6 +149,8 @@ FLAG_PATHS: dict[str, str] = {
     "header": "endpoint.header_names",
     "use_legacy_max_tokens": "endpoint.use_legacy_max_tokens",
     "use_server_token_count": "endpoint.use_server_token_count",
+    "server_metrics": "server_metrics.urls",
+    "no_server_metrics": "server_metrics.enabled",
     "concurrency": "phases.profiling.concurrency",
     "request_rate": "phases.profiling.rate",
     "request_rate_mode": "phases.profiling.type",

@@ -33,7 +33,7 @@ def _service_ids(jobset: dict) -> dict[str, list[str]]:
     for rjob in jobset["spec"]["replicatedJobs"]:
         for index in range(rjob["replicas"]):
             for c in rjob["template"]["spec"]["template"]["spec"]["containers"]:
-                if c["name"] == "results-sidecar":  # a file server, not a registered service
+                if c["name"] in ("results-sidecar", "server-metrics-manager"):  # not registered services
                     continue
                 service = c["image"].rsplit("/", 1)[1].split(":")[0]
                 service_id = c["args"][c["args"].index("--service-id") + 1]
@@ -113,7 +113,8 @@ def test_controller_pod_runs_the_six_control_services_and_the_results_sidecar(ty
     jobs = {r["name"]: r for r in build_jobset(*typical)["spec"]["replicatedJobs"]}
     containers = jobs["controller"]["template"]["spec"]["template"]["spec"]["containers"]
     assert [c["name"] for c in containers] == ["control-plane", "event-bus-proxy", "records-manager",
-                                               "timing-manager", "dataset-manager", "api", "results-sidecar"]
+                                               "timing-manager", "dataset-manager", "api", "results-sidecar",
+                                               "server-metrics-manager"]
     assert containers[0]["image"] == "registry.example.com/aiperf/system-controller:0.1.0"
     assert containers[0]["args"] == ["--config", "/config/run_config.json",
                                      "--service-id", "system-controller"]
@@ -121,13 +122,29 @@ def test_controller_pod_runs_the_six_control_services_and_the_results_sidecar(ty
     channels = ("control", "bus-front", "bus-back", "credits", "credit-returns", "records")
     assert {ports[n] for n in channels} == {5667, 5663, 5664, 5564, 5565, 5557}
     assert ports["http-api"] == 9090 and ports["http-results"] == 9091
-    assert sorted(v for k, v in ports.items() if k.startswith("health-")) == [*range(8080, 8086), 8089]
-    sidecar = containers[-1]
+    assert sorted(v for k, v in ports.items() if k.startswith("health-")) == [*range(8080, 8086), 8089, 8090]
+    sidecar = containers[-2]
     assert sidecar["image"] == "registry.example.com/aiperf/api:0.1.0"
     assert sidecar["args"] == ["serve-results", "--artifact-dir", "/aiperf/artifacts", "--port", "9091",
                                "--controller-health-port", "8080", "--linger-s", str(typical[0].ttl_seconds)]
     assert sidecar["volumeMounts"] == [{"name": "artifacts", "mountPath": "/aiperf/artifacts", "readOnly": True}]
     assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health-results"}
+
+
+    metrics = containers[-1]  # the system-controller's image with its server-metrics command
+    assert metrics["image"] == "registry.example.com/aiperf/system-controller:0.1.0"
+    assert metrics["args"] == ["server-metrics", "--config", "/config/run_config.json"]
+    assert {m["name"] for m in metrics["volumeMounts"]} == {"ipc", "artifacts", "config", "curve"}
+
+
+def test_no_server_metrics_means_no_server_metrics_container(typical) -> None:
+    settings, run_config = typical
+    off = msgspec.structs.replace(run_config, benchmark=msgspec.structs.replace(
+        run_config.benchmark, server_metrics=msgspec.structs.replace(run_config.benchmark.server_metrics,
+                                                                     enabled=False)))
+    jobs = {r["name"]: r for r in build_jobset(settings, off)["spec"]["replicatedJobs"]}
+    names = [c["name"] for c in jobs["controller"]["template"]["spec"]["template"]["spec"]["containers"]]
+    assert names[-1] == "results-sidecar" and "server-metrics-manager" not in names
 
 
 def test_images_without_registry_and_locally_built() -> None:

@@ -96,7 +96,8 @@ async def test_results_come_from_the_sidecar_after_the_api_container_exited(kube
     kube.register_proxy(NS, POD, 9091, FakeSidecar(FILES, kube=kube, namespace=NS, pod=POD))
     fetched = await sidecar.fetch_results_from_pods(api, "demo", NS, tmp_path / "out")
     assert fetched.pod == POD and fetched.status["exit_code"] == 0
-    assert fetched.missing == ["profile_export_aiperf.csv", "inputs.json", "profile_export_console.txt"]
+    assert fetched.missing == ["profile_export_aiperf.csv", "inputs.json", "profile_export_console.txt",
+                               "server_metrics_export.json", "server_metrics_export.csv"]
     assert {p.name: p.read_bytes() for p in fetched.written} == FILES
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(FILES)
     proxied = [r.path for r in kube.requests if "/proxy/" in r.path]

@@ -37,7 +37,7 @@ import orjson
 
 from aiperf.mock_server.config import MockConfig
 from aiperf.mock_server.faults import Fault, serve_fault
-from aiperf.mock_server.stats import ENDPOINTS, Counter, StatsBoard, request_slot
+from aiperf.mock_server.stats import ENDPOINTS, VLLM, Counter, StatsBoard, request_slot
 from aiperf.mock_server.tokens import (
     VOCAB_JSON,
     Embedder,
@@ -166,7 +166,8 @@ class MockApp:
         elif endpoint == _STATS:
             await self._respond(send, endpoint, 200, orjson.dumps(self._stats.snapshot()), self._json_headers)
         elif endpoint == _METRICS:
-            await self._respond(send, endpoint, 200, self._stats.prometheus(), self._prom_headers)
+            await self._respond(send, endpoint, 200, self._stats.prometheus(self._config.model),
+                                self._prom_headers)
         else:
             await self._inference(t0, endpoint, receive, send)
 
@@ -312,16 +313,22 @@ class MockApp:
                 await clock.sleep_until(t0 + self._headers_delay)
             await send({"type": "http.response.start", "status": 200, "headers": self._sse_headers})
             stats.add(request_slot(endpoint, 200))
-            deadline = t0 + self._delay(self._ttft)
+            ttft = self._delay(self._ttft)
+            deadline = t0 + ttft
             for k in range(n):
                 if k:
                     deadline += self._delay(self._itl)
                 await clock.sleep_until(deadline)
                 if peer.gone:
                     raise ConnectionResetError("client disconnected")
+                if k == 0:
+                    VLLM.prefill_done(stats, prompt_tokens=prompt_tokens, ttft_s=ttft)
                 chunk = (first if k == 0 else prefix) + vocab[k % words] + suffix
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 sent += 1
+            if n == 0:
+                VLLM.prefill_done(stats, prompt_tokens=prompt_tokens, ttft_s=ttft)
+            VLLM.finished(stats, tokens=n, finish=finish, latency_s=clock.now() - t0)
             usage = _usage(prompt_tokens, n)
             final = {"id": rid, "object": obj, "created": created, "model": model, "choices": [last_choice],
                      "usage": usage}
@@ -338,10 +345,13 @@ class MockApp:
 
     async def _complete(self, t0: float, endpoint: int, model: str, n: int, finish: str,
                         prompt_tokens: int, send: Send) -> None:
-        deadline = t0 + self._delay(self._ttft)
+        ttft = self._delay(self._ttft)
+        deadline = t0 + ttft
         for _ in range(n - 1):
             deadline += self._delay(self._itl)
         await self._clock.sleep_until(max(deadline, t0 + self._headers_delay))
+        VLLM.prefill_done(self._stats, prompt_tokens=prompt_tokens, ttft_s=ttft)
+        VLLM.finished(self._stats, tokens=n, finish=finish, latency_s=self._clock.now() - t0)
         text = generated_text(n)
         usage = _usage(prompt_tokens, n)
         if endpoint == _CHAT:

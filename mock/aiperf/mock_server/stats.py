@@ -17,6 +17,8 @@ import os
 from types import TracebackType
 from typing import Self
 
+from aiperf.mock_server.vllm_metrics import VllmSlots
+
 ENDPOINTS: tuple[str, ...] = (
     "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/health",
     "/metrics", "/stats", "other",
@@ -44,7 +46,9 @@ class Counter(enum.IntEnum):
 
 
 _MATRIX_BASE = len(Counter) + 1
-ROW_LEN = _MATRIX_BASE + len(ENDPOINTS) * len(STATUSES)
+VLLM = VllmSlots(_MATRIX_BASE + len(ENDPOINTS) * len(STATUSES))
+"""The vLLM-style counters and histograms (`aiperf.mock_server.vllm_metrics`), after the matrix."""
+ROW_LEN = VLLM.base + VLLM.width
 _SLOT = 8
 
 
@@ -149,8 +153,9 @@ class StatsBoard:
             "requests_by_endpoint": by_endpoint,
         }
 
-    def prometheus(self) -> bytes:
-        """The ``/metrics`` body in Prometheus text exposition format 0.0.4."""
+    def prometheus(self, model: str = "mock-model") -> bytes:
+        """The ``/metrics`` body in Prometheus text exposition format 0.0.4: the mock's own
+        ``mock_*`` families, then the vLLM-style ones labelled ``model_name=model``."""
         lines = [
             "# HELP mock_requests_total HTTP requests answered, by endpoint and status code.",
             "# TYPE mock_requests_total counter",
@@ -176,6 +181,7 @@ class StatsBoard:
         )
         for name, kind, help_text, slot in scalars:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {self.total(slot)}"]
+        lines += VLLM.lines(self, running=self.total(Counter.IN_FLIGHT), model=model)
         return ("\n".join(lines) + "\n").encode()
 
     def close(self) -> None:

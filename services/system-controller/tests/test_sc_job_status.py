@@ -145,3 +145,17 @@ async def test_the_verdict_brings_exact_counts_a_failure_and_whether_results_wer
     bring_up = RunTracker(config=config())
     bring_up.finish(Verdict(state=SystemState.DONE), None)
     assert bring_up.status().results_exported is False
+
+
+async def test_server_metrics_projection_rides_on_the_status_push(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from aiperf.kube.status_push import status_ops
+    from aiperf.servermetrics.manager import read_projection, write_projection
+
+    tracker = RunTracker(config=config(), clock=Clock(), server_metrics=lambda: read_projection(tmp_path))
+    assert "serverMetrics" not in encode_status(tracker.status())  # nothing written yet: key left out
+    projection = {"summary": {"endpoints_configured": ["http://s/metrics"]}, "metrics": {},
+                  "projection_dropped": True, "projection_message": "too large"}
+    write_projection(tmp_path, projection)
+    ops = status_ops({"metadata": {"uid": "u"}, "status": {"phase": "Running"}}, tracker.status(), uid="u")
+    # `add` replaces the whole value: a snapshot, never merged with an older projection
+    assert {"op": "add", "path": "/status/serverMetrics", "value": projection} in ops

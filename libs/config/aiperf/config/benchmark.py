@@ -285,6 +285,17 @@ class Artifacts(_Spec, frozen=True, kw_only=True):
     export_level: ExportLevel = "records"
 
 
+class ServerMetrics(_Spec, frozen=True, kw_only=True):
+    """Scraping the inference server's Prometheus metrics (AIPerf 0.13's `--server-metrics`,
+    on by default): `urls` are extra endpoints (a URL without a path gets `/metrics`), scraped
+    with `<endpoint url>/metrics`; `enabled: false` is `--no-server-metrics`; `interval` the
+    seconds between scrapes while a phase runs."""
+
+    enabled: bool = True
+    urls: list[str] = []
+    interval: PositiveFloat = 0.5
+
+
 class Runtime(_Spec, frozen=True, kw_only=True):
     """Processes of a local run: `workers` (None: max(1, min(0.75 x CPUs - 1, 32)), at most the
     concurrency) and `record_processors` (None: workers / 4, at least 1); `ui` None picks
@@ -313,6 +324,7 @@ class Benchmark(_Spec, frozen=True, kw_only=True):
     slos: dict[GoodputMetric, PositiveFloat] = {}
     runtime: Runtime = Runtime()
     random_seed: int | None = None
+    server_metrics: ServerMetrics = ServerMetrics()
 
     def __post_init__(self) -> None:
         kinds = [p.role for p in self.phases]

@@ -18,6 +18,12 @@ The controller pod also runs `results_container`: the api image started with its
 artifacts volume (read-only) on port 9091 after the control plane has exited, until
 `POST /shutdown` (`aiperf kube shutdown`, the operator once it has copied them) or a linger time.
 Its health port is 8089.
+
+When the run scrapes server metrics (on by default), the controller pod also runs
+`server_metrics_container`: the system-controller image started with its `server-metrics`
+command (`aiperf.servermetrics.main`), which scrapes the inference server in-cluster around each
+phase, writes `server_metrics_export.json/.csv` into the artifacts volume and keeps the live
+status projection there for the control plane's status push. Its health port is 8090.
 """
 
 from __future__ import annotations
@@ -43,6 +49,11 @@ RESULTS_HEALTH_PORT = ("health-results", 8089)
 RESULTS_COMMAND = "serve-results"
 """The api image's command that runs the results server instead of the api service."""
 RESULTS_RESOURCES = {"cpu": "50m", "memory": "128Mi"}
+SERVER_METRICS_CONTAINER = "server-metrics-manager"
+SERVER_METRICS_COMMAND = "server-metrics"
+"""The system-controller image's command that runs the server-metrics collector."""
+SERVER_METRICS_HEALTH_PORT = ("health-smm", 8090)
+SERVER_METRICS_RESOURCES = {"cpu": "100m", "memory": "256Mi"}
 JOB_INDEX_ENV = "AIPERF_JOB_INDEX"
 CONTROLLER_HOST_ENV = "AIPERF_CONTROLLER_HOST"
 JOB_INDEX_ANNOTATION = "jobset.sigs.k8s.io/job-index"
@@ -154,5 +165,27 @@ def results_container(settings: KubeSettings) -> dict[str, Any]:
         "resources": {"limits": dict(RESULTS_RESOURCES), "requests": dict(RESULTS_RESOURCES)},
         **probes(health_name),
         "volumeMounts": [{"name": ARTIFACTS_VOLUME, "mountPath": ARTIFACT_DIR, "readOnly": True}],
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+
+
+def server_metrics_container(settings: KubeSettings) -> dict[str, Any]:
+    """The controller pod's `server-metrics-manager` container (see the module doc): it reaches
+    the event bus over the pod's IPC volume like the other controller containers, and exits 0
+    once the control plane's run-ended marker is in the artifacts volume."""
+    health_name, health_number = SERVER_METRICS_HEALTH_PORT
+    env = [{"name": HEALTH_PORT_ENV, "value": str(health_number)},
+           *({"name": var, "value": value} for var, value in settings.env_vars.items()),
+           *(ref.to_env(var) for var, ref in settings.plain_secret_env().items())]
+    return {
+        "name": SERVER_METRICS_CONTAINER,
+        "image": settings.image or image(settings.image_registry, ServiceType.SYSTEM_CONTROLLER, settings.image_tag),
+        "imagePullPolicy": settings.image_pull_policy,
+        "args": [SERVER_METRICS_COMMAND, "--config", CONFIG_PATH],
+        "env": env,
+        "ports": [{"name": health_name, "containerPort": health_number, "protocol": "TCP"}],
+        "resources": {"limits": dict(SERVER_METRICS_RESOURCES), "requests": dict(SERVER_METRICS_RESOURCES)},
+        **probes(health_name),
+        "volumeMounts": [dict(mount) for mount in _MOUNTS],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }

@@ -393,7 +393,9 @@ class AIPerfJobStatus(_Status, frozen=True, kw_only=True):
     `startupIssue`, `runEpoch`, `resultsPath`, `startTime` and `completionTime`; the run's
     controller pushes `subPhase`, `currentPhase`, `phases`, `workers` (after its first push), the
     profiling phase's counters projected to the top level (`requestsCompleted`, `requestsTotal`,
-    `requestsPerSecond`, `progressPercent`), `controllerFailure` and `resultsExported`."""
+    `requestsPerSecond`, `progressPercent`), `controllerFailure`, `resultsExported` and
+    `serverMetrics` (the bounded projection of the server-metrics export,
+    `aiperf.servermetrics.projection`: a snapshot, replaced whole on every push)."""
 
     phase: JobPhase | None = None
     sub_phase: SystemState | None = None
@@ -413,6 +415,7 @@ class AIPerfJobStatus(_Status, frozen=True, kw_only=True):
     results_exported: bool | None = None
     start_time: str | None = None
     completion_time: str | None = None
+    server_metrics: dict[str, Any] | None = None
 
 
 class ChildRef(_Status, frozen=True, kw_only=True):

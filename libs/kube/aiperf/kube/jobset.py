@@ -4,7 +4,8 @@ Replicated jobs (each job runs one pod):
 - `controller` (1): `control-plane` (the system-controller), event-bus-proxy, dataset-manager,
   timing-manager, records-manager and api as sibling containers sharing localhost and the `ipc`
   and `artifacts` emptyDirs, plus `results-sidecar`, which keeps serving the exports after the
-  others have exited (`aiperf.kube.containers.results_container`). The services talk over IPC
+  others have exited (`aiperf.kube.containers.results_container`), and `server-metrics-manager`
+  when the run scrapes server metrics (`aiperf.kube.containers.server_metrics_container`). The services talk over IPC
   among themselves and also bind TCP on 0.0.0.0 (from the ConfigMap's comms) for the worker pods.
 - `workers` (one job per full pod): worker-group-manager, `worker-0..k-1`,
   `record-processor-0..m-1`. Group `g<i>` is the pod's JobSet job index.
@@ -38,6 +39,7 @@ from aiperf.kube.containers import (
     container,
     job_index_env,
     results_container,
+    server_metrics_container,
 )
 from aiperf.kube.curve_secret import curve_volume
 from aiperf.kube.metadata import labels, object_meta
@@ -103,12 +105,14 @@ def _replicated_job(settings: KubeSettings, *, job: str, replicas: int, componen
     }
 
 
-def controller_containers(settings: KubeSettings) -> list[dict[str, Any]]:
+def controller_containers(settings: KubeSettings, *, server_metrics: bool = False) -> list[dict[str, Any]]:
     """The controller pod's containers: one per `CONTROLLER_SERVICES` entry (the
-    system-controller's named `control-plane`), then the results container."""
+    system-controller's named `control-plane`), then the results container, then (when the run
+    scrapes server metrics) the `server-metrics-manager` container."""
     return [*(container(settings, name=CONTROL_PLANE_CONTAINER if t is ServiceType.SYSTEM_CONTROLLER else str(t),
                         service_type=t, service_id=str(t)) for t in CONTROLLER_SERVICES),
-            results_container(settings)]
+            results_container(settings),
+            *([server_metrics_container(settings)] if server_metrics else [])]
 
 
 def worker_containers(settings: KubeSettings, *, group: str, workers: int,
@@ -139,7 +143,8 @@ def build_jobset(settings: KubeSettings, run_config: RunConfig) -> dict[str, Any
     host = {"name": CONTROLLER_HOST_ENV, "value": controller_host(settings.name)}
     jobs = [
         _replicated_job(settings, job=CONTROLLER_JOB, replicas=1, component=CONTROLLER_JOB,
-                        containers=controller_containers(settings)),
+                        containers=controller_containers(
+                            settings, server_metrics=run_config.benchmark.server_metrics.enabled)),
         _replicated_job(settings, job=WORKERS_JOB, replicas=layout.full_pods, component=WORKERS_JOB,
                         containers=worker_containers(settings, group=f"g{JOB_INDEX_ARG}",
                                                      workers=layout.workers_per_pod,

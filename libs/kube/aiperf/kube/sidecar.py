@@ -53,7 +53,8 @@ KEEP_SIDECAR_ANNOTATION = "aiperf.nvidia.com/keep-results-sidecar"
 """On an AIPerfJob, `"true"`: the operator copies the results but leaves the results sidecar
 running (the attached `aiperf kube profile`, `kube shutdown` or its linger time retires it)."""
 RESULT_FILES = ("profile_export_aiperf.json", "profile_export_aiperf.csv", "profile_export.jsonl",
-                "inputs.json", "profile_export_console.txt")
+                "inputs.json", "profile_export_console.txt", "server_metrics_export.json",
+                "server_metrics_export.csv")
 """The export files a run produces (the sidecar serves those present)."""
 
 

@@ -47,7 +47,8 @@ log = structlog.get_logger("aiperf.kube.status_push")
 
 HEARTBEAT_ANNOTATION = f"{API_GROUP}/controller-heartbeat"
 CONTROLLER_OWNED = ("subPhase", "currentPhase", "phases", "workers", "requestsCompleted", "requestsTotal",
-                    "requestsPerSecond", "progressPercent", "controllerFailure", "resultsExported")
+                    "requestsPerSecond", "progressPercent", "controllerFailure", "resultsExported",
+                    "serverMetrics")
 """The `status` keys the run's controller writes (and the operator leaves alone)."""
 TERMINAL = frozenset({JobPhase.COMPLETED.value, JobPhase.FAILED.value, JobPhase.CANCELLED.value})
 

@@ -26,6 +26,9 @@ What each key says:
   pods that lost a member. Frozen when the run starts stopping (services stop then).
 - `controllerFailure` (the verdict's reason) when the run failed; `resultsExported` once the
   run ended: whether the exports were written.
+- `serverMetrics`: the latest curated projection of the server metrics, as the
+  server-metrics-manager container last left it in the artifacts volume
+  (`aiperf.servermetrics.manager.PROJECTION_FILE`; absent until its first write).
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 import anyio
 import structlog
@@ -55,6 +59,7 @@ from aiperf.messages import (
     ServiceType,
     SystemState,
 )
+from aiperf.servermetrics.manager import read_projection
 from aiperf.system_controller.plan import plan_services
 from aiperf.system_controller.profile_driver import ProfileOutcome
 from aiperf.system_controller.service import SystemController, Verdict
@@ -99,8 +104,10 @@ class RunTracker:
     """The event-bus topics `follow` needs."""
 
     def __init__(self, *, config: RunConfig, clock: Callable[[], datetime] = _utc_now,
-                 on_change: Callable[[], None] = lambda: None) -> None:
+                 on_change: Callable[[], None] = lambda: None,
+                 server_metrics: Callable[[], dict[str, Any] | None] = lambda: None) -> None:
         self._config, self._clock, self.on_change = config, clock, on_change
+        self._server_metrics = server_metrics
         self._phase_config = {Phase(str(p.role)): (i, p) for i, p in enumerate(config.benchmark.phases)}
         self._phases: dict[Phase, _PhaseProgress] = {}  # in start order
         self._controller: SystemController | None = None
@@ -209,7 +216,8 @@ class RunTracker:
             requests_total=top.requests_total if top else None,
             requests_per_second=top.requests_per_second if top else None,
             progress_percent=_percent(top, top_progress, now) if top and top_progress else None,
-            controller_failure=self._failure, results_exported=self._exported)
+            controller_failure=self._failure, results_exported=self._exported,
+            server_metrics=self._server_metrics())
 
     def _progress(self, tag: Phase) -> _PhaseProgress:
         if tag not in self._phases:  # also for a progress broadcast whose phase start was missed
@@ -271,7 +279,9 @@ async def reporting(config: RunConfig, env: Mapping[str, str], *,
     if job is None or kube is None:
         yield None
         return
-    tracker = RunTracker(config=config)
+    artifacts = Path(config.artifact_dir)
+    tracker = RunTracker(config=config, server_metrics=(lambda: read_projection(artifacts))
+                         if config.benchmark.server_metrics.enabled else (lambda: None))
     async with InClusterClient(kube) as client, anyio.create_task_group() as tg:
         reporter = StatusReporter(client=client, job=job, snapshot=tracker.status)
         tracker.on_change = reporter.poke

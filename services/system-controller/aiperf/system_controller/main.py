@@ -8,6 +8,9 @@ otherwise it brings the services up and down. In operator mode (`AIPERF_JOB_NAME
 `AIPERF_JOB_NAMESPACE`, `AIPERF_JOB_UID` set by the operator) it also pushes the run's part of
 the AIPerfJob's status (`job_status`).
 
+With `server-metrics` first it runs the controller pod's `server-metrics-manager` container
+instead (`aiperf.servermetrics.main`), from this same image.
+
 To debug the controller alone, start fakes of the eight other services first
 (`aiperf dev-fakes --for system-controller`) and run it with `--external-services`: it then
 starts no process and drives the fakes that registered, as in Kubernetes.
@@ -18,21 +21,33 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 import anyio
 
 from aiperf.config import ConfigError, load_run_config
 from aiperf.runtime import EXIT_USER_ERROR, configure_logging
 from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
+from aiperf.servermetrics.export import JSON_NAME
 from aiperf.system_controller.job_status import reporting
 from aiperf.system_controller.launcher import NoLauncher
 from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report, write_end_marker
 from aiperf.system_controller.runner import run_cancellable
 
+SERVER_METRICS_COMMAND = "server-metrics"
+EXPORT_WAIT_S = 15.0
+"""Kubernetes: how long the controller waits for the server-metrics-manager's export before it
+writes the results-ready marker anyway."""
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run the controller for `--config`; the exit code is the run's verdict."""
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in[:1] == [SERVER_METRICS_COMMAND]:
+        from aiperf.servermetrics.main import main as server_metrics_main
+
+        return server_metrics_main(args_in[1:])
     parser = argparse.ArgumentParser(prog="system-controller", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="path of run_config.json")
@@ -41,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--external-services", action="store_true",
                         help="start no service process: wait for services started elsewhere (by hand, "
                              "or `aiperf dev-fakes --for system-controller`) to register")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_in)
     try:
         config = load_run_config(args.config)
     except ConfigError as exc:
@@ -61,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                 tracker.finish(verdict, driver.outcome if driver is not None else None)
             tg.cancel_scope.cancel()
         if driver is not None:
+            if config.kubernetes and config.benchmark.server_metrics.enabled:
+                await _wait_for_export(Path(config.artifact_dir) / JSON_NAME)
             code = report(config, verdict, driver.outcome)
             write_end_marker(config, verdict, code)  # last: the results sidecar then knows the run is over
             return code
@@ -69,6 +86,17 @@ def main(argv: list[str] | None = None) -> int:
         return verdict.exit_code
 
     return anyio.run(go, backend_options={"use_uvloop": True})
+
+
+async def _wait_for_export(path: Path) -> None:
+    """Kubernetes: the server-metrics-manager container writes its export when the profiling
+    phase completes; give it `EXPORT_WAIT_S` to land before the results-ready marker."""
+    with anyio.move_on_after(EXPORT_WAIT_S):
+        while not path.exists():
+            await anyio.sleep(0.2)
+        return
+    print(f"warning: no {path.name} from the server-metrics-manager container within {EXPORT_WAIT_S:g}s",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Protocol
 
@@ -16,6 +17,9 @@ from aiperf.config import RunConfig
 from aiperf.messages import Event, SystemState, SystemStateChanged, ToController
 from aiperf.runtime import addressing_of
 from aiperf.runtime.control_server import ControlServer
+from aiperf.servermetrics import HttpFetch
+from aiperf.servermetrics.endpoints import endpoints_of
+from aiperf.servermetrics.manager import ServerMetricsManager, topics
 from aiperf.system_controller.launcher import Launcher, LocalLauncher, NoLauncher
 from aiperf.system_controller.plan import plan_services
 from aiperf.system_controller.service import BringUpDriver, Driver, SystemController, Verdict
@@ -86,14 +90,23 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
                 describe_failure=lambda sid: log_tail(log_dir / f"{sid}.log"))
             if on_controller is not None:
                 on_controller(controller)
-            if tracker is None:
-                return await controller.run()
-            tracker.watch(controller)
-            async with Subscriber(ctx, connect=[addressing.connect_endpoint(Channel.EVENT_BUS_BACKEND)],
-                                  topics=tracker.TOPICS) as broadcasts, anyio.create_task_group() as tg:
-                # Not `events`: the state callback above publishes through that name.
-                tg.start_soon(tracker.follow, broadcasts)
+            bus = [addressing.connect_endpoint(Channel.EVENT_BUS_BACKEND)]
+            async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
+                if tracker is not None:
+                    tracker.watch(controller)
+                    # Not `events`: the state callback above publishes through that name.
+                    broadcasts = await stack.enter_async_context(Subscriber(ctx, connect=bus, topics=tracker.TOPICS))
+                    tg.start_soon(tracker.follow, broadcasts)
+                metrics = None
+                if endpoints_of(config.benchmark) and not config.kubernetes and config.mode == "profile":
+                    # Kubernetes: the server-metrics-manager container does this in-cluster.
+                    fetch = await stack.enter_async_context(HttpFetch())
+                    metrics = ServerMetricsManager(config=config, fetch=fetch)
+                    bus_events = await stack.enter_async_context(Subscriber(ctx, connect=bus, topics=topics()))
+                    await tg.start(metrics.run, bus_events)
                 verdict = await controller.run()
+                if metrics is not None:  # before the caller writes the results-ready marker
+                    await metrics.finish()
                 tg.cancel_scope.cancel()
             return verdict
 

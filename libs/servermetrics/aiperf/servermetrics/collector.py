@@ -1,0 +1,185 @@
+"""Scrapes every endpoint in rounds and remembers which rounds bound each phase.
+
+A round scrapes all endpoints at once; it is stamped with the wall clock before its first request
+(`sent_ns`) and after its last answer (`recv_ns`). `run` takes a baseline round, then one every
+`interval_s`; `phase_started`/`phase_ended` mark the phase boundaries (`phase_ended` takes a
+round of its own, so a phase ends on a scrape made after its last response arrived); `finish`
+takes the last round and closes any phase still open. A phase starts at the end round of the
+phase before it, else at the last round answered before it started (the baseline at worst).
+
+Scrape failures never raise: a failed endpoint is recorded in its round (the export lists it)
+and logged once per endpoint at warning.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import anyio
+import anyio.abc
+import structlog
+
+from aiperf.servermetrics.parse import ExpositionError, Family, parse_metrics
+
+log = structlog.get_logger("aiperf.servermetrics")
+
+
+class Fetch(Protocol):
+    """GETs `url` and returns its body as text; raises `OSError`, `TimeoutError` or
+    `FetchError` when it cannot."""
+
+    async def __call__(self, url: str, *, timeout_s: float) -> str: ...
+
+
+class FetchError(Exception):
+    """The endpoint answered, but not with metrics (an HTTP error status)."""
+
+
+@dataclass(frozen=True)
+class Round:
+    """One scrape of every endpoint: each endpoint's families, or why it failed."""
+
+    sent_ns: int
+    recv_ns: int
+    results: dict[str, dict[str, Family] | str]
+
+
+@dataclass
+class PhaseWindow:
+    """The rounds (indexes into `ServerMetricsCollector.rounds`) bounding one phase, and its
+    wall-clock start and end as the collector saw them."""
+
+    name: str
+    start_round: int
+    start_ns: int
+    end_round: int | None = None
+    end_ns: int | None = None
+
+
+@dataclass
+class EndpointInfo:
+    """Per-endpoint fetch bookkeeping for the export's `summary.endpoint_info`."""
+
+    fetches: int = 0
+    failures: int = 0
+    first_ns: int = 0
+    last_ns: int = 0
+    latency_ns: int = 0
+    last_error: str = ""
+
+
+class ServerMetricsCollector:
+    """See the module doc. `fetch` does the HTTP; `wall_ns` is the clock (injected for tests)."""
+
+    def __init__(self, *, endpoints: Sequence[str], fetch: Fetch, interval_s: float, timeout_s: float = 5.0,
+                 wall_ns: Callable[[], int] = time.time_ns) -> None:
+        self.endpoints = list(dict.fromkeys(endpoints))
+        self._fetch, self._interval, self._timeout, self._wall = fetch, interval_s, timeout_s, wall_ns
+        self.rounds: list[Round] = []
+        self.phases: dict[str, PhaseWindow] = {}
+        self.info = {url: EndpointInfo() for url in self.endpoints}
+        self._lock = anyio.Lock()
+        self._warned: set[str] = set()
+
+    async def scrape(self) -> int:
+        """Take one round (after any round in progress); returns its index."""
+        async with self._lock:
+            sent = self._wall()
+            results: dict[str, dict[str, Family] | str] = {}
+            async with anyio.create_task_group() as tg:
+                for url in self.endpoints:
+                    tg.start_soon(self._one, url, results)
+            self.rounds.append(Round(sent_ns=sent, recv_ns=self._wall(), results=results))
+            return len(self.rounds) - 1
+
+    async def _one(self, url: str, results: dict[str, dict[str, Family] | str]) -> None:
+        info = self.info[url]
+        start = self._wall()
+        try:
+            with anyio.fail_after(self._timeout):
+                text = await self._fetch(url, timeout_s=self._timeout)
+            results[url] = parse_metrics(text)
+        except (OSError, TimeoutError, FetchError, ExpositionError) as exc:
+            why = str(exc) or type(exc).__name__
+            results[url] = info.last_error = why
+            info.failures += 1
+            if url not in self._warned:
+                self._warned.add(url)
+                log.warning("server_metrics.scrape_failed", endpoint=url, error=why,
+                            note="the benchmark goes on; the export lists the endpoint's errors")
+        end = self._wall()
+        info.fetches += 1
+        info.first_ns = info.first_ns or start
+        info.last_ns = end
+        info.latency_ns += end - start
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Baseline round, then (started) one round every `interval_s` until cancelled."""
+        await self.scrape()
+        task_status.started()
+        while True:
+            await anyio.sleep(self._interval)
+            await self.scrape()
+
+    def phase_started(self, name: str) -> None:
+        """Phase `name` began now (a repeated call is ignored)."""
+        if name in self.phases or not self.rounds:
+            return
+        now = self._wall()
+        previous = [p for p in self.phases.values() if p.end_round is not None]
+        if previous:
+            start = previous[-1].end_round
+        else:
+            answered = [i for i, r in enumerate(self.rounds) if r.recv_ns <= now]
+            start = answered[-1] if answered else 0
+        assert start is not None
+        self.phases[name] = PhaseWindow(name=name, start_round=start, start_ns=now)
+
+    async def phase_ended(self, name: str) -> None:
+        """Phase `name` ended (every response is in): take its end round."""
+        phase = self.phases.get(name)
+        if phase is None or phase.end_round is not None:
+            return
+        phase.end_ns = self._wall()
+        phase.end_round = await self.scrape()
+
+    async def finish(self) -> None:
+        """The last round; every phase still open ends on it."""
+        last = await self.scrape()
+        for phase in self.phases.values():
+            if phase.end_round is None:
+                phase.end_round, phase.end_ns = last, self.rounds[last].sent_ns
+
+
+@dataclass
+class HttpFetch:
+    """`Fetch` over aiohttp, one session for the collector's life (`async with`)."""
+
+    headers: dict[str, str] = field(default_factory=dict)
+    _session: object | None = None
+
+    async def __aenter__(self) -> HttpFetch:
+        import aiohttp
+
+        self._session = aiohttp.ClientSession(headers=self.headers)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()  # type: ignore[attr-defined]
+
+    async def __call__(self, url: str, *, timeout_s: float) -> str:
+        import aiohttp
+
+        assert self._session is not None, "use HttpFetch as an async context manager"
+        try:
+            async with self._session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as r:  # type: ignore[attr-defined]
+                if r.status != 200:
+                    raise FetchError(f"HTTP {r.status}")
+                text: str = await r.text()
+                return text
+        except aiohttp.ClientError as exc:
+            raise FetchError(str(exc) or type(exc).__name__) from None
