@@ -95,14 +95,16 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
                 if tracker is not None:
                     tracker.watch(controller)
                     # Not `events`: the state callback above publishes through that name.
-                    broadcasts = await stack.enter_async_context(Subscriber(ctx, connect=bus, topics=tracker.TOPICS))
+                    broadcasts = await stack.enter_async_context(
+                        Subscriber(ctx, connect=bus, topics=tracker.TOPICS))
                     tg.start_soon(tracker.follow, broadcasts)
                 metrics = None
                 if endpoints_of(config.benchmark) and not config.kubernetes and config.mode == "profile":
                     # Kubernetes: the server-metrics-manager container does this in-cluster.
                     fetch = await stack.enter_async_context(HttpFetch())
                     metrics = ServerMetricsManager(config=config, fetch=fetch)
-                    bus_events = await stack.enter_async_context(Subscriber(ctx, connect=bus, topics=topics()))
+                    bus_events = await stack.enter_async_context(
+                        Subscriber(ctx, connect=bus, topics=topics()))
                     await tg.start(metrics.run, bus_events)
                 verdict = await controller.run()
                 if metrics is not None:  # before the caller writes the results-ready marker
