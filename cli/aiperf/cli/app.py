@@ -57,6 +57,7 @@ def build_app() -> cyclopts.App:
         multi: MultiRunFlags = NO_MULTI_FLAGS,
         config: Annotated[str | None, Parameter(name=["--config", "-f"])] = None,
         log_level: str = "warning",
+        profile_startup: bool = False,
     ) -> int:
         """Benchmark an OpenAI-compatible endpoint on this machine (AIPerf 0.13 flags).
 
@@ -75,6 +76,9 @@ def build_app() -> cyclopts.App:
             flags given on the command line override its values.
         log_level
             Log level of the services (debug, info, warning, error); logs go to ARTIFACT_DIR/logs.
+        profile_startup
+            Print where the run's time went (imports, forks, registrations, each state of the
+            run) on stderr at the end.
         """
         import sys
 
@@ -91,7 +95,8 @@ def build_app() -> cyclopts.App:
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        return run_profile(built.benchmark, secrets=built.secrets, t0_wall_ns=T0_WALL_NS, log_level=log_level)
+        return run_profile(built.benchmark, secrets=built.secrets, t0_wall_ns=T0_WALL_NS, log_level=log_level,
+                           profile_startup=profile_startup)
 
     @app.command
     def demo(*, concurrency: int = 4, request_count: int = 200,

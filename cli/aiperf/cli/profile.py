@@ -32,6 +32,7 @@ from aiperf.runtime import addressing_of, configure_logging
 from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report
 from aiperf.system_controller.runner import run_cancellable
+from aiperf.system_controller.startup_trace import StartupTrace
 
 EXIT_USER_ERROR = 2
 
@@ -77,10 +78,15 @@ def local_curve_keys(ipc_dir: str) -> str | None:
     return keys_dir
 
 
-def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_level: str = "warning") -> int:
+def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_level: str = "warning",
+                profile_startup: bool = False) -> int:
     """Check what only this machine can tell (the input file exists, the server answers, the
     artifact folder can be made), start the services, run the benchmark, print the results;
-    returns the exit code. `benchmark` is already validated."""
+    returns the exit code. `benchmark` is already validated. `profile_startup` prints where
+    the time went (`StartupTrace`) on stderr at the end."""
+    trace = StartupTrace(t0_wall_ns) if profile_startup else None
+    if trace is not None:
+        trace.mark("cli: flags parsed, benchmark built")
     dataset = benchmark.dataset
     if isinstance(dataset, FileDataset) and not Path(dataset.path).expanduser().exists():
         print(f"error: --input-file {dataset.path}: no such file or folder", file=sys.stderr)
@@ -120,13 +126,18 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     if secrets.headers:
         os.environ["AIPERF_HEADERS_JSON"] = json.dumps(secrets.headers)
     configure_logging(service_id="system-controller", level=log_level)
+    if trace is not None:
+        trace.mark("cli: run_config.json written")
     try:
-        return anyio.run(_run, config, str(config_path), backend_options={"use_uvloop": True})
+        return anyio.run(_run, config, str(config_path), trace, backend_options={"use_uvloop": True})
     finally:
         shutil.rmtree(ipc_dir, ignore_errors=True)
+        if trace is not None:
+            trace.mark("cli: done")
+            trace.render()
 
 
-async def _run(config: RunConfig, config_path: str) -> int:
+async def _run(config: RunConfig, config_path: str, trace: StartupTrace | None = None) -> int:
     benchmark = config.benchmark
     started = anyio.Event()
 
@@ -143,8 +154,13 @@ async def _run(config: RunConfig, config_path: str) -> int:
                     ctx, addressing_of(config), total=benchmark.profiling.requests,
                     duration_s=benchmark.profiling.duration, started=started))
             verdict = await run_cancellable(config, config_path=config_path, driver=driver,
-                                            on_cancel=_say_cancelling)
+                                            on_cancel=_say_cancelling, trace=trace)
             tg.cancel_scope.cancel()
+    if trace is not None:
+        trace.mark("services stopped, zygote gone")
+        results = driver.outcome.results
+        if results is not None and results.startup_s is not None:
+            trace.mark("first request sent", config.t0_wall_ns + int(results.startup_s * 1e9))
     return report(config, verdict, driver.outcome)
 
 
