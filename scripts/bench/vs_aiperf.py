@@ -131,7 +131,8 @@ http {{
                 return self
             except OSError:
                 if self.proc.poll() is not None:
-                    raise SystemExit(f"nginx did not start: {self.proc.stderr.read().decode() if self.proc.stderr else ''}")
+                    why = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                    raise SystemExit(f"nginx did not start: {why}") from None
                 time.sleep(0.05)
         raise SystemExit("nginx did not start listening within 10 s")
 
@@ -192,7 +193,7 @@ class Run:
 
     def metric(self, name: str, stat: str = "avg") -> float | None:
         value = self.summary.get(name)
-        if isinstance(value, dict) and isinstance(value.get(stat), (int, float)):
+        if isinstance(value, dict) and isinstance(value.get(stat), int | float):
             return float(value[stat])
         return None
 

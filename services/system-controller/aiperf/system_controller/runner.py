@@ -20,8 +20,8 @@ from aiperf.runtime import addressing_of
 from aiperf.runtime.control_server import ControlServer
 from aiperf.system_controller.launcher import Launcher, LocalLauncher, NoLauncher
 from aiperf.system_controller.plan import plan_services
-from aiperf.system_controller.startup_trace import StartupTrace
 from aiperf.system_controller.service import BringUpDriver, Driver, SystemController, Verdict
+from aiperf.system_controller.startup_trace import StartupTrace
 from aiperf.system_controller.zygote_launcher import ZygoteLauncher
 
 if TYPE_CHECKING:  # operator mode only: the CLI's runs never import the Kubernetes client
