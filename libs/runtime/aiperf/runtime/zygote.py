@@ -15,8 +15,8 @@ Protocol, one JSON object per line. Requests on stdin:
 `{"id": SID, "argv": [MODULE, ARG...], "log": PATH, "tokenizer": BOOL}` (spawn; `tokenizer`: the
 service uses the preloaded tokenizer, so it is forked only after the load). Events on stdout:
 `{"ev": "mark", "name": N, "t": WALL_NS}` (start-up timings), `{"ev": "spawned", "id": SID,
-"pid": PID, "t": WALL_NS}`, `{"ev": "exited", "pid": PID, "code": CODE}` (`code` as
-`subprocess` reports it: negative = killed by that signal). The zygote exits when stdin closes
+"pid": PID, "t": WALL_NS}`, `{"ev": "exited", "pid": PID, "code": CODE, "cpu_s": S, "t": WALL_NS}` (`code` as
+`subprocess` reports it: negative = killed by that signal; `cpu_s`: its user+system CPU time). The zygote exits when stdin closes
 or when its parent dies (its children then get SIGTERM: a graceful stop).
 
 A child looks like the process `python -m aiperf.boot MODULE ARGS` it replaces: it runs in its
@@ -236,14 +236,15 @@ class Zygote:
     def _reap(self) -> None:
         while self._children:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 self._children.clear()
                 return
             if pid == 0:
                 return
             self._children.discard(pid)
-            self._emit({"ev": "exited", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
+            self._emit({"ev": "exited", "pid": pid, "code": os.waitstatus_to_exitcode(status),
+                        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "t": time.time_ns()})
 
 
 def main(argv: list[str]) -> NoReturn:

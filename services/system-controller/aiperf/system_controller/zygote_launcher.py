@@ -209,6 +209,8 @@ class ZygoteLauncher:
                 handle.spawned(event["pid"])
             case "exited":
                 if (handle := self._by_pid.get(event["pid"])) is not None:
+                    self.marks.append((f"exited {handle.planned.service_id} (code {event['code']}, "
+                                       f"{event.get('cpu_s', 0):.2f} s CPU in all)", event.get("t", time.time_ns())))
                     handle.exited(event["code"])
             case other:
                 log.warning("zygote.unknown_event", event=other)
