@@ -203,10 +203,10 @@ class ZygoteLauncher:
             case "mark":
                 self.marks.append((event["name"], event["t"]))
             case "spawned":
-                handle = self._handles[event["id"]]
-                self._by_pid[event["pid"]] = handle
+                spawned = self._handles[event["id"]]
+                self._by_pid[event["pid"]] = spawned
                 self.marks.append((f"spawned {event['id']}", event["t"]))
-                handle.spawned(event["pid"])
+                spawned.spawned(event["pid"])
             case "exited":
                 if (handle := self._by_pid.get(event["pid"])) is not None:
                     self.marks.append((f"exited {handle.planned.service_id} (code {event['code']}, "
