@@ -58,6 +58,7 @@ def build_app() -> cyclopts.App:
         config: Annotated[str | None, Parameter(name=["--config", "-f"])] = None,
         log_level: str = "warning",
         auto_plot: bool = False,
+        profile_startup: bool = False,
     ) -> int:
         """Benchmark an OpenAI-compatible endpoint on this machine (AIPerf 0.13 flags).
 
@@ -79,6 +80,9 @@ def build_app() -> cyclopts.App:
         auto_plot
             After the exports are written, plot them into ARTIFACT_DIR/plots (as `aiperf plot`;
             a sweep: once, after its aggregates). A plot that fails is a warning, never a failed run.
+        profile_startup
+            Print where the run's time went (imports, forks, registrations, each state of the
+            run) on stderr at the end.
         """
         import sys
 
@@ -96,7 +100,7 @@ def build_app() -> cyclopts.App:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return run_profile(built.benchmark, secrets=built.secrets, t0_wall_ns=T0_WALL_NS, log_level=log_level,
-                           auto_plot=auto_plot)
+                           auto_plot=auto_plot, profile_startup=profile_startup)
 
     @app.command
     def plot(*paths: str, output: Annotated[str | None, Parameter(name=["--output", "-o"])] = None,

@@ -8,6 +8,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +34,7 @@ from aiperf.runtime import addressing_of, configure_logging
 from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report
 from aiperf.system_controller.runner import run_cancellable
+from aiperf.system_controller.startup_trace import StartupTrace
 
 if TYPE_CHECKING:
     from aiperf.cli.dashboard import Dashboard
@@ -82,11 +84,15 @@ def local_curve_keys(ipc_dir: str) -> str | None:
 
 
 def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_level: str = "warning",
-                auto_plot: bool = False) -> int:
+                auto_plot: bool = False, profile_startup: bool = False) -> int:
     """Check what only this machine can tell (the input file exists, the server answers, the
     artifact folder can be made), start the services, run the benchmark, print the results;
     returns the exit code. `benchmark` is already validated. `auto_plot`: then plot the exports
-    (`aiperf.cli.plot.auto_plot`) when a summary was written; that never changes the code."""
+    (`aiperf.cli.plot.auto_plot`) when a summary was written; that never changes the code.
+    `profile_startup` prints where the time went (`StartupTrace`) on stderr at the end."""
+    trace = StartupTrace(t0_wall_ns) if profile_startup else None
+    if trace is not None:
+        trace.mark("cli: flags parsed, benchmark built")
     dataset = benchmark.dataset
     if isinstance(dataset, FileDataset) and not Path(dataset.path).expanduser().exists():
         print(f"error: --input-file {dataset.path}: no such file or folder", file=sys.stderr)
@@ -126,6 +132,8 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     if secrets.headers:
         os.environ["AIPERF_HEADERS_JSON"] = json.dumps(secrets.headers)
     configure_logging(service_id="system-controller", level=log_level)
+    if trace is not None:
+        trace.mark("cli: run_config.json written")
     dashboard = None
     if benchmark.runtime.ui == "dashboard":
         from aiperf.cli.dashboard import Dashboard
@@ -133,9 +141,12 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
         dashboard = Dashboard(config=config)
         dashboard.capture_logs()
     try:
-        code = anyio.run(_run, config, str(config_path), dashboard, backend_options={"use_uvloop": True})
+        code = anyio.run(_run, config, str(config_path), dashboard, trace, backend_options={"use_uvloop": True})
     finally:
         shutil.rmtree(ipc_dir, ignore_errors=True)
+        if trace is not None:
+            trace.mark(f"cli: done ({time.process_time():.2f} s CPU in the aiperf process)")
+            trace.render()
     if auto_plot and (out / "profile_export_aiperf.json").is_file():
         from aiperf.cli.plot import auto_plot as plot_exports
 
@@ -143,7 +154,8 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     return code
 
 
-async def _run(config: RunConfig, config_path: str, dashboard: Dashboard | None) -> int:
+async def _run(config: RunConfig, config_path: str, dashboard: Dashboard | None,
+               trace: StartupTrace | None = None) -> int:
     benchmark = config.benchmark
     started = anyio.Event()
 
@@ -162,8 +174,13 @@ async def _run(config: RunConfig, config_path: str, dashboard: Dashboard | None)
             elif dashboard is not None:
                 tg.start_soon(dashboard.show)
             verdict = await run_cancellable(config, config_path=config_path, driver=driver,
-                                            on_cancel=_say_cancelling, tracker=dashboard)
+                                            on_cancel=_say_cancelling, tracker=dashboard, trace=trace)
             tg.cancel_scope.cancel()
+    if trace is not None:
+        trace.mark("services stopped, zygote gone")
+        results = driver.outcome.results
+        if results is not None and results.startup_s is not None:
+            trace.mark("first request sent", config.t0_wall_ns + int(results.startup_s * 1e9))
     return report(config, verdict, driver.outcome)
 
 

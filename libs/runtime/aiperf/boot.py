@@ -4,7 +4,8 @@ Service processes log JSON lines to files and never print rich tracebacks, yet s
 imports rich whenever it is installed: about 0.1 s of CPU, half of the shared runtime's import
 cost. With nine services on two cores that is ~0.4 s of wall time before the first request,
 so rich is hidden from every service that does not render with it (`NEEDS_RICH`) before
-anything imports structlog. Then MODULE runs as `__main__` with ARGS.
+anything imports structlog. Then MODULE runs as `__main__` with ARGS. `python -m aiperf.boot --zygote ...` instead starts
+the zygote (`aiperf.runtime.zygote`), which imports the services once and forks them.
 
 A service started by a local run must not outlive it: when `AIPERF_PARENT_PID` is set, the
 service asks the kernel (Linux) for SIGTERM when its parent dies, and exits at once if the parent
@@ -45,6 +46,10 @@ def main() -> None:
     if parent := os.environ.get(PARENT_PID_ENV):
         die_with_parent(int(parent))
     module = sys.argv[1]
+    if module == "--zygote":  # the local launcher's forking parent of every service
+        from aiperf.runtime.zygote import main as zygote_main
+
+        zygote_main(sys.argv[2:])
     if module not in NEEDS_RICH:
         sys.modules.setdefault("rich", None)  # type: ignore[arg-type]  # `import rich` now raises ImportError
     sys.argv = [module, *sys.argv[2:]]

@@ -1,6 +1,7 @@
 """One container per service instance: image, flags, ports, environment, resources, mounts.
 
-Each image's entrypoint is its pex (`python3 /app/<svc>.pex`), so a container sets `args` only:
+Each image's entrypoint is its pex, unpacked into a venv at build time (`/app/venv/pex`), so
+a container sets `args` only:
 `--config /config/run_config.json --service-id ID [--group-id G]`. Worker pods of the `workers`
 job derive their group from the JobSet job index: `AIPERF_JOB_INDEX` is read from the pod
 annotation `jobset.sigs.k8s.io/job-index` (downward API) and Kubernetes expands

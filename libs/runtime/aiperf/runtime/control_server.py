@@ -50,6 +50,14 @@ class ServiceInfo:
     state: ServiceState = ServiceState.STARTING
     error: str = ""
     last_seen: float = 0.0
+    registered_wall_ns: int = 0
+    running_wall_ns: int = 0
+    """When it registered and when it first reported `running` (wall clock; start-up profile)."""
+
+
+def _note_running(info: ServiceInfo) -> None:
+    if not info.running_wall_ns and info.state is ServiceState.RUNNING:
+        info.running_wall_ns = time.time_ns()
 
 
 class RegistrationTimeout(Exception):
@@ -95,14 +103,17 @@ class ControlServer:
                     return
                 self.services[peer] = ServiceInfo(
                     service_id=message.service_id, service_type=message.service_type,
-                    pid=message.pid, host=message.host, group_id=message.group_id, last_seen=now)
+                    pid=message.pid, host=message.host, group_id=message.group_id, last_seen=now,
+                    registered_wall_ns=time.time_ns())
                 log.debug("control.registered", peer=peer, type=str(message.service_type))
             case Heartbeat():
                 if (info := self.services.get(peer)) is not None:
                     info.last_seen, info.state = now, message.state
+                    _note_running(info)
             case ServiceStatus():
                 if (info := self.services.get(peer)) is not None:
                     info.last_seen, info.state, info.error = now, message.state, message.error
+                    _note_running(info)
             case Reply():
                 if not self._pending.resolve(message.request_id, message, sender=peer):
                     log.warning("control.unexpected_reply", peer=peer, request_id=message.request_id,

@@ -4,9 +4,10 @@ driver. Used by the CLI in-process and by the system-controller's own `main.py`.
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, nullcontext
 from pathlib import Path
 from typing import Protocol
 
@@ -23,6 +24,8 @@ from aiperf.servermetrics.manager import ServerMetricsManager, topics
 from aiperf.system_controller.launcher import Launcher, LocalLauncher, NoLauncher
 from aiperf.system_controller.plan import plan_services
 from aiperf.system_controller.service import BringUpDriver, Driver, SystemController, Verdict
+from aiperf.system_controller.startup_trace import StartupTrace
+from aiperf.system_controller.zygote_launcher import ZygoteLauncher
 
 
 class EventSource(Protocol):
@@ -59,21 +62,53 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
                      driver: Driver | None = None,
                      on_state: Callable[[SystemState], Awaitable[None]] | None = None,
                      on_controller: Callable[[SystemController], None] | None = None,
-                     tracker: RunObserver | None = None) -> Verdict:
+                     tracker: RunObserver | None = None, trace: StartupTrace | None = None) -> Verdict:
     """Run every service of `config` to the end and return the verdict.
 
-    `launcher` defaults to local processes (or none in Kubernetes mode); `driver` to
+    `launcher` defaults to `default_launcher` (local processes forked by a zygote, or none in
+    Kubernetes mode); `driver` to
     bring-up only. `on_controller` receives the controller before it starts (to wire
     Ctrl+C to `cancel`). `tracker` (operator mode) follows the controller's states, its
     registry and the event bus's phase and progress broadcasts while the run lasts (any
-    `RunObserver` likewise)."""
+    `RunObserver` likewise). `trace` (`--profile-startup`) gets the run's states, the zygote's
+    marks and every service's registration."""
     if tracker is not None:
         on_state = _both(on_state, tracker.on_state)
+    if trace is not None:
+        on_state = _both(on_state, trace.on_state)
+        on_controller = _also_traced(on_controller, trace)
     log_dir = Path(config.artifact_dir) / "logs"
-    if launcher is None:
-        launcher = NoLauncher() if config.kubernetes else LocalLauncher(config_path=config_path,
-                                                                        log_dir=log_dir)
     Path(config.comms.ipc_dir).mkdir(parents=True, exist_ok=True)
+    async with AsyncExitStack() as stack:
+        if launcher is None:
+            launcher = await stack.enter_async_context(default_launcher(config, config_path, log_dir))
+        if trace is not None and isinstance(launcher, ZygoteLauncher):
+            stack.callback(lambda: trace.extend(launcher.marks))
+        return await _run_system(config, config_path=config_path, launcher=launcher, driver=driver,
+                                 on_state=on_state, on_controller=on_controller, tracker=tracker,
+                                 log_dir=log_dir)
+    raise AssertionError("unreachable")  # pragma: no cover  (mypy: the stack may swallow)
+
+
+ZYGOTE_ENV = "AIPERF_ZYGOTE"
+"""`0` starts each local service as its own interpreter instead of forking it from the zygote."""
+
+
+def default_launcher(config: RunConfig, config_path: str, log_dir: Path) -> AbstractAsyncContextManager[Launcher]:
+    """Kubernetes: none (the cluster starts the containers). Locally: the zygote
+    (`ZygoteLauncher`), or one interpreter per service with `AIPERF_ZYGOTE=0`."""
+    if config.kubernetes:
+        return nullcontext(NoLauncher())
+    if os.environ.get(ZYGOTE_ENV, "1") == "0":
+        return nullcontext(LocalLauncher(config_path=config_path, log_dir=log_dir))
+    return ZygoteLauncher(config=config, config_path=config_path, log_dir=log_dir,
+                          planned=plan_services(config.services))
+
+
+async def _run_system(config: RunConfig, *, config_path: str, launcher: Launcher, driver: Driver | None,
+                      on_state: Callable[[SystemState], Awaitable[None]] | None,
+                      on_controller: Callable[[SystemController], None] | None,
+                      tracker: RunObserver | None, log_dir: Path) -> Verdict:
     addressing = addressing_of(config)
     with zmq_context(load_curve(config.comms.curve_keys_dir)) as ctx:
         async with RouterSocket[ToController](ctx, decode=ToController, channel="control",
@@ -113,6 +148,16 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
             return verdict
 
 
+def _also_traced(on_controller: Callable[[SystemController], None] | None,
+                 trace: StartupTrace) -> Callable[[SystemController], None]:
+    """Wraps `on_controller` to also take the services' registration marks once the run ends."""
+    def both(controller: SystemController) -> None:
+        if on_controller is not None:
+            on_controller(controller)
+        trace.on_finish(lambda: trace.add_services(controller.services))
+    return both
+
+
 def _both(first: Callable[[SystemState], Awaitable[None]] | None,
           second: Callable[[SystemState], Awaitable[None]]) -> Callable[[SystemState], Awaitable[None]]:
     async def both(state: SystemState) -> None:
@@ -125,7 +170,7 @@ def _both(first: Callable[[SystemState], Awaitable[None]] | None,
 async def run_cancellable(config: RunConfig, *, config_path: str, driver: Driver | None = None,
                           launcher: Launcher | None = None,
                           on_cancel: Callable[[], None] | None = None,
-                          tracker: RunObserver | None = None) -> Verdict:
+                          tracker: RunObserver | None = None, trace: StartupTrace | None = None) -> Verdict:
     """`run_system` where the first SIGINT/SIGTERM is a graceful cancel (`on_cancel` is told,
     the driver stops and results are still written) and a second SIGINT aborts at once
     (`KeyboardInterrupt`)."""
@@ -146,6 +191,6 @@ async def run_cancellable(config: RunConfig, *, config_path: str, driver: Driver
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_signals)
         verdict = await run_system(config, config_path=config_path, launcher=launcher, driver=driver,
-                                   on_controller=holder.append, tracker=tracker)
+                                   on_controller=holder.append, tracker=tracker, trace=trace)
         tg.cancel_scope.cancel()
     return verdict

@@ -1,0 +1,274 @@
+"""The zygote: a process that imports the service modules once and forks every local service.
+
+Started as `python -m aiperf.boot --zygote --preload M1,M2 [--tokenizer SPEC] ...` by the
+system-controller's `ZygoteLauncher`. Spawning nine fresh interpreters made each pay the shared
+runtime's imports again (structlog, anyio, zmq, msgspec, numpy, aiohttp, litestar: 0.5-1.4 s of
+CPU each) and the record-processors and dataset-manager load the same tokenizer (~1 s of CPU)
+again; a fork starts with all of that already in memory, shared copy-on-write.
+
+Fork safety: nothing here creates an event loop, a ZMQ context or a thread (the tokenizer is
+the bundled tiktoken one, which has no threads); every child creates its own after the fork.
+rich is not hidden here (as `aiperf.boot` does for a single service): it is imported at most
+once, by the records-manager's modules, and services log JSON lines without it.
+
+Protocol, one JSON object per line. Requests on stdin:
+`{"id": SID, "argv": [MODULE, ARG...], "log": PATH, "tokenizer": BOOL}` (spawn; `tokenizer`: the
+service uses the preloaded tokenizer, so it is forked only after the load). Events on stdout:
+`{"ev": "mark", "name": N, "t": WALL_NS}` (start-up timings), `{"ev": "spawned", "id": SID,
+"pid": PID, "t": WALL_NS}`, `{"ev": "exited", "pid": PID, "code": CODE, "cpu_s": S, "t": WALL_NS}` (`code` as
+`subprocess` reports it: negative = killed by that signal; `cpu_s`: its user+system CPU time). The zygote exits when stdin closes
+or when its parent dies (its children then get SIGTERM: a graceful stop).
+
+A child looks like the process `python -m aiperf.boot MODULE ARGS` it replaces: it runs in its
+own session, with stdin on /dev/null and stdout/stderr appended to its log, and its command
+line (`/proc/PID/cmdline`, what `ps` and `pgrep -f` show) rewritten to that argv, which is
+why the zygote's own command line carries a `--title-room` placeholder: the kernel's argv
+area cannot grow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import ctypes
+import importlib
+import json
+import os
+import runpy
+import select
+import signal
+import sys
+import time
+import traceback
+from collections import deque
+from typing import Any, NoReturn
+
+TITLE_ROOM = 768
+"""Bytes of command line a forked child may use for its title (see the module doc)."""
+
+
+def set_cmdline(argv: list[str]) -> bool:
+    """Rewrite this process's `/proc/self/cmdline` to `argv` (Linux), truncated to the space
+    the original command line had; False when that cannot be done here."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(b")") + 2:].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (stat fields 48, 49)
+    except (OSError, ValueError, IndexError):
+        return False
+    size = end - start
+    if size <= 1:
+        return False
+    data = b"\0".join(a.encode(errors="replace") for a in argv)[: size - 1]
+    ctypes.memmove(start, data.ljust(size, b"\0"), size)
+    return True
+
+
+class Zygote:
+    """Serves spawn requests (see the module doc) until stdin closes."""
+
+    def __init__(self, *, preload: list[str], tokenizer: str | None, proto_in: int, proto_out: int) -> None:
+        self._preload, self._tokenizer_spec = preload, tokenizer
+        self._in, self._out = proto_in, proto_out
+        self._tokenizer_loaded = tokenizer is None
+        self._imported: set[str] = set()
+        self._children: set[int] = set()
+        self._buffer = b""
+        self._pending: deque[dict[str, Any]] = deque()
+        self._closed = False
+        self._zygote_pid = os.getpid()
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        data = (json.dumps(event, separators=(",", ":")) + "\n").encode()
+        while data:
+            data = data[os.write(self._out, data):]
+
+    def _mark(self, name: str) -> None:
+        self._emit({"ev": "mark", "name": name, "t": time.time_ns()})
+
+    def _import(self, module: str) -> None:
+        """Import `module` now; a failure is left for the child to hit again (and log)."""
+        if module in self._imported:
+            return
+        self._imported.add(module)
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # the child re-imports it and reports it in its own log
+            print(f"zygote: preloading {module} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        self._mark(f"zygote.imported {module}")
+
+    def _load_tokenizer(self) -> None:
+        if self._tokenizer_loaded:
+            return
+        self._tokenizer_loaded = True
+        try:
+            from aiperf.tokenizer import TokenizerError, load_tokenizer
+
+            load_tokenizer(self._tokenizer_spec)
+        except (ImportError, TokenizerError) as exc:  # the services load it again and say why
+            print(f"zygote: preloading the tokenizer failed: {exc}", file=sys.stderr)
+        self._mark("zygote.tokenizer_loaded")
+
+    def serve(self) -> int:
+        """Fork services as they are asked for; report their exits; return at stdin EOF."""
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd is written
+        self._mark("zygote.serving")
+        try:
+            while not self._closed or self._children:
+                self._reap()
+                if self._closed:  # no more requests; children die with us (SIGTERM)
+                    break
+                self._drain_requests()
+                self._spawn_pending()
+                idle = None if self._imported.issuperset(self._preload) else 0.0  # more to import
+                ready, _, _ = select.select([self._in, wake_r], [], [], idle)
+                if wake_r in ready:
+                    while True:
+                        try:
+                            if not os.read(wake_r, 512):
+                                break
+                        except BlockingIOError:
+                            break
+                if self._in in ready:
+                    self._read_requests()
+        finally:
+            signal.set_wakeup_fd(-1)
+        return 0
+
+    def _read_requests(self) -> None:
+        chunk = os.read(self._in, 65536)
+        if not chunk:
+            self._closed = True
+            return
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            if line.strip():
+                self._pending.append(json.loads(line))
+
+    def _drain_requests(self) -> None:
+        """Read whatever else is already there without blocking, so one pass sees every
+        request the launcher sent together."""
+        while not self._closed and select.select([self._in], [], [], 0)[0]:
+            self._read_requests()
+
+    def _spawn_pending(self) -> None:
+        """Fork the pending services: first those that need no tokenizer, then (after the
+        load) the others."""
+        later = [r for r in self._pending if r.get("tokenizer")]
+        now = [r for r in self._pending if not r.get("tokenizer")]
+        self._pending.clear()
+        for request in now:
+            self._spawn(request)
+        if later:
+            self._load_tokenizer()
+            for request in later:
+                self._spawn(request)
+        if not self._pending:
+            for module in self._preload:  # idle: import what later requests will need
+                if module not in self._imported:
+                    self._import(module)
+                    return
+
+    def _spawn(self, request: dict[str, Any]) -> None:
+        argv: list[str] = request["argv"]
+        self._import(argv[0])
+        self._reap()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._zygote_pid = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = self._child(argv, request["log"], request.get("title") or argv)
+            finally:
+                os._exit(code)
+        self._children.add(pid)
+        self._emit({"ev": "spawned", "id": request["id"], "pid": pid, "t": time.time_ns()})
+
+    def _child(self, argv: list[str], log_path: str, title: list[str]) -> int:
+        """In the forked child: become the service process and run it; returns its exit code.
+        A service module's `main()` returns its exit code (every `main.py` here has one)."""
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null_fd, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        for fd in (log_fd, null_fd, self._in, self._out):
+            os.close(fd)
+        set_cmdline(title)
+        from aiperf.boot import die_with_parent
+
+        die_with_parent(self._zygote_pid)  # if the zygote dies, this service gets SIGTERM
+        module = argv[0]
+        sys.argv = list(argv)
+        code = 0
+        try:
+            entry = getattr(sys.modules.get(module), "main", None)
+            if callable(entry):  # preloaded: call its `main()` (what its `__main__` block does)
+                returned = entry()
+                code = returned if isinstance(returned, int) else 0
+            else:  # not preloaded (its import failed in the zygote): run it as `python -m` would
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if exc.code is not None and not isinstance(exc.code, int):
+                print(exc.code, file=sys.stderr)
+        except BaseException:  # our bug: the traceback goes to the service log
+            traceback.print_exc()
+            code = 1
+        try:
+            atexit._run_exitfuncs()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        return code
+
+    def _reap(self) -> None:
+        while self._children:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                self._children.clear()
+                return
+            if pid == 0:
+                return
+            self._children.discard(pid)
+            self._emit({"ev": "exited", "pid": pid, "code": os.waitstatus_to_exitcode(status),
+                        "cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "t": time.time_ns()})
+
+
+def main(argv: list[str]) -> NoReturn:
+    """`--zygote` entry of `aiperf.boot`: serves until stdin closes, then exits the process."""
+    parser = argparse.ArgumentParser(prog="aiperf.boot --zygote")
+    parser.add_argument("--preload", default="", help="comma-separated modules to import once")
+    parser.add_argument("--tokenizer", default=None, help="tokenizer to load before forking its users")
+    parser.add_argument("--config", default="", help="the run's config (shown in ps; unused)")
+    parser.add_argument("--title-room", default="", help="placeholder: room for the children's titles")
+    args = parser.parse_args(argv)
+    started = time.time_ns()
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_fd, 0)
+    os.dup2(2, 1)  # a stray print at import must not corrupt the protocol
+    os.close(null_fd)
+    title = list(sys.orig_argv)
+    if "--title-room" in title:  # ps shows the zygote without the placeholder
+        del title[title.index("--title-room"):title.index("--title-room") + 2]
+    set_cmdline(title)
+    zygote = Zygote(preload=[m for m in args.preload.split(",") if m], tokenizer=args.tokenizer,
+                    proto_in=proto_in, proto_out=proto_out)
+    zygote._emit({"ev": "mark", "name": "zygote.started", "t": started})
+    code = zygote.serve()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # nothing to clean up: skip tearing down every preloaded module (~1 s)

@@ -1,0 +1,96 @@
+"""The zygote forks services that look like `python -m aiperf.boot MODULE ...` processes, logs
+them to their own files and reports their exit codes (a real zygote process, real forks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+PROBE = '''
+import os, sys, time
+def main():
+    gate = sys.argv[2]
+    print("probe up", os.getpid(), flush=True)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return int(sys.argv[1])
+'''
+
+
+def _events(stream: IO[bytes]) -> Any:
+    for line in stream:
+        yield json.loads(line)
+
+
+def _next(events: Any, kind: str) -> dict[str, Any]:
+    for event in events:
+        if event["ev"] == kind:
+            return dict(event)
+    raise AssertionError(f"the zygote ended before a {kind!r} event")
+
+
+def _wait_for(predicate: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def zygote(tmp_path: Path) -> Any:
+    (tmp_path / "zyg_probe.py").write_text(PROBE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    proc = subprocess.Popen([sys.executable, "-m", "aiperf.boot", "--zygote", "--preload", "zyg_probe",
+                             "--title-room", "_" * 400], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env=env)
+    with proc:  # closes the pipes
+        yield proc
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _spawn(proc: subprocess.Popen[bytes], sid: str, argv: list[str], log: Path) -> None:
+    assert proc.stdin is not None
+    title = [sys.executable, "-m", "aiperf.boot", *argv, "--service-id", sid]
+    proc.stdin.write((json.dumps({"id": sid, "argv": argv, "log": str(log), "title": title}) + "\n").encode())
+    proc.stdin.flush()
+
+
+def test_forked_service_has_its_title_log_and_exit_code(zygote: subprocess.Popen[bytes], tmp_path: Path) -> None:
+    assert zygote.stdout is not None
+    events = _events(zygote.stdout)
+    gate, log = tmp_path / "gate", tmp_path / "probe-1.log"
+    _spawn(zygote, "probe-1", ["zyg_probe", "3", str(gate)], log)
+    spawned = _next(events, "spawned")
+    assert spawned["id"] == "probe-1"
+    pid = spawned["pid"]
+    _wait_for(lambda: log.exists() and "probe up" in log.read_text(), "the probe's log line")
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    assert cmdline == [a.encode() for a in [sys.executable, "-m", "aiperf.boot", "zyg_probe", "3", str(gate),
+                                            "--service-id", "probe-1"]]
+    assert os.getsid(pid) == pid  # its own session, like start_new_session=True
+    gate.touch()
+    exited = _next(events, "exited")
+    assert (exited["pid"], exited["code"]) == (pid, 3)
+
+
+def test_a_killed_service_reports_the_signal_and_stdin_eof_ends_the_zygote(
+        zygote: subprocess.Popen[bytes], tmp_path: Path) -> None:
+    assert zygote.stdout is not None and zygote.stdin is not None
+    events = _events(zygote.stdout)
+    _spawn(zygote, "probe-2", ["zyg_probe", "0", str(tmp_path / "never")], tmp_path / "probe-2.log")
+    pid = _next(events, "spawned")["pid"]
+    os.kill(pid, signal.SIGKILL)
+    exited = _next(events, "exited")
+    assert (exited["pid"], exited["code"]) == (pid, -signal.SIGKILL)
+    zygote.stdin.close()
+    assert zygote.wait(timeout=30) == 0
