@@ -15,6 +15,7 @@ TCP connection instead of loopback, and the worker container runs under a 500m C
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def test_pods_measure_what_a_local_run_measures(tmp_path: Path) -> None:
     assert local.code == 0, local.stderr
 
     flags = ProfileFlags(model="mock", url="http://mock:8000", endpoint_type="chat", streaming=True,
-                         concurrency=4, request_count=60, random_seed=7)
+                         concurrency=4, request_count=60, random_seed=7, export_level="raw")
     with PodRun(flags, mock_args=MOCK, total_workers=2, workers_per_pod=1, workdir=tmp_path / "pods") as run:
         run.start()
         pods = run.wait(timeout=300)
@@ -84,6 +85,10 @@ def test_pods_measure_what_a_local_run_measures(tmp_path: Path) -> None:
         assert ext["accounting_balanced"], ext["accounting_problems"]
         assert ext["accounting"]["profiling"]["issued"] == 60
     assert len(pods.records()) == 60
+    # --export-level raw: both worker pods uploaded their parts (acknowledged by size) and the
+    # controller joined them; the staging folder is gone.
+    raw = [json.loads(line) for line in (pods.artifacts / "profile_export_raw.jsonl").read_bytes().splitlines()]
+    assert len(raw) == 60 and not (pods.artifacts / "raw").exists()
     wgm_logs = [text for name, text in pods.logs.items() if name.endswith("-worker-group-manager")]
     assert len(wgm_logs) == 2
     for stat in ("min", "max", "avg"):
