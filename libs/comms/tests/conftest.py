@@ -38,3 +38,11 @@ def ctx() -> Iterator[zmq.asyncio.Context]:
     yield context
     # Every wrapper closes its socket; linger=0 only guards a failed test from hanging here.
     context.destroy(linger=0)
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """asyncio only: the code runs on asyncio (pyzmq asyncio sockets, uvloop); anyio would
+    otherwise also run every test on trio, which selenium brings in."""
+    return "asyncio"
+

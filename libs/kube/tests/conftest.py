@@ -51,3 +51,11 @@ def uneven() -> tuple[KubeSettings, RunConfig]:
 def run_config_of():
     """`run_config_of(**endpoint)`: the shared run config with these endpoint fields."""
     return _run_config
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """asyncio only: the code runs on asyncio (pyzmq asyncio sockets, uvloop); anyio would
+    otherwise also run every test on trio, which selenium brings in."""
+    return "asyncio"
+
