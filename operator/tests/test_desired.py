@@ -50,7 +50,9 @@ def test_the_envelope_reaches_the_pods() -> None:
     assert pod["serviceAccountName"] == "runner"
     assert {c["image"] for c in pod["containers"]} == {"reg.example/aiperf/all:1"}
     # burstable; the results sidecar keeps its small fixed limits (it only serves files)
-    assert all("limits" not in c["resources"] for c in pod["containers"] if c["name"] != "results-sidecar")
+    # Only the fixed-size helpers (results sidecar, server-metrics manager) carry their own limits.
+    assert all("limits" not in c["resources"] for c in pod["containers"]
+               if c["name"] not in ("results-sidecar", "server-metrics-manager"))
     env = {e["name"]: e for e in pod["containers"][0]["env"]}
     assert env["A"]["value"] == "1" and env["B"]["valueFrom"]["secretKeyRef"] == {"name": "s", "key": "b"}
     workers = [c for rj in jobset["spec"]["replicatedJobs"]

@@ -186,9 +186,11 @@ def wait_mock_healthy(container: str, timeout: float = 60) -> None:
                        f"{podman('logs', container, check=False).stderr[-2000:]}")
 
 
-def run_config(flags: ProfileFlags, *, runtime: RuntimeOptions) -> RunConfig:
-    """The run config `aiperf profile` would build from `flags` (libs/kube adapts it to the pods)."""
-    built = build_benchmark(flags, LocalFlags(ui="none"))
+def run_config(flags: ProfileFlags, *, runtime: RuntimeOptions,
+               local: LocalFlags | None = None) -> RunConfig:
+    """The run config `aiperf profile` would build from `flags` and `local` (output flags such as
+    --export-level; libs/kube adapts it to the pods)."""
+    built = build_benchmark(flags, local or LocalFlags(ui="none"))
     return RunConfig(run_id=uuid.uuid4().hex[:8], mode="profile", benchmark=built.benchmark,
                      comms=CommsOptions(ipc_dir="/tmp/unused"), runtime=runtime)
 
@@ -226,17 +228,18 @@ class PodsResult:
 class PodRun:
     """One benchmark in pods: `start()`, optionally act mid-run, `wait()`, `close()` (always).
 
-    `flags` is the benchmark (its URL should be http://mock:8000); `mock_args` the mock
-    server's flags; the workers are split `total_workers` / `workers_per_pod`."""
+    `flags` is the benchmark (its URL should be http://mock:8000), `local` its output flags;
+    `mock_args` the mock server's flags; the workers are split `total_workers` / `workers_per_pod`."""
 
     def __init__(self, flags: ProfileFlags, *, mock_args: Sequence[str], total_workers: int,
-                 workers_per_pod: int, workdir: Path, runtime: RuntimeOptions | None = None) -> None:
+                 workers_per_pod: int, workdir: Path, runtime: RuntimeOptions | None = None,
+                 local: LocalFlags | None = None) -> None:
         self.tag = uuid.uuid4().hex[:6]
         self.settings = KubeSettings(name=f"e2e-{self.tag}", namespace=NAMESPACE, image_registry="localhost",
                                      image_tag="latest", total_workers=total_workers,
                                      workers_per_pod=workers_per_pod)
         self.config = run_config(flags, runtime=runtime or RuntimeOptions(
-            heartbeat_interval_s=1.0, registration_timeout_s=STARTUP_S, log_level="info"))
+            heartbeat_interval_s=1.0, registration_timeout_s=STARTUP_S, log_level="info"), local=local)
         self.mock_args = list(mock_args)
         self.workdir = workdir
         self.network = f"aiperf-{self.tag}"

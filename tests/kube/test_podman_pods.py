@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from kube._podman import STARTUP_S, PodRun, missing_images
 
-from aiperf.cli.profile_options import ProfileFlags
+from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 from aiperf.config import RuntimeOptions
 
 MOCK = ("--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "16")
@@ -65,8 +65,9 @@ def test_pods_measure_what_a_local_run_measures(tmp_path: Path) -> None:
     assert local.code == 0, local.stderr
 
     flags = ProfileFlags(model="mock", url="http://mock:8000", endpoint_type="chat", streaming=True,
-                         concurrency=4, request_count=60, random_seed=7, export_level="raw")
-    with PodRun(flags, mock_args=MOCK, total_workers=2, workers_per_pod=1, workdir=tmp_path / "pods") as run:
+                         concurrency=4, request_count=60, random_seed=7)
+    with PodRun(flags, mock_args=MOCK, total_workers=2, workers_per_pod=1, workdir=tmp_path / "pods",
+                local=LocalFlags(ui="none", export_level="raw")) as run:
         run.start()
         pods = run.wait(timeout=300)
         debug = run.debug()
