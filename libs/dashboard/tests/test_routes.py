@@ -68,7 +68,8 @@ def test_the_dashboard_does_not_shadow_the_host_apps_routes() -> None:
 
 def test_nothing_is_loaded_from_another_origin() -> None:
     static = resources.files("aiperf.dashboard") / "static"
-    for name in ("index.html", "job.html", "run.html", "compare.html", "dashboard.js", "dashboard.css"):
+    for name in ("layout.html", "index.html", "job.html", "run.html", "compare.html", "dashboard.js",
+                 "dashboard.css"):
         text = (static / name).read_text()
         assert not re.search(r"(src|href)=[\"']?(https?:)?//", text), name
         assert "cdn" not in text.lower(), name

@@ -75,7 +75,9 @@ def render_page(page: str, *, source: DataSource, base: str) -> str:
         raise KeyError(page)
     # `<` escaped inside the data island so no value can close the <script> element.
     config = json.dumps(source.page_config(base)).replace("<", "\\u003c")
-    text = _read(f"{page}.html").decode()
+    # Every page is the shared layout (head, header, error line) around its own content.
+    text = (_read("layout.html").decode().replace("__PAGE__", page)
+            .replace("__CONTENT__", _read(f"{page}.html").decode()))
     return (text.replace("__CONFIG__", config).replace("__BASE__", html.escape(base, quote=True))
             .replace("__TITLE__", html.escape(source.title)))
 
