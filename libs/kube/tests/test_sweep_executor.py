@@ -10,14 +10,17 @@ import pytest
 from aiperf.config import ConfigError
 from aiperf.kube.crd_model import AIPerfSweepSpec
 from aiperf.kube.sweep_executor import (
+    RUN_DIGEST_ANNOTATION,
     SWEEP_LABEL,
     benchmark_of,
     child_body,
     child_name,
     is_owned_by,
+    plan_digest,
     plan_for,
     plan_of,
     run_benchmark,
+    run_digest,
     uid_seed,
 )
 
@@ -69,3 +72,15 @@ def test_a_child_is_named_by_variation_and_trial_and_owned_by_the_sweep() -> Non
     assert body["spec"]["image"] == "reg/aiperf/all:1" and "ttlSecondsAfterFinished" not in body["spec"]
     assert "sweep" not in body["spec"] and body["spec"]["benchmark"]["random_seed"] == uid_seed("u-1")
     assert body["spec"]["benchmark"]["phases"][0]["concurrency"] == 4
+    digests = [run_digest(run_benchmark(spec, r)) for r in plan.runs]
+    assert meta["annotations"][RUN_DIGEST_ANNOTATION] == digests[3]
+    # Trials repeat their variation with the same seed: one digest per variation.
+    by_variation: dict[int, set[str]] = {}
+    for r, d in zip(plan.runs, digests, strict=True):
+        assert r.variation is not None
+        by_variation.setdefault(r.variation.index, set()).add(d)
+    assert all(len(d) == 1 for d in by_variation.values()) and len(set(digests)) == len(by_variation)
+    # Equal benchmarks give equal digests, whatever order their keys were written in.
+    shuffled = {**SPEC, "benchmark": dict(reversed(list(SPEC["benchmark"].items())))}
+    replanned = plan_for(msgspec.convert(shuffled, AIPerfSweepSpec), "u-1")
+    assert plan_digest([run_digest(run_benchmark(spec, r)) for r in replanned.runs]) == plan_digest(digests)

@@ -17,7 +17,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from aiperf.config.markers import END_MARKER
 from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND
-from aiperf.kube.sweep_executor import ForeignChild
+from aiperf.kube.sweep_executor import RUN_DIGEST_ANNOTATION, ForeignChild
 from aiperf.sweep_controller.controller import EXIT_BAD_SPEC, SweepController
 from aiperf.sweep_controller.main import main
 from aiperf.testing.fake_kube import FakeKube
@@ -113,6 +113,50 @@ async def test_a_foreign_object_under_a_childs_name_is_never_adopted(kube: FakeK
                  "spec": {"benchmark": sweep([2])["spec"]["benchmark"]}})
     with pytest.raises(ForeignChild, match="is not a child of AIPerfSweep s"):
         await make(api, kube, tmp_path, {}, []).run()
+
+
+async def test_a_restarted_controller_adopts_its_children_and_refuses_another_plan(
+        kube: FakeKube, api: ApiClient, tmp_path: Path) -> None:
+    """The first incarnation creates child v0 and dies (its task cancelled, as a killed pod);
+    the second replans the same runs: same plan digest, v0 adopted (never created twice), v1
+    created. A child whose run digest is not the replanned one stops the sweep (exit 2)."""
+    kube.create(sweep([1, 2]))
+    docs = {"s-v0-t1": summary(1), "s-v1-t1": summary(2)}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(make(api, kube, tmp_path / "first", docs, []).run)
+        await kube.wait_until(partial(exists, kube, "s-v0-t1"))
+        tg.cancel_scope.cancel()
+    first = stored(kube, SWEEP_KIND, "s")["status"]["aggregation"]
+    v0_uid = stored(kube, JOB_KIND, "s-v0-t1")["metadata"]["uid"]
+    codes: list[int] = []
+    async with anyio.create_task_group() as tg:
+        async def run() -> None:
+            codes.append(await make(api, kube, tmp_path / "second", docs, []).run())
+        tg.start_soon(run)
+        await finish_children(kube, {"s-v0-t1": "Completed", "s-v1-t1": "Completed"})
+    assert codes == [0]
+    done = stored(kube, SWEEP_KIND, "s")["status"]["aggregation"]
+    assert done["phase"] == "Complete" and done["planDigest"] == first["planDigest"], (first, done)
+    assert stored(kube, JOB_KIND, "s-v0-t1")["metadata"]["uid"] == v0_uid
+    posts = [r.body["metadata"]["name"] for r in kube.requests_for("POST", f"/apis/{API}/namespaces/{NS}/aiperfjobs")]
+    assert posts == ["s-v0-t1", "s-v1-t1"], posts
+
+    v1 = stored(kube, JOB_KIND, "s-v1-t1")
+    v1["metadata"]["annotations"][RUN_DIGEST_ANNOTATION] = "0" * 16
+    kube.update(v1)
+    assert await make(api, kube, tmp_path / "third", docs, []).run() == EXIT_BAD_SPEC
+    failed = stored(kube, SWEEP_KIND, "s")["status"]["aggregation"]
+    assert failed["phase"] == "Failed" and "s-v1-t1 was created from another plan" in failed["message"], failed
+
+
+async def test_a_recorded_plan_digest_that_differs_fails_the_sweep(kube: FakeKube, api: ApiClient,
+                                                                   tmp_path: Path) -> None:
+    kube.create(sweep([1, 2]))
+    kube.set_status(API, SWEEP_KIND, NS, "s", {"aggregation": {"phase": "Running", "planDigest": "f" * 16}})
+    assert await make(api, kube, tmp_path, {}, []).run() == EXIT_BAD_SPEC
+    aggregation = stored(kube, SWEEP_KIND, "s")["status"]["aggregation"]
+    assert aggregation["phase"] == "Failed" and "replanned differently" in aggregation["message"], aggregation
+    assert kube.requests_for("POST", f"/apis/{API}/namespaces/{NS}/aiperfjobs") == []
 
 
 def test_main_without_the_operators_environment_is_one_line_and_exit_2(

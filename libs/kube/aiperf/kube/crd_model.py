@@ -445,10 +445,12 @@ class AggregationPhase(enum.StrEnum):
 
 class Aggregation(_Status, frozen=True, kw_only=True):
     """The sweep-controller's progress on the sweep aggregate: `Complete` once it is in its
-    results sidecar, ready for the operator to harvest; `failedVariations` below `minRuns`."""
+    results sidecar, ready for the operator to harvest; `failedVariations` below `minRuns`;
+    `planDigest` the digest of the plan it runs (a restarted one must plan the same)."""
 
     phase: AggregationPhase
     message: str | None = None
+    plan_digest: Annotated[str, Meta(pattern=r"^[0-9a-f]{16}$")] | None = None
     files: list[str] = []
     failed_variations: list[str] = []
 

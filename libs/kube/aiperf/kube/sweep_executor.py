@@ -9,11 +9,15 @@ planned run's child AIPerfJob, and the executor that runs one (`ChildJobExecutor
   sweep-controller finds the children it already created by name.
 - `child_body(sweep_cr, run, benchmark)`: the child AIPerfJob: the sweep's deployment envelope
   (image, pod template, secrets, ...), the run's benchmark, labels naming the sweep, variation
-  and trial, a controller owner reference to the sweep (name and UID), and the annotation that
-  keeps the child's results sidecar up until the sweep-controller has read its summary.
+  and trial, a controller owner reference to the sweep (name and UID), the annotation that
+  keeps the child's results sidecar up until the sweep-controller has read its summary, and
+  `RUN_DIGEST_ANNOTATION`: `run_digest(benchmark)`, what the child was planned to run.
 - `ChildJobExecutor.execute(run, benchmark)`: the cluster `AsyncRunExecutor`: create the child
-  (or adopt the one this sweep already owns), poll it until it ends, read its summary, and
-  cancel it when the sweep is cancelled or gone meanwhile.
+  (or adopt the one this sweep already owns, only when its run digest is the one planned now:
+  `PlanMismatch` otherwise), poll it until it ends, read its summary, and cancel it when the
+  sweep is cancelled or gone meanwhile.
+- `plan_digest(digests)`: one digest of a whole plan (the run digests in order), which the
+  sweep-controller records in `status.aggregation.planDigest` and checks after a restart.
 """
 
 from __future__ import annotations
@@ -48,8 +52,9 @@ from aiperf.kube.ops import _call, _describe, _path
 
 __all__ = [
     "CHILD_FIELDS", "CR_API_VERSION", "EXIT_CANCELLED", "SUMMARY_FILE", "SWEEP_LABEL", "TRIAL_LABEL", "VARIATION_LABEL",
-    "ChildJobExecutor", "ForeignChild", "SidecarSummaries", "SummarySource", "benchmark_of", "child_body",
-    "cancel_child", "child_name", "get_cr", "is_owned_by", "plan_for", "plan_of", "run_benchmark", "uid_seed",
+    "RUN_DIGEST_ANNOTATION", "ChildJobExecutor", "ForeignChild", "PlanMismatch", "SidecarSummaries", "SummarySource",
+    "benchmark_of", "cancel_child", "child_body", "child_name", "get_cr", "is_owned_by", "plan_digest", "plan_for",
+    "plan_of", "run_benchmark", "run_digest", "uid_seed",
 ]
 
 Obj = dict[str, Any]
@@ -58,6 +63,7 @@ CR_API_VERSION = f"{API_GROUP}/{API_VERSION}"
 SWEEP_LABEL = f"{API_GROUP}/sweep"
 VARIATION_LABEL = f"{API_GROUP}/variation"
 TRIAL_LABEL = f"{API_GROUP}/trial"
+RUN_DIGEST_ANNOTATION = f"{API_GROUP}/run-digest"
 SUMMARY_FILE = "profile_export_aiperf.json"
 EXIT_CANCELLED = 130
 """The exit code of a run cut short because the sweep was cancelled (it ends the plan)."""
@@ -107,6 +113,18 @@ def run_benchmark(spec: AIPerfSweepSpec, run: PlannedRun) -> Benchmark:
     return msgspec.structs.replace(base, phases=phases, random_seed=run.seed)
 
 
+def run_digest(benchmark: Benchmark) -> str:
+    """A digest of what one run does: SHA-256 (first 16 hex digits) of its benchmark as JSON
+    with sorted keys; equal benchmarks give equal digests in every process."""
+    encoded = msgspec.json.encode(msgspec.to_builtins(benchmark), order="sorted")
+    return hashlib.sha256(encoded).hexdigest()[:16]
+
+
+def plan_digest(run_digests: list[str]) -> str:
+    """A digest of a whole plan from its runs' `run_digest`s, in plan order."""
+    return hashlib.sha256(",".join(run_digests).encode()).hexdigest()[:16]
+
+
 def child_name(sweep: str, run: PlannedRun) -> str:
     """`<sweep>-v<variation index>-t<trial>` (v0 without a sweep block)."""
     index = run.variation.index if run.variation is not None else 0
@@ -118,7 +136,7 @@ def child_body(sweep_cr: Mapping[str, Any], run: PlannedRun, benchmark: Benchmar
     meta = sweep_cr["metadata"]
     spec = sweep_cr.get("spec") or {}
     index = run.variation.index if run.variation is not None else 0
-    annotations = {sidecar.KEEP_SIDECAR_ANNOTATION: "true"}
+    annotations = {sidecar.KEEP_SIDECAR_ANNOTATION: "true", RUN_DIGEST_ANNOTATION: run_digest(benchmark)}
     if run.variation is not None:
         annotations[f"{API_GROUP}/variation-label"] = run.variation.label
     return {
@@ -147,6 +165,11 @@ def is_owned_by(obj: Mapping[str, Any], sweep_name: str, sweep_uid: str) -> bool
 
 class ForeignChild(KubeError):
     """A child's name is held by an AIPerfJob this sweep does not own: the sweep cannot go on."""
+
+
+class PlanMismatch(KubeError):
+    """A child this sweep owns was created from another plan than the one made now (a restarted
+    sweep-controller replanned differently): adopting it would mix runs, so the sweep stops."""
 
 
 class SummarySource(Protocol):
@@ -241,15 +264,26 @@ class ChildJobExecutor:
         live = await get_cr(self._api, SWEEP_KIND, self._ns, self._name)
         return live is None or live["metadata"]["uid"] != self._uid or (live.get("spec") or {}).get("cancel") is True
 
+    def _adopt(self, child: Mapping[str, Any], digest: str) -> None:
+        """Adopt `child` (created by an earlier incarnation) when it runs what is planned now."""
+        found = (child["metadata"].get("annotations") or {}).get(RUN_DIGEST_ANNOTATION)
+        if found != digest:
+            raise PlanMismatch(f"AIPerfJob {self._ns}/{child['metadata']['name']} was created from another plan "
+                               f"(run digest {found}, replanned {digest}); not adopting it")
+        log.info("sweep.child_adopted", sweep=self._name, child=child["metadata"]["name"], digest=digest)
+
     async def execute(self, run: PlannedRun, benchmark: Benchmark) -> RunOutcome:
         """Run `run` as a child AIPerfJob and wait for its end: exit 0 with its summary when it
         completed, 1 when it failed (or left no summary), `EXIT_CANCELLED` when the sweep was
-        cancelled meanwhile (the child is cancelled too). Raises ForeignChild, KubeClusterError."""
+        cancelled meanwhile (the child is cancelled too). Raises ForeignChild, PlanMismatch,
+        KubeClusterError."""
+        digest = run_digest(benchmark)
         child = await self.existing(run)
         if child is None:
             body = child_body(self._sweep, run, benchmark)
             try:
                 child = await _call(self._api, "POST", _path(CR_API_VERSION, "aiperfjobs", self._ns), body=body)
+                log.info("sweep.child_created", sweep=self._name, child=body["metadata"]["name"])
             except ApiException as exc:
                 if exc.status != 409:
                     raise KubeClusterError(f"creating AIPerfJob {body['metadata']['name']} failed: "
@@ -257,7 +291,9 @@ class ChildJobExecutor:
                 child = await self.existing(run)  # created by an earlier incarnation meanwhile
                 if child is None:
                     raise KubeClusterError(f"AIPerfJob {body['metadata']['name']} was being replaced") from None
-            log.info("sweep.child_created", sweep=self._name, child=child["metadata"]["name"])
+                self._adopt(child, digest)
+        else:
+            self._adopt(child, digest)
         assert child is not None
         while (phase := (child.get("status") or {}).get("phase")) not in _TERMINAL:
             if await self.sweep_cancelled():

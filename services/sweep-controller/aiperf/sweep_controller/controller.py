@@ -5,17 +5,21 @@
    `aiperf.kube.sweep_executor.plan_for` (the planner local sweeps use; an unseeded benchmark is
    seeded from the CR's UID, so a restarted sweep-controller plans the same runs);
 2. builds every run's benchmark first: an invalid variation fails the sweep before any child;
+   the plan's digest (`plan_digest` of every run's `run_digest`) goes into
+   `status.aggregation.planDigest`; a restarted sweep-controller whose plan has another digest
+   than the recorded one fails the sweep (exit 2) instead of mixing two plans' runs;
 3. runs the plan in order through `ChildJobExecutor` (one child at a time, each pause of the
    plan before a child it has not created yet). A child that already exists (a restart) is
-   adopted, never created twice: names are deterministic;
+   adopted when its run digest is the planned one, never created twice: names are
+   deterministic;
 4. after the last run, writes every variation's aggregate and the sweep aggregate
    (`aiperf.metrics.multirun`, as a local sweep does) into `artifact_dir` as
    `SWEEP_AGGREGATE_FILES`, then the end marker (its results sidecar then serves them), then
    sets `status.aggregation` to `Complete`: the operator harvests the files from the sidecar.
 
 A cancelled sweep (`spec.cancel`, or the CR gone) stops after cancelling the current child; no
-aggregate is written. Exit codes: 0 (done or cancelled), 2 (the spec cannot be planned; status
-`aggregation.phase` Failed says why), 1 (the cluster failed us; the Job's restart retries).
+aggregate is written. Exit codes: 0 (done or cancelled), 2 (the spec cannot be planned, or was replanned
+differently; status `aggregation.phase` Failed says why), 1 (the cluster failed us; the Job's restart retries).
 """
 
 from __future__ import annotations
@@ -42,11 +46,14 @@ from aiperf.kube.sweep_executor import (
     CR_API_VERSION,
     EXIT_CANCELLED,
     ChildJobExecutor,
+    PlanMismatch,
     SummarySource,
     child_name,
     get_cr,
+    plan_digest,
     plan_for,
     run_benchmark,
+    run_digest,
 )
 from aiperf.metrics.atomic import write_atomic
 from aiperf.metrics.multirun import aggregate_runs, sweep_csv, sweep_document
@@ -67,6 +74,7 @@ class SweepController:
                  sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> None:
         self._api, self._ns, self._name, self._uid = api, namespace, name, uid
         self._dir, self._summaries, self._poll_s, self._sleep = artifact_dir, summaries, poll_s, sleep
+        self._digest: str | None = None
 
     async def plan(self) -> tuple[Obj, AIPerfSweepSpec, Plan] | None:
         """The live sweep, its spec and its plan; None when the sweep is gone or replaced.
@@ -92,9 +100,12 @@ class SweepController:
             sweep, spec, plan = planned
             benchmarks = {r.artifact_subdir: run_benchmark(spec, r) for r in plan.runs}
         except ConfigError as exc:
-            await self._set_aggregation(AggregationPhase.FAILED, message=str(exc))
-            log.error("sweep.invalid", name=self._name, error=str(exc))
-            return EXIT_BAD_SPEC
+            return await self._fail(str(exc))
+        self._digest = plan_digest([run_digest(benchmarks[r.artifact_subdir]) for r in plan.runs])
+        recorded = ((sweep.get("status") or {}).get("aggregation") or {}).get("planDigest")
+        if recorded is not None and recorded != self._digest:
+            return await self._fail(f"the sweep was replanned differently after a restart (plan digest "
+                                    f"{self._digest}, recorded {recorded}); its runs would mix two plans")
         executor = ChildJobExecutor(api=self._api, sweep_cr=sweep, summaries=self._summaries, poll_s=self._poll_s)
         await self._set_aggregation(AggregationPhase.RUNNING, message=f"{len(plan.runs)} runs planned")
         outcomes: dict[str, RunOutcome] = {}
@@ -105,7 +116,10 @@ class SweepController:
                 await self._sleep(run.cooldown_s)
                 if await executor.sweep_cancelled():
                     return self._stopped()
-            outcome = await executor.execute(run, benchmarks[run.artifact_subdir])
+            try:
+                outcome = await executor.execute(run, benchmarks[run.artifact_subdir])
+            except PlanMismatch as exc:
+                return await self._fail(str(exc))
             log.info("sweep.run_done", name=self._name, child=child_name(self._name, run), exit_code=outcome.exit_code)
             if outcome.exit_code == EXIT_CANCELLED:
                 return self._stopped()
@@ -117,6 +131,12 @@ class SweepController:
         await self._set_aggregation(AggregationPhase.COMPLETE, message=message, files=files, failed=failed)
         log.info("sweep.aggregated", name=self._name, files=files, failed=failed)
         return EXIT_OK
+
+    async def _fail(self, problem: str) -> int:
+        """The sweep cannot run as specified: `status.aggregation` Failed with `problem`; exit 2."""
+        await self._set_aggregation(AggregationPhase.FAILED, message=problem)
+        log.error("sweep.invalid", name=self._name, error=problem)
+        return EXIT_BAD_SPEC
 
     def _stopped(self) -> int:
         log.info("sweep.cancelled", name=self._name)
@@ -161,6 +181,8 @@ class SweepController:
                                failed: list[str] | None = None) -> None:
         """Write `status.aggregation`, fenced on the sweep's UID (a replaced sweep is never written)."""
         value: Obj = {"phase": phase.value, "message": message}
+        if self._digest is not None:
+            value["planDigest"] = self._digest
         if files is not None:
             value["files"] = files
         if failed:
