@@ -7,6 +7,11 @@ What it plays, for every JobSet stored in the fake:
   labelled with the template's labels and JobSet's `jobset-name`, `replicatedjob-name` and
   `job-index` labels), created through the fake's store; the JobSet's `Completed`/`Failed` condition once its controller job's pod
   ends (Failed as soon as any pod fails, as JobSet's default failure policy does);
+- JobSet restarts: a JobSet whose pod fails while `status.restarts` is below its
+  `failurePolicy.maxRestarts` is restarted instead, as JobSet does: `status.restarts` goes up,
+  every pod of the attempt is torn down and its Pod deleted, and the JobSet's pods are created
+  and played again (same hostnames, pod names with a `-r<attempt>` suffix, the
+  `jobset.sigs.k8s.io/restart-attempt` label, fresh emptyDir volumes);
 - the kubelet: each Pod is played with `podman kube play` on the run's own internal network,
   translated as tests/kube/_podman.py does (volumes made unique, `$(VAR)` expanded, Secret
   volumes as hostPath folders of the Secret's decoded files), plus what a kubelet adds: the
@@ -20,8 +25,8 @@ What it plays, for every JobSet stored in the fake:
   torn down in podman (a suspended JobSet's pods are deleted first, as its Jobs' controller
   does) and their fake Pods finished.
 
-What it does not play: scheduling (every pod fits), restarts (pods are `restartPolicy: Never`),
-readiness probes (stripped, see _podman.py).
+What it does not play: scheduling (every pod fits), container restarts (pods are
+`restartPolicy: Never`), readiness probes (stripped, see _podman.py).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 POLL_S = 0.5
 """How often container states are read from podman (a controller loop, not a test wait)."""
 
@@ -91,6 +97,8 @@ class PodmanCluster:
         self.pods: dict[tuple[str, str], _PlayedPod] = {}
         self._started: set[str] = set()  # uids of the JobSets started
         self._finished: set[str] = set()  # uids whose terminal condition is written
+        self._restart_due: dict[str, int] = {}  # uid -> the restart attempt to play
+        self._restarting: set[str] = set()  # uids whose restart is under way
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -102,6 +110,10 @@ class PodmanCluster:
                     if uid not in self._started and not jobset["metadata"].get("deletionTimestamp"):
                         self._started.add(uid)
                         tg.start_soon(self._start, copy.deepcopy(jobset))
+                for uid, attempt in list(self._restart_due.items()):
+                    if uid not in self._restarting:
+                        self._restarting.add(uid)
+                        tg.start_soon(self._restart, uid, attempt)
                 await anyio.to_thread.run_sync(self._mirror)
                 await self._teardown_gone()
                 await anyio.sleep(POLL_S)
@@ -116,29 +128,46 @@ class PodmanCluster:
 
     # -- the JobSet controller ----------------------------------------------------------------------
 
-    async def _start(self, jobset: Obj) -> None:
+    async def _start(self, jobset: Obj, attempt: int = 0) -> None:
         """Create the JobSet's Pods in the fake, then play each on podman (controller first)."""
         ns, name = jobset["metadata"]["namespace"], jobset["metadata"]["name"]
         owner = {"apiVersion": JOBSET_API_VERSION, "kind": "JobSet", "name": name,
                  "uid": jobset["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
         for rjob in jobset["spec"]["replicatedJobs"]:
             for index in range(rjob["replicas"]):
-                pod_name = f"{name}-{rjob['name']}-{index}-0"
+                hostname = f"{name}-{rjob['name']}-{index}-0"
+                pod_name = f"{hostname}-r{attempt}" if attempt else hostname
                 template = rjob["template"]["spec"]["template"]
                 meta = template.get("metadata") or {}
                 spec = copy.deepcopy(template["spec"])
-                spec.update(hostname=pod_name, subdomain=name)
+                spec.update(hostname=hostname, subdomain=name)
                 self.kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
                     "name": pod_name, "namespace": ns, "ownerReferences": [owner],
-                    "labels": {**(meta.get("labels") or {}), JOBSET_LABEL: name,
-                               REPLICATED_JOB_LABEL: rjob["name"], JOB_INDEX_LABEL: str(index)},
+                    "labels": {**(meta.get("labels") or {}), JOBSET_LABEL: name, REPLICATED_JOB_LABEL: rjob["name"],
+                               JOB_INDEX_LABEL: str(index), RESTART_ATTEMPT_LABEL: str(attempt)},
                     "annotations": {**(meta.get("annotations") or {}), JOB_INDEX_ANNOTATION: str(index),
                                     JOBSET_LABEL: name}},
                     "spec": spec})
-                await anyio.to_thread.run_sync(self._play, jobset, template, pod_name, index,
+                await anyio.to_thread.run_sync(self._play, jobset, template, pod_name, hostname, index,
                                                rjob is jobset["spec"]["replicatedJobs"][0])
 
-    def _play(self, jobset: Obj, template: Obj, pod_name: str, index: int, controller: bool) -> None:
+    async def _restart(self, uid: str, attempt: int) -> None:
+        """Restart attempt `attempt` of JobSet `uid`: count it, tear its pods down, play them again."""
+        try:
+            jobset = self._stored_jobsets().get(uid)
+            if jobset is None or jobset["metadata"].get("deletionTimestamp") or jobset["spec"].get("suspend"):
+                return
+            ns, name = jobset["metadata"]["namespace"], jobset["metadata"]["name"]
+            self.kube.set_status(JOBSET_API_VERSION, "JobSet", ns, name,
+                                 {**(jobset.get("status") or {}), "restarts": attempt})
+            for played in [p for p in self.pods.values() if (p.namespace, p.jobset) == (ns, name)]:
+                await self._tear_down(played)
+            await self._start(copy.deepcopy(jobset), attempt)
+        finally:
+            self._restart_due.pop(uid, None)
+            self._restarting.discard(uid)
+
+    def _play(self, jobset: Obj, template: Obj, pod_name: str, hostname: str, index: int, controller: bool) -> None:
         """`podman kube play` one pod, as the kubelet would run it (see the module doc)."""
         ns, name = jobset["metadata"]["namespace"], jobset["metadata"]["name"]
         folder = self.workdir / pod_name
@@ -152,6 +181,7 @@ class PodmanCluster:
         pod = pod_from_template(template, pod=pod_name, subdomain=name, job_index=index,
                                 volume_prefix=f"{pod_name}-{tag}", secret_dirs=secret_dirs)
         pod["metadata"]["namespace"] = ns
+        pod["spec"]["hostname"] = hostname
         self._add_service_account(pod, ns, folder)
         config_maps = [v["configMap"]["name"] for v in pod["spec"]["volumes"] if "configMap" in v]
         args = []
@@ -162,7 +192,7 @@ class PodmanCluster:
             args += ["--configmap", str(cm_file)]
         path = folder / "pod.yaml"
         path.write_text(yaml.safe_dump(pod, sort_keys=False))
-        host = f"{pod_name}.{name}"
+        host = f"{hostname}.{name}"
         played = _PlayedPod(namespace=ns, name=pod_name, jobset=name, controller=controller, file=path,
                             containers=[c["name"] for c in pod["spec"]["containers"]],
                             volumes=[v["configMap"]["name"] if "configMap" in v else v["name"]
@@ -251,15 +281,19 @@ class PodmanCluster:
 
     def _finish_jobsets(self) -> None:
         for uid, jobset in self._stored_jobsets().items():
-            if uid in self._finished:
+            if uid in self._finished or uid in self._restart_due:
                 continue
-            mine = [p for p in self.pods.values()
+            mine = [p for p in list(self.pods.values())
                     if p.jobset == jobset["metadata"]["name"] and p.namespace == jobset["metadata"]["namespace"]]
             pods = [self.kube.get("v1", "Pod", p.namespace, p.name) or {} for p in mine]
             phases = [(p, (o.get("status") or {}).get("phase")) for p, o in zip(mine, pods, strict=True)]
             failed = any(phase == "Failed" for _, phase in phases)
             done = any(p.controller and phase == "Succeeded" for p, phase in phases)
-            if failed or done:
+            restarts = int((jobset.get("status") or {}).get("restarts") or 0)
+            limit = int((jobset["spec"].get("failurePolicy") or {}).get("maxRestarts") or 0)
+            if failed and not done and restarts < limit:
+                self._restart_due[uid] = restarts + 1
+            elif failed or done:
                 self._finished.add(uid)
                 kind = "Failed" if failed else "Completed"
                 self.kube.set_status(JOBSET_API_VERSION, "JobSet", jobset["metadata"]["namespace"],
@@ -283,15 +317,19 @@ class PodmanCluster:
         live = {self._key(j) for j in stored
                 if not j["metadata"].get("deletionTimestamp") and not j["spec"].get("suspend")}
         for played in list(self.pods.values()):
-            if f"{played.namespace}/{played.jobset}" in live:
-                continue
-            del self.pods[(played.namespace, played.name)]
-            pod = self.kube.get("v1", "Pod", played.namespace, played.name)
-            if pod is not None and not pod["metadata"].get("deletionTimestamp"):
-                self.kube.store.delete(self.kube.kind("v1", "Pod"), played.namespace, played.name, {})
-            await anyio.to_thread.run_sync(self._down, played)
-            if self.kube.get("v1", "Pod", played.namespace, played.name) is not None:
-                self.kube.finish_pod(played.namespace, played.name)
+            if f"{played.namespace}/{played.jobset}" not in live:
+                await self._tear_down(played)
+
+    async def _tear_down(self, played: _PlayedPod) -> None:
+        """Stop playing `played`: its Pod deleted in the fake, its containers and volumes in podman."""
+        if self.pods.pop((played.namespace, played.name), None) is None:
+            return
+        pod = self.kube.get("v1", "Pod", played.namespace, played.name)
+        if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+            self.kube.store.delete(self.kube.kind("v1", "Pod"), played.namespace, played.name, {})
+        await anyio.to_thread.run_sync(self._down, played)
+        if self.kube.get("v1", "Pod", played.namespace, played.name) is not None:
+            self.kube.finish_pod(played.namespace, played.name)
 
     @staticmethod
     def _down(played: _PlayedPod) -> None:

@@ -285,6 +285,12 @@ async def test_runs_that_never_start_fail_past_their_bounds(tmp_path: Path) -> N
 SWEEP_IMAGE = "localhost/aiperf/sweep-controller:latest"
 
 
+def need_sweep_image() -> None:
+    have = podman("images", "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout.split()
+    if SWEEP_IMAGE not in have:
+        pytest.fail(f"AIPERF_PODMAN_E2E=1 but {SWEEP_IMAGE} is missing (scripts/images/ci.sh builds it)")
+
+
 def sweep_status(kube: FakeKube, name: str) -> dict[str, Any]:
     return dict((kube.get(CR_API, SWEEP_KIND, NS, name) or {}).get("status") or {})
 
@@ -296,16 +302,10 @@ async def test_a_two_variation_sweep_completes_through_the_operator(tmp_path: Pa
     two child AIPerfJobs one after another, reads each child's summary from its results sidecar,
     and writes the sweep aggregate; the operator harvests it onto its volume, completes the sweep
     and deletes the sweep's JobSet."""
-    have = podman("images", "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout.split()
-    if SWEEP_IMAGE not in have:
-        pytest.fail(f"AIPERF_PODMAN_E2E=1 but {SWEEP_IMAGE} is missing (scripts/images/ci.sh builds it)")
+    need_sweep_image()
     async with cluster(tmp_path) as c:
         kube = c.kube
-        argv = ["kube", "sweep", "--model", "mock", "--url", f"http://{MOCK_ALIAS}:{MOCK_PORT}",
-                "--endpoint-type", "chat", "--streaming", "--concurrency", "2,4", "--request-count", "20",
-                "--name", "sw", "--total-workers", "1", "--workers-per-pod", "1", "--detach",
-                "--kubeconfig", kube.kubeconfig_path, "-n", NS]
-        assert await anyio.to_thread.run_sync(main, argv) == 0
+        assert await anyio.to_thread.run_sync(main, sweep_argv(kube, "sw", 20)) == 0
         await kube.wait_until(lambda: sweep_status(kube, "sw").get("phase") in ("Completed", "Failed", "Cancelled"),
                               timeout=3 * RUN_S)
         final = sweep_status(kube, "sw")
@@ -322,3 +322,87 @@ async def test_a_two_variation_sweep_completes_through_the_operator(tmp_path: Pa
             assert (c.results / child_status["resultsPath"] / "profile_export_aiperf.json").exists(), child_status
         await kube.wait_until(lambda: kube.get(JOBSET_API_VERSION, "JobSet", NS, "aiperf-sweep-sw") is None,
                               timeout=60)
+
+
+def sweep_argv(kube: FakeKube, name: str, requests: int) -> list[str]:
+    """`aiperf kube sweep --concurrency 2,4 --detach` of a small sweep against the mock."""
+    return ["kube", "sweep", "--model", "mock", "--url", f"http://{MOCK_ALIAS}:{MOCK_PORT}", "--endpoint-type",
+            "chat", "--streaming", "--concurrency", "2,4", "--request-count", str(requests), "--name", name,
+            "--total-workers", "1", "--workers-per-pod", "1", "--detach", "--kubeconfig", kube.kubeconfig_path,
+            "-n", NS]
+
+
+def posted_children(kube: FakeKube) -> list[str]:
+    return [r.body["metadata"]["name"] for r in kube.requests_for("POST", f"/apis/{CR_API}/namespaces/{NS}/aiperfjobs")]
+
+
+def kube_cli(kube: FakeKube, *argv: str) -> int:
+    code: int = main([*argv, "--kubeconfig", kube.kubeconfig_path, "-n", NS])
+    return code
+
+
+async def _kill_then_cancel(c: Cluster) -> None:
+    """Sweep `sk`: its sweep-controller pod is killed once the first child exists; JobSet restarts
+    it (failurePolicy); the new one replans the same plan (same digest), adopts the first child
+    and creates the second; `kube cancel --kind sweep` then ends sweep and child Cancelled."""
+    kube = c.kube
+    await kube.wait_until(lambda: kube.get(CR_API, JOB_KIND, NS, "sk-v0-t1") is not None, timeout=RUN_S)
+    v0_uid = (kube.get(CR_API, JOB_KIND, NS, "sk-v0-t1") or {})["metadata"]["uid"]
+    first_pod = "aiperf-sweep-sk-sweep-controller-0-0"
+    await kube.wait_until(lambda: (kube.get("v1", "Pod", NS, first_pod) or {}).get("status", {}).get(
+        "phase") == "Running", timeout=60)
+    podman("pod", "kill", first_pod)  # every container dies at once, as when a node loses the pod
+    await kube.wait_until(lambda: (kube.get(JOBSET_API_VERSION, "JobSet", NS, "aiperf-sweep-sk") or {}).get(
+        "status", {}).get("restarts") == 1, timeout=120)
+    await kube.wait_until(lambda: kube.get(CR_API, JOB_KIND, NS, "sk-v1-t1") is not None
+                          or sweep_status(kube, "sk").get("phase") in ("Completed", "Failed", "Cancelled"),
+                          timeout=2 * RUN_S)
+    assert kube.get(CR_API, JOB_KIND, NS, "sk-v1-t1") is not None, sweep_status(kube, "sk")
+    second = kube.get("v1", "Pod", NS, f"{first_pod}-r1") or {}
+    assert second["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] == "1", second
+    assert await anyio.to_thread.run_sync(kube_cli, kube, "kube", "cancel", "sk", "--kind", "sweep") == 0
+    await kube.wait_until(lambda: sweep_status(kube, "sk").get("phase") in ("Completed", "Failed", "Cancelled")
+                          and terminal(kube, "sk-v1-t1"), timeout=180)
+    final = sweep_status(kube, "sk")
+    assert final["phase"] == "Cancelled", final
+    assert status(kube, "sk-v0-t1")["phase"] == "Completed" and status(kube, "sk-v1-t1")["phase"] == "Cancelled"
+    assert (kube.get(CR_API, JOB_KIND, NS, "sk-v0-t1") or {})["metadata"]["uid"] == v0_uid
+    assert [n for n in posted_children(kube) if n.startswith("sk-")] == ["sk-v0-t1", "sk-v1-t1"]
+    # Both incarnations wrote status.aggregation with the same plan digest.
+    digests = [op["value"].get("planDigest") for r in kube.requests_for(
+        "PATCH", f"/apis/{CR_API}/namespaces/{NS}/aiperfsweeps/sk/status")
+        for op in r.body if op.get("path") == "/status/aggregation"]
+    assert len(digests) >= 2 and len(set(digests)) == 1 and digests[0], digests
+    await kube.wait_until(lambda: played_containers(c, "sk-v1-t1") == 0, timeout=120)
+
+
+async def _delete_mid_run(c: Cluster) -> None:
+    """Sweep `sd` is deleted while its first child runs: the child it owns is cancelled, then
+    garbage-collected with the sweep's JobSet; their pods go and no second child is created."""
+    kube = c.kube
+    await kube.wait_until(lambda: status(kube, "sd-v0-t1").get("phase") in ("Running", "Completed", "Failed",
+                                                                           "Cancelled"), timeout=RUN_S)
+    assert status(kube, "sd-v0-t1")["phase"] == "Running", status(kube, "sd-v0-t1")
+    assert await anyio.to_thread.run_sync(kube_cli, kube, "kube", "delete", "sd", "--kind", "sweep") == 0
+    await kube.wait_until(lambda: kube.get(CR_API, SWEEP_KIND, NS, "sd") is None
+                          and kube.get(CR_API, JOB_KIND, NS, "sd-v0-t1") is None, timeout=180)
+    cancels = [r for r in kube.requests_for("PATCH", f"/apis/{CR_API}/namespaces/{NS}/aiperfjobs/sd-v0-t1")
+               if any(op.get("path") == "/spec/cancel" for op in r.body)]
+    assert cancels, "nobody cancelled the deleted sweep's running child"
+    await kube.wait_until(lambda: played_containers(c, "sd-v0-t1") == 0 and played_containers(c, "sweep-sd") == 0,
+                          timeout=180)
+    assert [n for n in posted_children(kube) if n.startswith("sd-")] == ["sd-v0-t1"]
+
+
+@pytest.mark.timeout(1800)
+async def test_a_killed_sweep_controller_replans_and_sweeps_stop_on_cancel_and_on_delete(tmp_path: Path) -> None:
+    """Two sweeps side by side in one cluster (their pods start together, which halves the wait):
+    `sk` loses its sweep-controller pod and is then cancelled (`_kill_then_cancel`); `sd` is
+    deleted mid-run (`_delete_mid_run`)."""
+    need_sweep_image()
+    async with cluster(tmp_path) as c:
+        for name, requests in (("sk", 20), ("sd", 100_000)):
+            assert await anyio.to_thread.run_sync(main, sweep_argv(c.kube, name, requests)) == 0
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_kill_then_cancel, c)
+            tg.start_soon(_delete_mid_run, c)
