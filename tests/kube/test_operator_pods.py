@@ -177,7 +177,7 @@ async def profile(kube: FakeKube, name: str, *, requests: int = 40) -> int:
 @pytest.mark.timeout(900)
 async def test_a_run_completes_through_the_operator(tmp_path: Path) -> None:
     """The controller pod pushes its status with its own ServiceAccount (phases, counts, the
-    nine worker keys, a UID-fenced heartbeat); at the control plane's exit the operator copies
+    nine worker keys, a UID-fenced heartbeat, the server-metrics projection); at the control plane's exit the operator copies
     the exports from the results sidecar onto its volume and completes the run; once the pod is
     gone nothing has brought `subPhase` back. Then the CR is deleted and a same-name run with an
     unpullable image is created at once, while the old JobSet may still terminate: the new run
@@ -195,6 +195,12 @@ async def test_a_run_completes_through_the_operator(tmp_path: Path) -> None:
         assert final["resultsPath"] == f"{NS}/op/{final['runEpoch']}", final
         summary = json.loads((stored / "profile_export_aiperf.json").read_text())
         assert summary["request_count"]["avg"] == 40, summary["request_count"]
+        # The server-metrics-manager container scraped the mock's /metrics (on by default): its
+        # export came with the results and its projection rode on the status push.
+        scraped = json.loads((stored / "server_metrics_export.json").read_text())
+        tokens = scraped["metrics"]["vllm:generation_tokens"]["series"]
+        assert sum(x["stats"]["total"] for x in tokens) == 40 * 16, tokens
+        assert "vllm:generation_tokens" in json.dumps(final.get("serverMetrics")), final.get("serverMetrics")
         old = kube.get(CR_API, JOB_KIND, NS, "op") or {}
         assert HEARTBEAT_ANNOTATION in (old["metadata"].get("annotations") or {}), old["metadata"]
         # Only the controller writes `workers`, and RBAC is on: the pod's ServiceAccount sent these.
