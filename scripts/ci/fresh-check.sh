@@ -14,8 +14,10 @@
 #   4. network smoke, as tests/kube/_podman.py uses podman: `podman network create --internal`,
 #      a server container with a network alias, a client container that resolves the alias
 #      (aardvark-dns) and fetches from it (netavark + iptables)
-#   5. every program .ci/run and the scripts it calls run is on PATH (PROGRAMS below)
-# With --full, steps 1-4 are replaced by `.ci/run` itself (tests, lint, checks, images, pods).
+#   5. scripts/ci/install-browser.sh (apt: chromium and chromedriver for the browser tests), and
+#      a headless page load through chromedriver
+#   6. every program .ci/run and the scripts it calls run is on PATH (PROGRAMS below)
+# With --full, steps 1-5 are replaced by `.ci/run` itself (tests, lint, checks, images, pods).
 #
 # Assumes from the machine what .ci/run assumes, and shares it with the clean root: Debian 12,
 # root, the Debian mirror and PyPI reachable (its TLS trust and proxy settings: the files in
@@ -35,6 +37,7 @@ PROGRAMS=(
   chroot find grep sed awk tar umount getent dpkg-query apt-get apt-config
   debootstrap podman buildah runc conmon iptables
   /usr/lib/podman/netavark /usr/lib/podman/aardvark-dns /usr/libexec/podman/catatonit
+  chromium chromedriver
 )
 
 MACHINE_FILES=(/etc/ssl/certs/ca-certificates.crt /etc/pip.conf)
@@ -76,6 +79,17 @@ print(f"fresh-check: server.fresh-check resolved to {ip}, GET / answered {status
   return "$rc"
 }
 
+browser_smoke() {
+  # What tests/browser needs of the system browser: headless Chromium, run as root in a
+  # container (--no-sandbox), prints a page's DOM.
+  local html
+  html="$(chromium --headless --no-sandbox --disable-gpu --dump-dom \
+    'data:text/html,<title>t</title><p id=x>fresh-check</p>' 2>/dev/null)"
+  case "$html" in *'<p id="x">fresh-check</p>'*) echo "fresh-check: chromium $(chromium --version 2>/dev/null)" >&2 ;;
+    *) echo "fresh-check: chromium printed no page: $html" >&2; return 1 ;; esac
+  chromedriver --version >&2
+}
+
 check_programs() {
   local p absent=()
   for p in "${PROGRAMS[@]}"; do
@@ -103,6 +117,8 @@ inside() {
     step "scripts/images/setup-podman.sh" scripts/images/setup-podman.sh
     step "scripts/images/build-base.sh" scripts/images/build-base.sh
     step "network smoke (internal network, alias DNS, HTTP between containers)" network_smoke
+    step "scripts/ci/install-browser.sh" scripts/ci/install-browser.sh
+    step "headless Chromium renders a page" browser_smoke
   fi
   step "programs the CI scripts call" check_programs
   echo "fresh-check: PASSED on a clean root file system ($((SECONDS - s)) s)" >&2
@@ -113,7 +129,7 @@ for a in "$@"; do
   case "$a" in
     --full) full=1 ;;
     --inside) in_container=1 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "fresh-check: unknown argument $a" >&2; exit 2 ;;
   esac
 done
