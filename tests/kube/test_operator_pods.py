@@ -342,6 +342,11 @@ def posted_children(kube: FakeKube) -> list[str]:
     return [r.body["metadata"]["name"] for r in kube.requests_for("POST", f"/apis/{CR_API}/namespaces/{NS}/aiperfjobs")]
 
 
+def patch_ops(kube: FakeKube, path: str) -> list[dict[str, Any]]:
+    """The operations of every JSON patch sent to `path` (merge patches left out)."""
+    return [op for r in kube.requests_for("PATCH", path) if isinstance(r.body, list) for op in r.body]
+
+
 def kube_cli(kube: FakeKube, *argv: str) -> int:
     code: int = main([*argv, "--kubeconfig", kube.kubeconfig_path, "-n", NS])
     return code
@@ -375,9 +380,8 @@ async def _kill_then_cancel(c: Cluster) -> None:
     assert (kube.get(CR_API, JOB_KIND, NS, "sk-v0-t1") or {})["metadata"]["uid"] == v0_uid
     assert [n for n in posted_children(kube) if n.startswith("sk-")] == ["sk-v0-t1", "sk-v1-t1"]
     # Both incarnations wrote status.aggregation with the same plan digest.
-    digests = [op["value"].get("planDigest") for r in kube.requests_for(
-        "PATCH", f"/apis/{CR_API}/namespaces/{NS}/aiperfsweeps/sk/status")
-        for op in r.body if op.get("path") == "/status/aggregation"]
+    digests = [op["value"].get("planDigest") for op in patch_ops(
+        kube, f"/apis/{CR_API}/namespaces/{NS}/aiperfsweeps/sk/status") if op.get("path") == "/status/aggregation"]
     assert len(digests) >= 2 and len(set(digests)) == 1 and digests[0], digests
     await kube.wait_until(lambda: played_containers(c, "sk-v1-t1") == 0, timeout=120)
 
@@ -392,8 +396,8 @@ async def _delete_mid_run(c: Cluster) -> None:
     assert await anyio.to_thread.run_sync(kube_cli, kube, "kube", "delete", "sd", "--kind", "sweep") == 0
     await kube.wait_until(lambda: kube.get(CR_API, SWEEP_KIND, NS, "sd") is None
                           and kube.get(CR_API, JOB_KIND, NS, "sd-v0-t1") is None, timeout=180)
-    cancels = [r for r in kube.requests_for("PATCH", f"/apis/{CR_API}/namespaces/{NS}/aiperfjobs/sd-v0-t1")
-               if any(op.get("path") == "/spec/cancel" for op in r.body)]
+    cancels = [op for op in patch_ops(kube, f"/apis/{CR_API}/namespaces/{NS}/aiperfjobs/sd-v0-t1")
+               if op.get("path") == "/spec/cancel"]
     assert cancels, "nobody cancelled the deleted sweep's running child"
     await kube.wait_until(lambda: played_containers(c, "sd-v0-t1") == 0 and played_containers(c, "sweep-sd") == 0,
                           timeout=180)
