@@ -301,35 +301,6 @@ def sweep_status(kube: FakeKube, name: str) -> dict[str, Any]:
     return dict((kube.get(CR_API, SWEEP_KIND, NS, name) or {}).get("status") or {})
 
 
-@pytest.mark.timeout(1800)
-async def test_a_two_variation_sweep_completes_through_the_operator(tmp_path: Path) -> None:
-    """`aiperf kube sweep --concurrency 2,4 --detach` submits an AIPerfSweep; the operator starts
-    the sweep-controller pod (its own image and ServiceAccount, RBAC enforced), which creates the
-    two child AIPerfJobs one after another, reads each child's summary from its results sidecar,
-    and writes the sweep aggregate; the operator harvests it onto its volume, completes the sweep
-    and deletes the sweep's JobSet."""
-    need_sweep_image()
-    async with cluster(tmp_path) as c:
-        kube = c.kube
-        assert await anyio.to_thread.run_sync(main, sweep_argv(kube, "sw", 20)) == 0
-        await kube.wait_until(lambda: sweep_status(kube, "sw").get("phase") in ("Completed", "Failed", "Cancelled"),
-                              timeout=3 * RUN_S)
-        final = sweep_status(kube, "sw")
-        assert final["phase"] == "Completed", final
-        assert final["runStates"] == {"sw-v0-t1": "Completed", "sw-v1-t1": "Completed"}, final
-        assert final["resultsAvailable"] is True and final["resultsPath"] == f"{NS}/sweeps/sw/{final['runEpoch']}"
-        aggregate = json.loads((c.results / final["resultsPath"] / "aggregate.json").read_text())
-        combos = aggregate["sweep_aggregate"]["per_combination_metrics"]
-        assert [x["label"] for x in combos] == ["concurrency_2", "concurrency_4"], combos
-        assert all(x["num_successful_runs"] == 1 for x in combos), combos
-        assert all(x["metrics"]["request_count"]["avg"]["mean"] == 20 for x in combos), combos
-        for child in ("sw-v0-t1", "sw-v1-t1"):  # each child's own results on the volume too
-            child_status = status(kube, child)
-            assert (c.results / child_status["resultsPath"] / "profile_export_aiperf.json").exists(), child_status
-        await kube.wait_until(lambda: kube.get(JOBSET_API_VERSION, "JobSet", NS, "aiperf-sweep-sw") is None,
-                              timeout=60)
-
-
 def sweep_argv(kube: FakeKube, name: str, requests: int) -> list[str]:
     """`aiperf kube sweep --concurrency 2,4 --detach` of a small sweep against the mock."""
     return ["kube", "sweep", "--model", "mock", "--url", f"http://{MOCK_ALIAS}:{MOCK_PORT}", "--endpoint-type",
@@ -352,38 +323,62 @@ def kube_cli(kube: FakeKube, *argv: str) -> int:
     return code
 
 
-async def _kill_then_cancel(c: Cluster) -> None:
-    """Sweep `sk`: its sweep-controller pod is killed once the first child exists; JobSet restarts
-    it (failurePolicy); the new one replans the same plan (same digest), adopts the first child
-    and creates the second; `kube cancel --kind sweep` then ends sweep and child Cancelled."""
+async def _killed_then_completed(c: Cluster) -> None:
+    """Sweep `sw` (`kube sweep --concurrency 2,4`): its sweep-controller pod (own image and
+    ServiceAccount, RBAC enforced) is killed once the first child exists; JobSet restarts it
+    (failurePolicy); the new one replans the same plan (same digest), adopts the first child
+    (created once) and creates the second; it reads each child's summary from its results
+    sidecar and writes the sweep aggregate, which the operator harvests onto its volume before
+    it completes the sweep and deletes the sweep's JobSet."""
     kube = c.kube
-    await kube.wait_until(lambda: kube.get(CR_API, JOB_KIND, NS, "sk-v0-t1") is not None, timeout=RUN_S)
-    v0_uid = (kube.get(CR_API, JOB_KIND, NS, "sk-v0-t1") or {})["metadata"]["uid"]
-    first_pod = "aiperf-sweep-sk-sweep-controller-0-0"
+    await kube.wait_until(lambda: kube.get(CR_API, JOB_KIND, NS, "sw-v0-t1") is not None, timeout=RUN_S)
+    v0_uid = (kube.get(CR_API, JOB_KIND, NS, "sw-v0-t1") or {})["metadata"]["uid"]
+    first_pod = "aiperf-sweep-sw-sweep-controller-0-0"
     await kube.wait_until(lambda: (kube.get("v1", "Pod", NS, first_pod) or {}).get("status", {}).get(
         "phase") == "Running", timeout=60)
     podman("pod", "kill", first_pod)  # every container dies at once, as when a node loses the pod
-    await kube.wait_until(lambda: (kube.get(JOBSET_API_VERSION, "JobSet", NS, "aiperf-sweep-sk") or {}).get(
+    await kube.wait_until(lambda: (kube.get(JOBSET_API_VERSION, "JobSet", NS, "aiperf-sweep-sw") or {}).get(
         "status", {}).get("restarts") == 1, timeout=120)
-    await kube.wait_until(lambda: kube.get(CR_API, JOB_KIND, NS, "sk-v1-t1") is not None
-                          or sweep_status(kube, "sk").get("phase") in ("Completed", "Failed", "Cancelled"),
-                          timeout=2 * RUN_S)
-    assert kube.get(CR_API, JOB_KIND, NS, "sk-v1-t1") is not None, sweep_status(kube, "sk")
+    await kube.wait_until(lambda: kube.get("v1", "Pod", NS, f"{first_pod}-r1") is not None, timeout=180)
     second = kube.get("v1", "Pod", NS, f"{first_pod}-r1") or {}
     assert second["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] == "1", second
-    assert await anyio.to_thread.run_sync(kube_cli, kube, "kube", "cancel", "sk", "--kind", "sweep") == 0
-    await kube.wait_until(lambda: sweep_status(kube, "sk").get("phase") in ("Completed", "Failed", "Cancelled")
-                          and terminal(kube, "sk-v1-t1"), timeout=180)
-    final = sweep_status(kube, "sk")
-    assert final["phase"] == "Cancelled", final
-    assert status(kube, "sk-v0-t1")["phase"] == "Completed" and status(kube, "sk-v1-t1")["phase"] == "Cancelled"
-    assert (kube.get(CR_API, JOB_KIND, NS, "sk-v0-t1") or {})["metadata"]["uid"] == v0_uid
-    assert [n for n in posted_children(kube) if n.startswith("sk-")] == ["sk-v0-t1", "sk-v1-t1"]
+    await kube.wait_until(lambda: sweep_status(kube, "sw").get("phase") in ("Completed", "Failed", "Cancelled"),
+                          timeout=3 * RUN_S)
+    final = sweep_status(kube, "sw")
+    assert final["phase"] == "Completed", final
+    assert final["runStates"] == {"sw-v0-t1": "Completed", "sw-v1-t1": "Completed"}, final
+    assert (kube.get(CR_API, JOB_KIND, NS, "sw-v0-t1") or {})["metadata"]["uid"] == v0_uid
+    assert [n for n in posted_children(kube) if n.startswith("sw-")] == ["sw-v0-t1", "sw-v1-t1"]
     # Both incarnations wrote status.aggregation with the same plan digest.
     digests = [op["value"].get("planDigest") for op in patch_ops(
-        kube, f"/apis/{CR_API}/namespaces/{NS}/aiperfsweeps/sk/status") if op.get("path") == "/status/aggregation"]
-    assert len(digests) >= 2 and len(set(digests)) == 1 and digests[0], digests
-    await kube.wait_until(lambda: played_containers(c, "sk-v1-t1") == 0, timeout=120)
+        kube, f"/apis/{CR_API}/namespaces/{NS}/aiperfsweeps/sw/status") if op.get("path") == "/status/aggregation"]
+    assert len(digests) >= 3 and len(set(digests)) == 1 and digests[0], digests  # Running, Running, Complete
+    assert final["resultsAvailable"] is True and final["resultsPath"] == f"{NS}/sweeps/sw/{final['runEpoch']}"
+    aggregate = json.loads((c.results / final["resultsPath"] / "aggregate.json").read_text())
+    combos = aggregate["sweep_aggregate"]["per_combination_metrics"]
+    assert [x["label"] for x in combos] == ["concurrency_2", "concurrency_4"], combos
+    assert all(x["num_successful_runs"] == 1 for x in combos), combos
+    assert all(x["metrics"]["request_count"]["avg"]["mean"] == 20 for x in combos), combos
+    for child in ("sw-v0-t1", "sw-v1-t1"):  # each child's own results on the volume too
+        child_status = status(kube, child)
+        assert (c.results / child_status["resultsPath"] / "profile_export_aiperf.json").exists(), child_status
+    await kube.wait_until(lambda: kube.get(JOBSET_API_VERSION, "JobSet", NS, "aiperf-sweep-sw") is None, timeout=60)
+
+
+async def _cancelled_mid_run(c: Cluster) -> None:
+    """Sweep `sc` is cancelled (`kube cancel --kind sweep`) while its first child runs: sweep
+    and child end Cancelled, the child's pods go, no second child is created."""
+    kube = c.kube
+    await kube.wait_until(lambda: status(kube, "sc-v0-t1").get("phase") in ("Running", "Completed", "Failed",
+                                                                           "Cancelled"), timeout=RUN_S)
+    assert status(kube, "sc-v0-t1")["phase"] == "Running", status(kube, "sc-v0-t1")
+    assert await anyio.to_thread.run_sync(kube_cli, kube, "kube", "cancel", "sc", "--kind", "sweep") == 0
+    await kube.wait_until(lambda: sweep_status(kube, "sc").get("phase") in ("Completed", "Failed", "Cancelled")
+                          and terminal(kube, "sc-v0-t1"), timeout=180)
+    assert sweep_status(kube, "sc")["phase"] == "Cancelled", sweep_status(kube, "sc")
+    assert status(kube, "sc-v0-t1")["phase"] == "Cancelled", status(kube, "sc-v0-t1")
+    await kube.wait_until(lambda: played_containers(c, "sc-v0-t1") == 0, timeout=120)
+    assert [n for n in posted_children(kube) if n.startswith("sc-")] == ["sc-v0-t1"]
 
 
 async def _delete_mid_run(c: Cluster) -> None:
@@ -405,14 +400,14 @@ async def _delete_mid_run(c: Cluster) -> None:
 
 
 @pytest.mark.timeout(1800)
-async def test_a_killed_sweep_controller_replans_and_sweeps_stop_on_cancel_and_on_delete(tmp_path: Path) -> None:
-    """Two sweeps side by side in one cluster (their pods start together, which halves the wait):
-    `sk` loses its sweep-controller pod and is then cancelled (`_kill_then_cancel`); `sd` is
-    deleted mid-run (`_delete_mid_run`)."""
+async def test_sweeps_through_the_operator(tmp_path: Path) -> None:
+    """Three sweeps side by side in one cluster (their pods start together, which cuts the wait):
+    `sw` loses its sweep-controller pod and still completes (`_killed_then_completed`), `sc` is
+    cancelled mid-run (`_cancelled_mid_run`), `sd` is deleted mid-run (`_delete_mid_run`)."""
     need_sweep_image()
     async with cluster(tmp_path) as c:
-        for name, requests in (("sk", 20), ("sd", 100_000)):
+        for name, requests in (("sw", 20), ("sc", 100_000), ("sd", 100_000)):
             assert await anyio.to_thread.run_sync(main, sweep_argv(c.kube, name, requests)) == 0
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_kill_then_cancel, c)
-            tg.start_soon(_delete_mid_run, c)
+            for scenario in (_killed_then_completed, _cancelled_mid_run, _delete_mid_run):
+                tg.start_soon(scenario, c)
