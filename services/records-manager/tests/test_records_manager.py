@@ -18,6 +18,7 @@ from aiperf.messages import (
     Finalize,
     Finalized,
     MetricRecord,
+    MetricRecordBatch,
     Phase,
     PhaseAccounting,
     ProfileConfigure,
@@ -33,9 +34,9 @@ pytestmark = pytest.mark.anyio
 
 class Records:
     def __init__(self) -> None:
-        self.tx, self.rx = anyio.create_memory_object_stream[MetricRecord](100)
+        self.tx, self.rx = anyio.create_memory_object_stream[MetricRecordBatch](100)
 
-    async def recv(self) -> MetricRecord:
+    async def recv(self) -> MetricRecordBatch:
         return await self.rx.receive()
 
 
@@ -63,9 +64,9 @@ async def run_finalize(tmp_path: Path, records: list[MetricRecord], acct: RunAcc
         await tg.start(rm.run)
         await rm.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
 
-        async def feed() -> None:  # records arrive after finalize started waiting
-            for r in records:
-                await source.tx.send(r)
+        async def feed() -> None:  # records arrive after finalize started waiting, in batches of 1-3
+            for i in range(0, len(records), 3):
+                await source.tx.send(MetricRecordBatch(records=records[i:i + 3]))
 
         tg.start_soon(feed)
         result = await rm.handle(Finalize(request_id="f", accounting=acct, records_timeout_s=records_timeout_s))
