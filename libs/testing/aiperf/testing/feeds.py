@@ -78,7 +78,7 @@ class RawRecordFeed:
             num = self.pushed
             record = streamed_chat_record(num, worker_id=self.worker_id,
                                           conversation_id=self.conversation_ids[num % len(self.conversation_ids)])
-            await self._push.send(MetricRecordBatch(records=[record]))
+            await self._push.send(record)
             self.pushed += 1
             log.info("fake_worker.raw_record_pushed", num=num, chunks=len(record.chunks))
 
