@@ -2,7 +2,7 @@
 timing-manager and records-manager carry, beside raw pyzmq measured in the same run.
 
     python scripts/bench/controller.py [--workers 100] [--requests 40000] [--concurrency 1000] \
-        [--processors 4] [--transport ipc|tcp]
+        [--processors 4] [--batch 32] [--transport ipc|tcp]
 
 (the repo's source roots on PYTHONPATH, as for the other benchmarks.)
 
@@ -15,11 +15,14 @@ timing-manager and records-manager carry, beside raw pyzmq measured in the same 
 2. records-manager: the real `RecordsManager` (aggregation with exact percentiles, and
    `profile_export.jsonl` written as records arrive) on our `PullSocket`, fed by `--processors`
    simulated record-processors (other processes, PUSH) each pushing its share of `--requests`
-   realistic `MetricRecord`s (a streamed 64-token answer: 63 inter-chunk latencies). Figure:
-   records/s from the first to the last record taken.
+   realistic `MetricRecord`s (a streamed 64-token answer: 63 inter-chunk latencies) in
+   `MetricRecordBatch`es of `--batch` records, as a saturated record-processor sends them (its
+   batches fill before their 5 ms are up; `--batch 1`: one record per message, the cost
+   before batching). Figure: records/s from the first to the last record taken.
 3. raw: the same two message flows with bare zmq.asyncio sockets and msgspec in this process
    and the same peers (credits: send a credit to the least-recently-used worker, receive its
-   return; records: receive and decode), the ceiling of this transport in Python.
+   return; records: receive and decode the same batches), the ceiling of this transport in
+   Python.
 
 The peers run in other processes, so on a 2-core machine the controller side has one core.
 Target: >= 20,000 requests/s through one controller (100 worker pods x 200 requests/s).
@@ -51,11 +54,13 @@ from aiperf.messages import (
     CreditReturnChannel,
     CreditUpstream,
     MetricRecord,
+    MetricRecordBatch,
     Phase,
     ProfileConfigure,
     TimePing,
     WorkerConnected,
 )
+from aiperf.record_processor.batching import MAX_RECORDS
 from aiperf.runtime import configure_logging
 from aiperf.timing_manager.ports import TurnTiming
 
@@ -131,13 +136,15 @@ def sample_record(num: int) -> MetricRecord:
                                   "credit_issued_ns": now, "x_request_id": f"{num:032x}"})
 
 
-def fake_processor(records_ep: str, first: int, count: int, go: mp.synchronize.Event) -> None:
-    """Push `count` MetricRecords (numbers from `first`) as fast as the socket takes them."""
+def fake_processor(records_ep: str, first: int, count: int, batch: int, go: mp.synchronize.Event) -> None:
+    """Push `count` MetricRecords (numbers from `first`) in batches of `batch` as fast as the
+    socket takes them."""
     ctx = zmq.Context()
     push = ctx.socket(zmq.PUSH)
     push.connect(records_ep)
     enc = msgspec.msgpack.Encoder()
-    frames = [enc.encode(sample_record(first + i)) for i in range(count)]
+    records = [sample_record(first + i) for i in range(count)]
+    frames = [enc.encode(MetricRecordBatch(records=records[i:i + batch])) for i in range(0, count, batch)]
     go.wait()
     for frame in frames:
         push.send(frame)
@@ -247,26 +254,26 @@ async def raw_credit_rate(args: argparse.Namespace, folder: str) -> float:
 class _Counting:
     """Wraps the records PULL: counts records handed to the records-manager."""
 
-    def __init__(self, inner: PullSocket[MetricRecord], total: int) -> None:
+    def __init__(self, inner: PullSocket[MetricRecordBatch], total: int) -> None:
         self._inner, self._total = inner, total
         self.count = 0
         self.first = self.first_cpu = 0.0
         self.all_taken = anyio.Event()
 
-    async def recv(self) -> MetricRecord:
-        if self.count == self._total:  # the previous record was the last, and it was taken
+    async def recv(self) -> MetricRecordBatch:
+        if self.count == self._total:  # the previous batch held the last record, and it was taken
             self.all_taken.set()
-        record = await self._inner.recv()
+        batch = await self._inner.recv()
         if self.count == 0:
             self.first, self.first_cpu = time.perf_counter(), time.process_time()
-        self.count += 1
-        return record
+        self.count += len(batch.records)
+        return batch
 
 
 def _start_processors(args: argparse.Namespace, records_ep: str) -> tuple[list[mp.Process], mp.synchronize.Event]:
     go = mp.get_context("spawn").Event()
     share = args.requests // args.processors
-    procs = [mp.get_context("spawn").Process(target=fake_processor, args=(records_ep, i * share, share, go))
+    procs = [mp.get_context("spawn").Process(target=fake_processor, args=(records_ep, i * share, share, args.batch, go))
              for i in range(args.processors)]
     for p in procs:
         p.start()
@@ -280,7 +287,8 @@ async def records_manager_rate(args: argparse.Namespace, folder: str) -> float:
     total = (args.requests // args.processors) * args.processors
     benchmark = Benchmark(models=["m"])
     with zmq_context() as ctx:
-        async with PullSocket[MetricRecord](ctx, decode=MetricRecord, channel="records", bind=[records_ep]) as pull:
+        async with PullSocket[MetricRecordBatch](ctx, decode=MetricRecordBatch, channel="records",
+                                                 bind=[records_ep]) as pull:
             source = _Counting(pull, total)
             rm = RecordsManager(benchmark=benchmark, run_id="bench", t0_wall_ns=0, records=source, events=None,
                                 artifact_dir=Path(folder) / "artifacts")
@@ -305,19 +313,20 @@ async def raw_records_rate(args: argparse.Namespace, folder: str) -> float:
     ctx = zmq.asyncio.Context()
     pull = ctx.socket(zmq.PULL)
     pull.bind(records_ep)
-    dec = msgspec.msgpack.Decoder(MetricRecord)
+    dec = msgspec.msgpack.Decoder(MetricRecordBatch)
     procs, go = _start_processors(args, records_ep)
     await anyio.sleep(1.0)
     go.set()
-    dec.decode(await pull.recv())
+    first = len(dec.decode(await pull.recv()).records)
     t0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(total - 1):
-        dec.decode(await pull.recv())
+    taken = first
+    while taken < total:
+        taken += len(dec.decode(await pull.recv()).records)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     for p in procs:
         await anyio.to_thread.run_sync(p.join, 10)
     ctx.destroy(linger=0)
-    return (total - 1) / elapsed, (total - 1) / cpu
+    return (total - first) / elapsed, (total - first) / cpu
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -331,7 +340,8 @@ async def main_async(args: argparse.Namespace) -> None:
         wall = [max(r[i][0] for r in rows) for i in range(4)]
         cpu = [max(r[i][1] for r in rows) for i in range(4)]
         print(f"controller capacity ({args.transport}, {args.workers} simulated workers, {args.requests:,} requests, "
-              f"C={args.concurrency}, {args.processors} simulated record-processors; best of {args.repeats})")
+              f"C={args.concurrency}, {args.processors} simulated record-processors, batches of {args.batch} records; "
+              f"best of {args.repeats})")
         print("wall: requests/s achieved here; CPU: requests per CPU-second of the controller process, i.e. "
               "the rate one free core sustains (a busy host shrinks the first, hardly the second)")
         print("| path | ours wall/s | raw wall/s | ours CPU/s | raw CPU/s | ours/raw (CPU) | us CPU/request | 20,000/s |")
@@ -350,6 +360,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=40000)
     parser.add_argument("--concurrency", type=int, default=1000)
     parser.add_argument("--processors", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=MAX_RECORDS,
+                        help=f"records per message on the records channel (default {MAX_RECORDS}, the record-processor's)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--transport", choices=("ipc", "tcp"), default="ipc")
     anyio.run(main_async, parser.parse_args(), backend_options={"use_uvloop": True})

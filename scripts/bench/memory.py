@@ -6,7 +6,8 @@
    with psutil. KiB per request = difference of the peaks / difference of the counts.
 2. `feed`: the records path alone at a scale a real run cannot reach here: one records-manager
    (the real `RecordsManager`, in a child process, PULL on a real ZMQ IPC socket) fed simulated
-   64-token `MetricRecord`s by this process (PUSH), then `Finalize` (the summary and its exact
+   64-token `MetricRecord`s by this process (PUSH, in `MetricRecordBatch`es as a record-processor
+   sends them), then `Finalize` (the summary and its exact
    percentiles computed, `--export-level summary`: no per-request jsonl). RSS of the
    records-manager process before the first record, once every record is stored, and its peak
    (ru_maxrss: computing the summary's sweep metrics over every chunk is the peak).
@@ -83,6 +84,10 @@ def run_profile(counts: list[int]) -> None:
         print(f"  {n0} -> {n1}: {(p1 - p0) / 1024 / (n1 - n0):.3f} KiB per added request")
 
 
+HWM_BATCHES = 32
+"""Socket queues of the feed, in batches (~1,000 records): records wait in the sender."""
+
+
 def _record(n: int) -> object:
     from aiperf.messages import MetricRecord, Phase
 
@@ -115,15 +120,15 @@ async def _child(endpoint: str, count: int, out_dir: str) -> None:
 
     from aiperf.comms import PullSocket
     from aiperf.config import Artifacts, Benchmark
-    from aiperf.messages import Finalize, MetricRecord, Phase, PhaseAccounting, RunAccounting
+    from aiperf.messages import Finalize, MetricRecordBatch, Phase, PhaseAccounting, RunAccounting, RecordChannel
     from aiperf.records_manager.service import RecordsManager
 
     zctx = zmq.asyncio.Context()
     base = psutil.Process().memory_info().rss
     stored = [0]
     # a small queue (hwm): the records wait in the sender, not in this process's socket buffers
-    async with PullSocket[MetricRecord](zctx, decode=MetricRecord, channel="records", bind=[endpoint],
-                                        hwm=1000) as pull:
+    async with PullSocket[MetricRecordBatch](zctx, decode=RecordChannel, channel="records", bind=[endpoint],
+                                             hwm=HWM_BATCHES) as pull:
         rm = RecordsManager(benchmark=Benchmark(models=["m"], artifacts=Artifacts(export_level="summary")),
                             run_id="mem", t0_wall_ns=0, records=pull, events=None, artifact_dir=Path(out_dir))
         print("ready", flush=True)
@@ -146,6 +151,9 @@ def run_feed(counts: list[int]) -> None:
     import msgspec
     import zmq
 
+    from aiperf.messages import MetricRecordBatch
+    from aiperf.record_processor.batching import MAX_RECORDS
+
     results = []
     for count in counts:
         with tempfile.TemporaryDirectory(prefix="aim-", dir="/tmp") as tmp:
@@ -156,12 +164,13 @@ def run_feed(counts: list[int]) -> None:
             assert child.stdout.readline().strip() == "ready"
             ctx = zmq.Context()
             push = ctx.socket(zmq.PUSH)
-            push.setsockopt(zmq.SNDHWM, 1000)
+            push.setsockopt(zmq.SNDHWM, HWM_BATCHES)
             push.connect(endpoint)
             enc = msgspec.msgpack.Encoder()
             started = time.monotonic()
-            for n in range(count):
-                push.send(enc.encode(_record(n)))
+            for first in range(0, count, MAX_RECORDS):
+                batch = [_record(n) for n in range(first, min(first + MAX_RECORDS, count))]
+                push.send(enc.encode(MetricRecordBatch(records=batch)))
             line = child.stdout.read()
             child.wait()
             push.close(linger=0)

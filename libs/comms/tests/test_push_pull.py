@@ -9,7 +9,7 @@ import pytest
 import zmq.asyncio
 
 from aiperf.comms import Channel, PullSocket, PushSocket
-from aiperf.messages import CreditReturn, CreditReturnChannel, MetricRecord, Phase, RecordChannel
+from aiperf.messages import CreditReturn, CreditReturnChannel, MetricRecord, Phase
 from tests._comms_net import Net
 
 pytestmark = pytest.mark.anyio
@@ -49,7 +49,7 @@ async def test_push_round_robins_over_several_pullers(net: Net, ctx: zmq.asyncio
     async with PushSocket(ctx, channel="records", bind=net.bind(Channel.RECORDS),
                           linger_ms=0) as push:
         endpoint = net.pick(push.bound_endpoints)
-        pulls = [PullSocket[MetricRecord](ctx, decode=RecordChannel, channel="records",
+        pulls = [PullSocket[MetricRecord](ctx, decode=MetricRecord, channel="records",
                                           connect=[endpoint]) for _ in range(3)]
         async with pulls[0], pulls[1], pulls[2]:
             received: list[list[int]] = [[], [], []]

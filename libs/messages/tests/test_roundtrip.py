@@ -79,6 +79,8 @@ def _strategy(cls: type) -> st.SearchStrategy[object]:
             overrides[field.name] = st.dictionaries(st.from_type(key), _strategy(value), max_size=3)
         elif hint == list[str]:
             overrides[field.name] = st.lists(st.text(), max_size=3)
+        elif typing.get_origin(hint) is list and issubclass(typing.get_args(hint)[0], msgspec.Struct):
+            overrides[field.name] = st.lists(_strategy(typing.get_args(hint)[0]), max_size=3)
     return st.builds(cls, **overrides)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -19,6 +20,7 @@ from aiperf.messages import (
     FlushRawRecords,
     HttpTrace,
     MetricRecord,
+    MetricRecordBatch,
     Phase,
     ProfileConfigure,
     ProfileStart,
@@ -80,16 +82,21 @@ class MemoryRaw:
 
 
 class MemoryOut:
+    """Sink of batches on a memory stream; `next` returns their records one by one."""
+
     def __init__(self) -> None:
-        self.tx, self.rx = anyio.create_memory_object_stream[MetricRecord](100)
+        self.tx, self.rx = anyio.create_memory_object_stream[MetricRecordBatch](100)
+        self._records: deque[MetricRecord] = deque()
 
     async def send(self, message: object) -> None:
-        assert isinstance(message, MetricRecord)
+        assert isinstance(message, MetricRecordBatch) and message.records
         await self.tx.send(message)
 
     async def next(self) -> MetricRecord:
-        with anyio.fail_after(10):
-            return await self.rx.receive()
+        if not self._records:
+            with anyio.fail_after(10):
+                self._records.extend((await self.rx.receive()).records)
+        return self._records.popleft()
 
 
 STREAMING_CHAT = Endpoint(streaming=True)
@@ -186,6 +193,30 @@ async def test_raw_lines_are_written_before_their_metric_records_and_flushed_on_
     await run_processor(rp, raw, out, body)
 
 
+async def test_the_raw_flush_and_the_end_of_run_send_the_current_batch_at_once(tmp_path: Path) -> None:
+    raw, out = MemoryRaw(), MemoryOut()
+    rp = RecordProcessor(service_id="rp", endpoint=STREAMING_CHAT, tokenizer=None, raw=raw, out=out,
+                         tokenizer_loader=loader_of(WordTokenizer()), raw_path=tmp_path / "rp.jsonl",
+                         batch_records=32, batch_delay_s=3600)
+    async with anyio.create_task_group() as tg:
+        await tg.start(rp.run)
+        await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
+        for num in range(3):
+            await raw.tx.send(streamed(num))
+        await anyio.wait_all_tasks_blocked()
+        with pytest.raises(anyio.WouldBlock):  # a batch of 3, not due for an hour
+            out.rx.receive_nowait()
+        flushed = await rp.handle(FlushRawRecords(request_id="f"))
+        assert flushed is not None and flushed.records == 3
+        assert [r.credit_num for r in out.rx.receive_nowait().records] == [0, 1, 2]
+        await raw.tx.send(streamed(3))
+        await anyio.wait_all_tasks_blocked()
+        tg.cancel_scope.cancel()
+    assert [r.credit_num for r in out.rx.receive_nowait().records] == [3]  # sent as the run stopped
+    for stream in (raw.tx, raw.rx, out.tx, out.rx):
+        stream.close()
+
+
 async def test_a_raw_part_that_cannot_be_created_fails_configure(tmp_path: Path) -> None:
     (tmp_path / "raw").write_text("a file where the folder should be")
     raw, out = MemoryRaw(), MemoryOut()
@@ -245,7 +276,7 @@ async def test_real_sockets_and_builtin_tokenizer(zctx: zmq.asyncio.Context, ipc
                        benchmark=Benchmark(models=["m"], endpoint=STREAMING_CHAT, tokenizer=TokenizerSpec(name="builtin")))
     ctx = ServiceContext(config=config, service_type=ServiceType.RECORD_PROCESSOR,
                          service_id="record-processor-g0-1", group_id="g0", zmq=zctx, addressing=addressing)
-    async with (PullSocket[MetricRecord](zctx, decode=RecordChannel, channel="records",
+    async with (PullSocket[MetricRecordBatch](zctx, decode=RecordChannel, channel="records",
                                          bind=addressing.bind_endpoints(Channel.RECORDS)) as records,
                 PushSocket(zctx, channel="raw_records", linger_ms=0,
                            connect=[raw_records_endpoint(addressing, "g0", 1)]) as worker,
@@ -257,8 +288,10 @@ async def test_real_sockets_and_builtin_tokenizer(zctx: zmq.asyncio.Context, ipc
             await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
             for num in range(5):
                 await worker.send(streamed(num))
+            got: list[MetricRecord] = []
             with anyio.fail_after(10):
-                got = [await records.recv() for _ in range(5)]
+                while len(got) < 5:
+                    got.extend((await records.recv()).records)
             tg.cancel_scope.cancel()
     assert sorted(m.credit_num for m in got) == list(range(5))
     for m in got:

@@ -18,9 +18,11 @@ from aiperf.messages import (
     Finalize,
     Finalized,
     MetricRecord,
+    MetricRecordBatch,
     Phase,
     PhaseAccounting,
     ProfileConfigure,
+    Progress,
     RunAccounting,
     lag_bucket,
 )
@@ -33,9 +35,9 @@ pytestmark = pytest.mark.anyio
 
 class Records:
     def __init__(self) -> None:
-        self.tx, self.rx = anyio.create_memory_object_stream[MetricRecord](100)
+        self.tx, self.rx = anyio.create_memory_object_stream[MetricRecordBatch](100)
 
-    async def recv(self) -> MetricRecord:
+    async def recv(self) -> MetricRecordBatch:
         return await self.rx.receive()
 
 
@@ -63,9 +65,9 @@ async def run_finalize(tmp_path: Path, records: list[MetricRecord], acct: RunAcc
         await tg.start(rm.run)
         await rm.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
 
-        async def feed() -> None:  # records arrive after finalize started waiting
-            for r in records:
-                await source.tx.send(r)
+        async def feed() -> None:  # records arrive after finalize started waiting, in batches of 1-3
+            for i in range(0, len(records), 3):
+                await source.tx.send(MetricRecordBatch(records=records[i:i + 3]))
 
         tg.start_soon(feed)
         result = await rm.handle(Finalize(request_id="f", accounting=acct, records_timeout_s=records_timeout_s))
@@ -91,6 +93,42 @@ async def test_finalize_waits_for_every_record_and_writes_exports(tmp_path: Path
                             "profile_export_console.txt"]
     exported = summary["aiperf_extensions"]["accounting"]["profiling"]
     assert exported == msgspec.to_builtins(accounting(10, 9, 1).phases[Phase.PROFILING])
+
+
+async def test_each_record_of_a_batch_counts_in_order_in_progress_and_jsonl(tmp_path: Path) -> None:
+    class Events:
+        def __init__(self) -> None:
+            self.progress: list[Progress] = []
+            self.seen = anyio.Event()
+
+        async def publish(self, event: object) -> None:
+            assert isinstance(event, Progress)
+            self.progress.append(event)
+            if event.completed == 7:
+                self.seen.set()
+
+    source, events = Records(), Events()
+    rm = RecordsManager(benchmark=Benchmark(models=["m"]), run_id="r", t0_wall_ns=0, records=source,
+                        events=events, artifact_dir=tmp_path, progress_interval_s=0.01)
+    async with anyio.create_task_group() as tg:
+        await tg.start(rm.run)
+        await rm.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
+        numbered = [msgspec.structs.replace(record(n, phase=Phase.WARMUP if n == 0 else Phase.PROFILING,
+                                                   error=n == 4), metadata={"n": n}) for n in range(8)]
+        await source.tx.send(MetricRecordBatch(records=numbered[:2]))
+        await source.tx.send(MetricRecordBatch(records=numbered[2:]))
+        with anyio.fail_after(10):
+            await events.seen.wait()
+        result = await rm.handle(Finalize(request_id="f", accounting=RunAccounting(phases={
+            Phase.WARMUP: PhaseAccounting(issued=1, returned=1, ok=1),
+            Phase.PROFILING: PhaseAccounting(issued=7, returned=7, ok=6, failed=1)})))
+        tg.cancel_scope.cancel()
+    source.tx.close()
+    source.rx.close()
+    assert events.progress[-1] == Progress(phase=Phase.PROFILING, completed=7, errors=1)
+    assert isinstance(result, Finalized) and result.balanced, result.problems
+    lines = (tmp_path / "profile_export.jsonl").read_text().splitlines()
+    assert [json.loads(line)["metadata"]["n"] for line in lines] == list(range(8))
 
 
 @pytest.mark.parametrize(("limits", "expected"), [

@@ -1,5 +1,5 @@
 """The `raw_records` channel (worker PUSH -> record-processor PULL) and the `records` channel
-(record-processor PUSH -> records-manager PULL).
+(record-processor PUSH -> records-manager PULL, metric records in batches).
 
 Workers do as little as possible: they record raw response bytes with the
 `time.perf_counter_ns()` of each network read. Record-processors parse and compute metrics.
@@ -112,5 +112,13 @@ class MetricRecord(Message, frozen=True, kw_only=True):
     """Copied from the `RequestRecord` (see there)."""
 
 
+class MetricRecordBatch(Message, frozen=True, kw_only=True):
+    """Consecutive `MetricRecord`s of one record-processor, in the order it made them: the
+    `records` channel's message, so its per-message cost is paid once per batch. The receiver
+    takes each record as if it had come alone."""
+
+    records: list[MetricRecord]
+
+
 RawRecordChannel = RequestRecord
-RecordChannel = MetricRecord
+RecordChannel = MetricRecordBatch

@@ -18,7 +18,9 @@ from aiperf.messages import (
     CreditReturnChannel,
     CreditUpstream,
     MetricRecord,
+    MetricRecordBatch,
     Phase,
+    RecordChannel,
     RequestRecord,
     TimePing,
     TimePong,
@@ -128,17 +130,17 @@ class FakeRecordProcessor:
 
 @dataclass
 class FakeRecordsManager:
-    """Binds the `records` channel and keeps every `MetricRecord`."""
+    """Binds the `records` channel and keeps every `MetricRecord` of the batches it receives."""
 
     ctx: zmq.asyncio.Context
     addressing: Addressing
     records: list[MetricRecord] = field(default_factory=list)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        async with PullSocket[MetricRecord](self.ctx, decode=MetricRecord, channel="records",
-                                            bind=self.addressing.bind_endpoints(Channel.RECORDS)) as pull:
+        async with PullSocket[MetricRecordBatch](self.ctx, decode=RecordChannel, channel="records",
+                                                 bind=self.addressing.bind_endpoints(Channel.RECORDS)) as pull:
             task_status.started()
             while True:
-                record = await pull.recv()
-                self.records.append(record)
-                log.info("fake_rm.record", num=record.credit_num, metrics=sorted(record.metrics))
+                for record in (await pull.recv()).records:
+                    self.records.append(record)
+                    log.info("fake_rm.record", num=record.credit_num, metrics=sorted(record.metrics))

@@ -13,7 +13,7 @@ import zmq.asyncio
 from anyio.abc import TaskStatus
 
 from aiperf.comms import Addressing, Channel, PushSocket
-from aiperf.messages import MetricRecord, Phase, RequestRecord
+from aiperf.messages import MetricRecord, MetricRecordBatch, Phase, RequestRecord
 
 log = structlog.get_logger("aiperf.testing")
 
@@ -111,6 +111,6 @@ class MetricRecordFeed:
             raw = streamed_chat_record(num, worker_id=self.worker_id, phase=phase,
                                        conversation_id=self.conversation_ids[num % len(self.conversation_ids)])
             record = metric_record_of(raw, processor_id=self.processor_id)
-            await self._push.send(record)
+            await self._push.send(MetricRecordBatch(records=[record]))
             self.pushed += 1
             log.info("fake_rp.metric_record_pushed", num=num, phase=str(phase), metrics=len(record.metrics))

@@ -2,7 +2,8 @@
 
 One `MetricRecord` goes out for every `RequestRecord` that comes in, in arrival order, even
 when parsing fails (the record then carries a `RecordProcessingError`), so the
-records-manager's count of records per returned credit always balances.
+records-manager's count of records per returned credit always balances. They go in batches
+(`batching.RecordBatcher`: up to 32 records, none held more than 5 ms).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from aiperf.messages import (
     RequestRecord,
 )
 from aiperf.metrics import RawPartWriter, compute_metrics
+from aiperf.record_processor.batching import MAX_DELAY_S, MAX_RECORDS, RecordBatcher, Sink
 from aiperf.runtime import GiveUp, UnknownCommand, UserError
 from aiperf.tokenizer import Tokenizer, TokenizerError, load_tokenizer
 
@@ -42,13 +44,9 @@ class RawSource(Protocol):
     async def recv(self) -> RequestRecord: ...
 
 
-class Sink(Protocol):
-    """Where metric records go (a `PushSocket` in production)."""
-
-    async def send(self, message: object) -> None: ...
-
-
 LoadTokenizer = Callable[[str | None], Tokenizer]
+SHUTDOWN_FLUSH_S = 1.0
+"""How long a stopping record-processor tries to send its last batch (its peer may be gone)."""
 
 
 class RecordProcessor:
@@ -62,14 +60,20 @@ class RecordProcessor:
     record goes out, to that part of the raw export (staged from `ProfileConfigure`, published
     by `FlushRawRecords`), so once the records-manager has a processor's metric records, their
     raw lines are in its part.
+
+    Metric records go to `out` in `MetricRecordBatch`es of up to `batch_records`, none held
+    more than `batch_delay_s` (see `batching`); `FlushRawRecords` and the end of `run` send the
+    current batch first.
     """
 
     def __init__(self, *, service_id: str, endpoint: Endpoint, tokenizer: str | None, raw: RawSource,
                  out: Sink, tokenizer_loader: LoadTokenizer = load_tokenizer,
-                 raw_path: Path | None = None) -> None:
+                 raw_path: Path | None = None, batch_records: int = MAX_RECORDS,
+                 batch_delay_s: float = MAX_DELAY_S) -> None:
         self.service_id = service_id
         self._endpoint, self._tokenizer_name = endpoint, tokenizer
-        self._raw, self._out, self._load = raw, out, tokenizer_loader
+        self._raw, self._load = raw, tokenizer_loader
+        self._batcher = RecordBatcher(out, max_records=batch_records, max_delay_s=batch_delay_s)
         self._raw_path = raw_path
         self._raw_part: RawPartWriter | None = None
         self._raw_error = ""
@@ -117,23 +121,29 @@ class RecordProcessor:
             self._loaded.set()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Ready at once (the tokenizer loads meanwhile); processes records until cancelled.
+        """Ready at once (the tokenizer loads meanwhile); processes records until cancelled,
+        then sends the records of the current batch (bounded by `SHUTDOWN_FLUSH_S`).
         An undecodable frame is logged and skipped."""
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._load_tokenizer, self._tokenizer_name)
-            task_status.started()
-            recv, send = self._raw.recv, self._out.send
-            while True:
-                try:
-                    record = await recv()
-                except BadMessage as exc:
-                    log.warning("record_processor.bad_message", channel=exc.channel, reason=exc.reason)
-                    continue
-                if not self._ready.is_set():
-                    await self._ready.wait()
-                if self._raw_part is not None:
-                    self._write_raw(record)
-                await send(self.process(record))
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._load_tokenizer, self._tokenizer_name)
+                tg.start_soon(self._batcher.run)
+                task_status.started()
+                recv, add = self._raw.recv, self._batcher.add
+                while True:
+                    try:
+                        record = await recv()
+                    except BadMessage as exc:
+                        log.warning("record_processor.bad_message", channel=exc.channel, reason=exc.reason)
+                        continue
+                    if not self._ready.is_set():
+                        await self._ready.wait()
+                    if self._raw_part is not None:
+                        self._write_raw(record)
+                    await add(self.process(record))
+        finally:
+            with anyio.move_on_after(SHUTDOWN_FLUSH_S, shield=True):
+                await self._batcher.flush()
 
     def _write_raw(self, record: RequestRecord) -> None:
         """Append `record` to the raw part; after a failed write the part is dropped and
@@ -150,8 +160,9 @@ class RecordProcessor:
     async def _flush_raw(self) -> RawRecordsFlushed:
         """Publish the raw part: flushed, fsynced, renamed from its staging name; the reply
         names it with its size and line count (an empty reply without `--export-level raw`).
-        Records arriving later are not written. Raises `GiveUp` when a write or
-        the publication failed."""
+        Records arriving later are not written. The metric records of the current batch are
+        sent first. Raises `GiveUp` when a write or the publication failed."""
+        await self._batcher.flush()
         part, self._raw_part = self._raw_part, None
         if self._raw_error:
             raise GiveUp(f"raw records not written: {self._raw_error}")

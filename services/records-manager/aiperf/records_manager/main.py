@@ -7,7 +7,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from aiperf.comms import Channel, Publisher, PullSocket
-from aiperf.messages import MetricRecord, ServiceType
+from aiperf.messages import MetricRecordBatch, RecordChannel, ServiceType
 from aiperf.metrics import OslMismatchThresholds
 from aiperf.records_manager.service import RecordsManager
 from aiperf.runtime import Service, ServiceContext, service_main
@@ -15,8 +15,8 @@ from aiperf.runtime import Service, ServiceContext, service_main
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     """Wire the records-manager: `records` PULL (dual bind) and an event-bus publisher."""
-    records = await stack.enter_async_context(PullSocket[MetricRecord](
-        ctx.zmq, decode=MetricRecord, channel="records",
+    records = await stack.enter_async_context(PullSocket[MetricRecordBatch](
+        ctx.zmq, decode=RecordChannel, channel="records",
         bind=ctx.addressing.bind_endpoints(Channel.RECORDS)))
     events = await stack.enter_async_context(Publisher(
         ctx.zmq, connect=[ctx.addressing.connect_endpoint(Channel.EVENT_BUS_FRONTEND)]))

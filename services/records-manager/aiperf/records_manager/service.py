@@ -28,6 +28,7 @@ from aiperf.messages import (
     Finalize,
     Finalized,
     MetricRecord,
+    MetricRecordBatch,
     Phase,
     PhaseAccounting,
     ProfileConfigure,
@@ -67,7 +68,9 @@ class ExportError(Exception):
 
 
 class RecordSource(Protocol):
-    async def recv(self) -> MetricRecord: ...
+    """Where metric records come from (a `PullSocket` in production); may raise `BadMessage`."""
+
+    async def recv(self) -> MetricRecordBatch: ...
 
 
 class EventSink(Protocol):
@@ -75,7 +78,8 @@ class EventSink(Protocol):
 
 
 class RecordsManager:
-    """Consumes every `MetricRecord` of run `run_id` measuring `benchmark`.
+    """Consumes every `MetricRecord` of run `run_id` measuring `benchmark`; they come in
+    `MetricRecordBatch`es, each record taken in order as if it had come alone.
 
     Records are written to `profile_export.jsonl` as they arrive (the file is complete even
     if the run is cancelled), unless the benchmark's export level is `summary`. `Finalize` waits (bounded) for one record per returned credit,
@@ -110,11 +114,14 @@ class RecordsManager:
                 task_status.started()
                 while True:
                     try:
-                        record = await self._records.recv()
+                        batch = await self._records.recv()
                     except BadMessage as exc:  # the socket listens on the network in Kubernetes
                         log.warning("records.bad_message", channel=exc.channel, reason=exc.reason)
                         continue
-                    self._take(record)
+                    for record in batch.records:
+                        self._take(record)
+                    self._arrived.set()
+                    self._arrived = anyio.Event()
         finally:
             if self._writer is not None:
                 self._writer.close()
@@ -137,8 +144,6 @@ class RecordsManager:
         start = record.metadata.get("request_start_ns") or record.start_wall_ns
         if isinstance(start, int) and start:
             self._first_start_wall_ns = min(self._first_start_wall_ns, start)
-        self._arrived.set()
-        self._arrived = anyio.Event()
 
     def _give_up_records(self, exc: OSError) -> None:
         """Stop writing the jsonl after a failed write: its file goes (a cut line must not pass
