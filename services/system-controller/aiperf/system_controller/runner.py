@@ -86,7 +86,7 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
             stack.callback(lambda: trace.extend(launcher.marks))
         return await _run_system(config, config_path=config_path, launcher=launcher, driver=driver,
                                  on_state=on_state, on_controller=on_controller, tracker=tracker,
-                                 log_dir=log_dir)
+                                 log_dir=log_dir, trace=trace)
     raise AssertionError("unreachable")  # pragma: no cover  (mypy: the stack may swallow)
 
 
@@ -108,7 +108,8 @@ def default_launcher(config: RunConfig, config_path: str, log_dir: Path) -> Abst
 async def _run_system(config: RunConfig, *, config_path: str, launcher: Launcher, driver: Driver | None,
                       on_state: Callable[[SystemState], Awaitable[None]] | None,
                       on_controller: Callable[[SystemController], None] | None,
-                      tracker: RunObserver | None, log_dir: Path) -> Verdict:
+                      tracker: RunObserver | None, log_dir: Path,
+                      trace: StartupTrace | None = None) -> Verdict:
     addressing = addressing_of(config)
     with zmq_context(load_curve(config.comms.curve_keys_dir)) as ctx:
         async with RouterSocket[ToController](ctx, decode=ToController, channel="control",
@@ -142,10 +143,18 @@ async def _run_system(config: RunConfig, *, config_path: str, launcher: Launcher
                         Subscriber(ctx, connect=bus, topics=topics()))
                     await tg.start(metrics.run, bus_events)
                 verdict = await controller.run()
+                if verdict.exit_codes and None not in verdict.exit_codes.values():
+                    # Every local service has exited, the event-bus-proxy too: the last states
+                    # broadcast have nowhere to go; closing must not wait for them.
+                    events.drop_unsent()
                 if metrics is not None:  # before the caller writes the results-ready marker
                     await metrics.finish()
+                    if trace is not None:
+                        trace.mark("server metrics finished")
                 tg.cancel_scope.cancel()
-            return verdict
+        if trace is not None:
+            trace.mark("controller sockets closed")
+        return verdict
 
 
 def _also_traced(on_controller: Callable[[SystemController], None] | None,
