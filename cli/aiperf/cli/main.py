@@ -21,6 +21,21 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] == "kube":
         return _kube(args)
     if args and args[0] == "profile":
+        return _profile(args)
+    from aiperf.cli.app import build_app
+
+    result = build_app()(args)
+    return result if isinstance(result, int) else 0
+
+
+def _profile(args: list[str]) -> int:
+    """`aiperf profile ...`: the zygote starts first, so its imports (the services' modules)
+    run on another core while this process imports its own and parses the flags; whatever the
+    outcome (a flag mistake, a sweep, an unreachable server), it is gone when this returns."""
+    from aiperf.zygote_process import ZygoteProcess
+
+    zygote = None if {"--help", "-h"} & set(args) else ZygoteProcess.start_early()
+    try:
         from aiperf.cli.profile_args import FlagError
         from aiperf.cli.sweep_options import prepare_profile_argv
 
@@ -29,10 +44,13 @@ def main(argv: list[str] | None = None) -> int:
         except FlagError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    from aiperf.cli.app import build_app
+        from aiperf.cli.app import build_app
 
-    result = build_app()(args)
-    return result if isinstance(result, int) else 0
+        result = build_app(zygote)(args)
+        return result if isinstance(result, int) else 0
+    finally:
+        if zygote is not None:
+            zygote.close()
 
 
 def _kube(args: list[str]) -> int:
