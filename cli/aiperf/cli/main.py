@@ -10,18 +10,19 @@ from __future__ import annotations
 import sys
 
 from aiperf.cli.clock import T0_WALL_NS  # noqa: F401  (taken now: the start of the command)
-from aiperf.cli.passthrough import PASSTHROUGH
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the `aiperf` command with `argv` (default: `sys.argv[1:]`); returns the exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if args and args[0] == "profile":  # first: nothing is imported before its zygote starts
+        return _profile(args)
+    from aiperf.cli.passthrough import PASSTHROUGH
+
     if args and args[0] in PASSTHROUGH:
         return PASSTHROUGH[args[0]](args[1:])
     if args and args[0] == "kube":
         return _kube(args)
-    if args and args[0] == "profile":
-        return _profile(args)
     from aiperf.cli.app import build_app
 
     result = build_app()(args)

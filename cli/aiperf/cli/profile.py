@@ -149,7 +149,8 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     finally:
         shutil.rmtree(ipc_dir, ignore_errors=True)
         if trace is not None:
-            trace.mark(f"cli: done ({time.process_time():.2f} s CPU in the aiperf process)")
+            numpy = "yes" if "numpy" in sys.modules else "no"
+            trace.mark(f"cli: done ({time.process_time():.2f} s CPU in the aiperf process, numpy imported: {numpy})")
             trace.render()
     if auto_plot and (out / "profile_export_aiperf.json").is_file():
         from aiperf.cli.plot import auto_plot as plot_exports
