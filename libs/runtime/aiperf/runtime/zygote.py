@@ -70,11 +70,18 @@ def set_cmdline(argv: list[str]) -> bool:
     return True
 
 
+RUNTIME_MODULES = ("uvloop", "anyio._backends._asyncio", "anyio.to_thread")
+"""Imported before the first fork, whatever the preload list: every service imports them only
+when its `anyio.run` starts (the event loop's backend), so each child would pay them again
+(~0.1 s of CPU each on a quiet machine, several times that on a loaded one). Importing them
+creates no loop and no thread."""
+
+
 class Zygote:
     """Serves spawn requests (see the module doc) until stdin closes."""
 
     def __init__(self, *, preload: list[str], tokenizer: str | None, proto_in: int, proto_out: int) -> None:
-        self._preload, self._tokenizer_spec = preload, tokenizer
+        self._preload, self._tokenizer_spec = [*RUNTIME_MODULES, *preload], tokenizer
         self._in, self._out = proto_in, proto_out
         self._tokenizer_loaded = tokenizer is None
         self._imported: set[str] = set()
@@ -204,6 +211,8 @@ class Zygote:
 
     def _spawn(self, request: dict[str, Any]) -> None:
         argv: list[str] = request["argv"]
+        for module in RUNTIME_MODULES:
+            self._import(module)
         self._import(argv[0])
         self._reap()
         sys.stdout.flush()
