@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the `aiperf` command with `argv` (default: `sys.argv[1:]`); returns the exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] == "profile":  # first: nothing is imported before its zygote starts
-        return _profile(args)
+        return _profile(args, early_zygote=argv is None)
     from aiperf.cli.passthrough import PASSTHROUGH
 
     if args and args[0] in PASSTHROUGH:
@@ -29,13 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     return result if isinstance(result, int) else 0
 
 
-def _profile(args: list[str]) -> int:
-    """`aiperf profile ...`: the zygote starts first, so its imports (the services' modules)
+def _profile(args: list[str], *, early_zygote: bool) -> int:
+    """`aiperf profile ...`. `early_zygote` (the process's own command line, not an in-process
+    call with its own argv): the zygote starts first, so its imports (the services' modules)
     run on another core while this process imports its own and parses the flags; whatever the
     outcome (a flag mistake, a sweep, an unreachable server), it is gone when this returns."""
     from aiperf.zygote_process import ZygoteProcess
 
-    zygote = None if {"--help", "-h"} & set(args) else ZygoteProcess.start_early()
+    wanted = early_zygote and not {"--help", "-h"} & set(args)
+    zygote = ZygoteProcess.start_early() if wanted else None
     try:
         from aiperf.cli.profile_args import FlagError
         from aiperf.cli.sweep_options import prepare_profile_argv
