@@ -372,8 +372,8 @@ class SystemController:
         with anyio.move_on_after(timeout):
             async with anyio.create_task_group() as tg:
                 for sid in workers:
-                    if (handle := self._handles.get(sid)) is not None:
-                        tg.start_soon(handle.wait)
+                    if (worker := self._handles.get(sid)) is not None:
+                        tg.start_soon(worker.wait)
         await self._shutdown([sid for sid in live if sid not in workers], timeout)
         await self._wait_exits(timeout)
 
