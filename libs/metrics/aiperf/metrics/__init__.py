@@ -58,12 +58,18 @@ _SUBMODULE = {
 
 
 def __getattr__(name: str) -> Any:
+    """The public `name`, imported from its submodule on first use. Every public name of that
+    submodule is bound at once: importing `aiperf.metrics.summary_csv` sets this package's
+    `summary_csv` to the submodule, and the function of that name must win (as it did when
+    this package imported everything eagerly)."""
     module = _SUBMODULE.get(name)
     if module is None:
         raise AttributeError(f"module 'aiperf.metrics' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"aiperf.metrics.{module}"), name)
-    globals()[name] = value
-    return value
+    loaded = importlib.import_module(f"aiperf.metrics.{module}")
+    for public, where in _SUBMODULE.items():
+        if where == module:
+            globals()[public] = getattr(loaded, public)
+    return globals()[name]
 
 
 __all__ = [
