@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 
 import pytest
-from e2e._harness import aiperf
+from e2e._harness import aiperf, env
 
 from aiperf.mock_server.testing import running_mock
 
@@ -37,6 +40,35 @@ def test_impossible_flags(tmp_path: Path, flags: list[str], expected: str) -> No
     run = aiperf("profile", "--model", "m", "--url", "http://127.0.0.1:9", *flags, artifacts=tmp_path / "a")
     assert run.code == 2
     assert expected in one_error_line(run.stderr)
+
+
+@pytest.mark.parametrize("flags", [["--no-such-flag", "1"], ["--concurrency", "0"]])
+def test_a_flag_mistake_leaves_no_zygote_behind(tmp_path: Path, flags: list[str]) -> None:
+    """`profile` starts its zygote before parsing its flags; after a mistake it is gone (killed
+    and waited for, its temporary log removed) by the time the command has exited 2."""
+    tmp, mark = tmp_path / "tmp", f"aiperf-test-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "aiperf.cli", "profile", "--model", "m", "--url", "http://127.0.0.1:9", *flags,
+         "--artifact-dir", str(tmp_path / "a")],
+        env={**env(), "TMPDIR": str(tmp), "AIPERF_TEST_MARK": mark}, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert list(tmp.iterdir()) == []  # the early zygote's log: removed when it was closed
+    assert processes_marked(mark) == []
+
+
+def processes_marked(mark: str) -> list[int]:
+    """Live processes whose environment holds `AIPERF_TEST_MARK=mark`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if f"AIPERF_TEST_MARK={mark}".encode() in (proc / "environ").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:  # gone, or not ours
+                continue
+    return found
 
 
 def test_unreachable_url(tmp_path: Path) -> None:

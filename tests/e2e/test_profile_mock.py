@@ -3,6 +3,7 @@ mock's known timing, and every credit is accounted for."""
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,13 @@ def test_fixed_schedule_sends_on_time(tmp_path: Path) -> None:
     assert float(np.percentile(beyond, 99)) < 2.0
 
 
+def startup_marks(stderr: str) -> list[str]:
+    """The mark names `--profile-startup` printed, in time order."""
+    lines = stderr.split("start-up profile (s since command start", 1)[1].splitlines()[1:]
+    found = (re.match(r"\s+-?[0-9.]+\s+\+\s*-?[0-9.]+\s+(.+)$", ln) for ln in lines)
+    return [m.group(1) for m in found if m]
+
+
 def test_injected_errors_are_counted_exactly(tmp_path: Path) -> None:
     import json
     import urllib.request
@@ -156,9 +164,19 @@ def test_injected_errors_are_counted_exactly(tmp_path: Path) -> None:
     with running_mock("--ttft-ms", "1", "--itl-ms", "0", "--output-tokens", "8", "--error-rate", "0.2",
                       "--seed", "3") as server:
         run = aiperf("profile", "--model", "mock", "--url", server.url, "--streaming",
-                     "--concurrency", "8", "--request-count", "300", artifacts=tmp_path / "a")
+                     "--concurrency", "8", "--request-count", "300", "--profile-startup", artifacts=tmp_path / "a")
         stats = json.loads(urllib.request.urlopen(f"{server.url}/stats").read())
     assert run.code == 0, run.stderr
+    # Start-up and teardown, by the order of the run's own marks (--profile-startup): the
+    # zygote starts before the command has parsed its flags, the command never imports numpy,
+    # and the workers are stopped (and gone) before the timing-manager they say goodbye to.
+    marks = startup_marks(run.stderr)
+    assert marks.index("zygote.launch") < marks.index("cli: flags parsed, benchmark built")
+    assert marks[-1].startswith("cli: done") and marks[-1].endswith("numpy imported: no)"), marks[-1]
+    exits = [m for m in marks if m.startswith("exited ")]
+    assert exits[0].startswith("exited worker-g0-"), exits
+    assert max(i for i, m in enumerate(exits) if m.startswith("exited worker-g0-")) < \
+        next(i for i, m in enumerate(exits) if m.startswith("exited timing-manager")), exits
     summary = run.summary()
     assert stats["errors"] > 0
     assert summary["error_request_count"]["avg"] == stats["errors"]

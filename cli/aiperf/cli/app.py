@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import cyclopts
 from cyclopts import Parameter
@@ -11,12 +11,16 @@ from aiperf.cli.passthrough import SERVICE_TYPES
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 from aiperf.cli.sweep_options import MultiRunFlags
 
+if TYPE_CHECKING:
+    from aiperf.zygote_process import ZygoteProcess
+
 NO_FLAGS, NO_LOCAL_FLAGS, NO_MULTI_FLAGS = ProfileFlags(), LocalFlags(), MultiRunFlags()
 """Defaults of the flag groups (every flag unset)."""
 
 
-def build_app() -> cyclopts.App:
-    """The `aiperf` app with all its commands (imports of heavy modules stay lazy)."""
+def build_app(zygote: ZygoteProcess | None = None) -> cyclopts.App:
+    """The `aiperf` app with all its commands (imports of heavy modules stay lazy). `zygote`:
+    one `aiperf.cli.main` started early for `profile` to adopt (a single local run only)."""
     app = cyclopts.App(
         name="aiperf",
         help="Benchmark LLM inference servers: exact latency and throughput figures "
@@ -93,6 +97,8 @@ def build_app() -> cyclopts.App:
         from aiperf.config import ConfigError
 
         if wants_plan(multi, config):
+            if zygote is not None:  # each run of a sweep starts its own
+                zygote.close()
             return run_sweep(flags, local, multi, config_file=config, log_level=log_level, auto_plot=auto_plot)
         try:
             built = build_benchmark(flags, local, config_file=config)
@@ -100,7 +106,7 @@ def build_app() -> cyclopts.App:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return run_profile(built.benchmark, secrets=built.secrets, t0_wall_ns=T0_WALL_NS, log_level=log_level,
-                           auto_plot=auto_plot, profile_startup=profile_startup)
+                           auto_plot=auto_plot, profile_startup=profile_startup, zygote=zygote)
 
     @app.command
     def plot(*paths: str, output: Annotated[str | None, Parameter(name=["--output", "-o"])] = None,

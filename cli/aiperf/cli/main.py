@@ -10,17 +10,35 @@ from __future__ import annotations
 import sys
 
 from aiperf.cli.clock import T0_WALL_NS  # noqa: F401  (taken now: the start of the command)
-from aiperf.cli.passthrough import PASSTHROUGH
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the `aiperf` command with `argv` (default: `sys.argv[1:]`); returns the exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if args and args[0] == "profile":  # first: nothing is imported before its zygote starts
+        return _profile(args, early_zygote=argv is None)
+    from aiperf.cli.passthrough import PASSTHROUGH
+
     if args and args[0] in PASSTHROUGH:
         return PASSTHROUGH[args[0]](args[1:])
     if args and args[0] == "kube":
         return _kube(args)
-    if args and args[0] == "profile":
+    from aiperf.cli.app import build_app
+
+    result = build_app()(args)
+    return result if isinstance(result, int) else 0
+
+
+def _profile(args: list[str], *, early_zygote: bool) -> int:
+    """`aiperf profile ...`. `early_zygote` (the process's own command line, not an in-process
+    call with its own argv): the zygote starts first, so its imports (the services' modules)
+    run on another core while this process imports its own and parses the flags; whatever the
+    outcome (a flag mistake, a sweep, an unreachable server), it is gone when this returns."""
+    from aiperf.zygote_process import ZygoteProcess
+
+    wanted = early_zygote and not {"--help", "-h"} & set(args)
+    zygote = ZygoteProcess.start_early() if wanted else None
+    try:
         from aiperf.cli.profile_args import FlagError
         from aiperf.cli.sweep_options import prepare_profile_argv
 
@@ -29,10 +47,13 @@ def main(argv: list[str] | None = None) -> int:
         except FlagError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    from aiperf.cli.app import build_app
+        from aiperf.cli.app import build_app
 
-    result = build_app()(args)
-    return result if isinstance(result, int) else 0
+        result = build_app(zygote)(args)
+        return result if isinstance(result, int) else 0
+    finally:
+        if zygote is not None:
+            zygote.close()
 
 
 def _kube(args: list[str]) -> int:

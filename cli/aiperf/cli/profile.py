@@ -38,6 +38,7 @@ from aiperf.system_controller.startup_trace import StartupTrace
 
 if TYPE_CHECKING:
     from aiperf.cli.dashboard import Dashboard
+    from aiperf.zygote_process import ZygoteProcess
 
 EXIT_USER_ERROR = 2
 
@@ -84,12 +85,14 @@ def local_curve_keys(ipc_dir: str) -> str | None:
 
 
 def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_level: str = "warning",
-                auto_plot: bool = False, profile_startup: bool = False) -> int:
+                auto_plot: bool = False, profile_startup: bool = False,
+                zygote: ZygoteProcess | None = None) -> int:
     """Check what only this machine can tell (the input file exists, the server answers, the
     artifact folder can be made), start the services, run the benchmark, print the results;
     returns the exit code. `benchmark` is already validated. `auto_plot`: then plot the exports
     (`aiperf.cli.plot.auto_plot`) when a summary was written; that never changes the code.
-    `profile_startup` prints where the time went (`StartupTrace`) on stderr at the end."""
+    `profile_startup` prints where the time went (`StartupTrace`) on stderr at the end.
+    `zygote`: one the command started early, adopted by the run (the caller closes it)."""
     trace = StartupTrace(t0_wall_ns) if profile_startup else None
     if trace is not None:
         trace.mark("cli: flags parsed, benchmark built")
@@ -141,11 +144,13 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
         dashboard = Dashboard(config=config)
         dashboard.capture_logs()
     try:
-        code = anyio.run(_run, config, str(config_path), dashboard, trace, backend_options={"use_uvloop": True})
+        code = anyio.run(_run, config, str(config_path), dashboard, trace, zygote,
+                         backend_options={"use_uvloop": True})
     finally:
         shutil.rmtree(ipc_dir, ignore_errors=True)
         if trace is not None:
-            trace.mark(f"cli: done ({time.process_time():.2f} s CPU in the aiperf process)")
+            numpy = "yes" if "numpy" in sys.modules else "no"
+            trace.mark(f"cli: done ({time.process_time():.2f} s CPU in the aiperf process, numpy imported: {numpy})")
             trace.render()
     if auto_plot and (out / "profile_export_aiperf.json").is_file():
         from aiperf.cli.plot import auto_plot as plot_exports
@@ -155,7 +160,7 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
 
 
 async def _run(config: RunConfig, config_path: str, dashboard: Dashboard | None,
-               trace: StartupTrace | None = None) -> int:
+               trace: StartupTrace | None = None, zygote: ZygoteProcess | None = None) -> int:
     benchmark = config.benchmark
     started = anyio.Event()
 
@@ -174,7 +179,8 @@ async def _run(config: RunConfig, config_path: str, dashboard: Dashboard | None,
             elif dashboard is not None:
                 tg.start_soon(dashboard.show)
             verdict = await run_cancellable(config, config_path=config_path, driver=driver,
-                                            on_cancel=_say_cancelling, tracker=dashboard, trace=trace)
+                                            on_cancel=_say_cancelling, tracker=dashboard, trace=trace,
+                                            zygote=zygote)
             tg.cancel_scope.cancel()
     if trace is not None:
         trace.mark("services stopped, zygote gone")

@@ -14,6 +14,8 @@ from typing import IO, Any
 
 import pytest
 
+from aiperf.zygote_process import ZygoteProcess
+
 PROBE = '''
 import os, sys, time
 def main():
@@ -94,3 +96,57 @@ def test_a_killed_service_reports_the_signal_and_stdin_eof_ends_the_zygote(
     assert (exited["pid"], exited["code"]) == (pid, -signal.SIGKILL)
     zygote.stdin.close()
     assert zygote.wait(timeout=30) == 0
+
+
+ENV_PROBE = '''
+import os
+def main():
+    print("secret", os.environ.get("ZYG_SECRET"), flush=True)
+    return 0
+'''
+
+
+def test_an_early_zygote_is_configured_before_its_first_fork(tmp_path: Path) -> None:
+    """`configure`: later preloads, the environment every fork inherits, and its stderr moved
+    from the early log to the run's (a preload that fails says so there)."""
+    (tmp_path / "zyg_probe.py").write_text(PROBE)
+    (tmp_path / "zyg_env.py").write_text(ENV_PROBE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    early_log, run_log = tmp_path / "early.log", tmp_path / "zygote.log"
+    zygote = ZygoteProcess.start(preload=["zyg_probe"], tokenizer=None, env=env, log_path=str(early_log),
+                                 early=True)
+    try:
+        assert zygote.popen.stdout is not None
+        events = _events(zygote.popen.stdout)
+        zygote.send({"configure": {"preload": ["zyg_env", "zyg_missing"], "log": str(run_log),
+                                   "env": {**env, "ZYG_SECRET": "s3"}}})
+        names = []
+        while "zygote.imported zyg_missing" not in names:
+            names.append(_next(events, "mark")["name"])
+        assert names.index("zygote.configured") < names.index("zygote.imported zyg_env")
+        child_log = tmp_path / "env-1.log"
+        zygote.send({"id": "env-1", "argv": ["zyg_env"], "log": str(child_log)})
+        assert _next(events, "exited")["code"] == 0
+        assert "secret s3" in child_log.read_text()
+        assert "preloading zyg_missing failed" in run_log.read_text()
+        assert "zyg_missing" not in early_log.read_text()
+        assert zygote.popen.stdin is not None
+        zygote.popen.stdin.close()
+        assert zygote.popen.wait(timeout=30) == 0
+    finally:
+        zygote.close()
+    assert not early_log.exists()  # an early zygote's log is temporary
+
+
+def test_closing_an_unadopted_early_zygote_kills_it_and_removes_its_log(tmp_path: Path) -> None:
+    (tmp_path / "zyg_probe.py").write_text(PROBE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    log = tmp_path / "early.log"
+    zygote = ZygoteProcess.start(preload=["zyg_probe"], tokenizer=None, env=env, log_path=str(log), early=True)
+    assert zygote.popen.stdout is not None
+    _next(_events(zygote.popen.stdout), "mark")  # it runs
+    zygote.close()
+    assert zygote.popen.returncode == -signal.SIGKILL
+    assert not Path(f"/proc/{zygote.popen.pid}").exists()
+    assert not log.exists()
+    zygote.close()  # idempotent

@@ -32,6 +32,11 @@ class Publisher(_Managed):
         """Broadcast `event` under its topic (its tag)."""
         await self._s.sock.send_multipart((topic_of(event), self.codec.encode(event)))
 
+    def drop_unsent(self) -> None:
+        """Closing will not wait for broadcasts still queued (the LINGER of 1 s otherwise):
+        for when the proxy is known to be gone and nothing could receive them."""
+        self._s.sock.setsockopt(zmq.LINGER, 0)
+
 
 class Subscriber(_Managed):
     """SUB connected to the proxy's backend (XPUB), subscribed to `topics` (empty: all)."""

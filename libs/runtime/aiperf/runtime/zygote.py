@@ -13,7 +13,11 @@ once, by the records-manager's modules, and services log JSON lines without it.
 
 Protocol, one JSON object per line. Requests on stdin:
 `{"id": SID, "argv": [MODULE, ARG...], "log": PATH, "tokenizer": BOOL}` (spawn; `tokenizer`: the
-service uses the preloaded tokenizer, so it is forked only after the load). Events on stdout:
+service uses the preloaded tokenizer, so it is forked only after the load);
+`{"configure": {"preload": [M...], "tokenizer": SPEC|null, "log": PATH, "env": {K: V}}}` (a
+zygote started before its run was known, `aiperf.zygote_process.ZygoteProcess.start_early`:
+more modules to import, the tokenizer to load, where its stderr goes from now on, and the
+environment every later fork inherits; each key optional). Events on stdout:
 `{"ev": "mark", "name": N, "t": WALL_NS}` (start-up timings), `{"ev": "spawned", "id": SID,
 "pid": PID, "t": WALL_NS}`, `{"ev": "exited", "pid": PID, "code": CODE, "cpu_s": S, "t": WALL_NS}` (`code` as
 `subprocess` reports it: negative = killed by that signal; `cpu_s`: its user+system CPU time). The zygote exits when stdin closes
@@ -43,8 +47,9 @@ import traceback
 from collections import deque
 from typing import Any, NoReturn
 
-TITLE_ROOM = 768
-"""Bytes of command line a forked child may use for its title (see the module doc)."""
+from aiperf.zygote_process import TITLE_ROOM
+
+__all__ = ["TITLE_ROOM", "Zygote", "main", "set_cmdline"]
 
 
 def set_cmdline(argv: list[str]) -> bool:
@@ -65,11 +70,18 @@ def set_cmdline(argv: list[str]) -> bool:
     return True
 
 
+RUNTIME_MODULES = ("uvloop", "anyio._backends._asyncio", "anyio.to_thread")
+"""Imported before the first fork, whatever the preload list: every service imports them only
+when its `anyio.run` starts (the event loop's backend), so each child would pay them again
+(~0.1 s of CPU each on a quiet machine, several times that on a loaded one). Importing them
+creates no loop and no thread."""
+
+
 class Zygote:
     """Serves spawn requests (see the module doc) until stdin closes."""
 
     def __init__(self, *, preload: list[str], tokenizer: str | None, proto_in: int, proto_out: int) -> None:
-        self._preload, self._tokenizer_spec = preload, tokenizer
+        self._preload, self._tokenizer_spec = [*RUNTIME_MODULES, *preload], tokenizer
         self._in, self._out = proto_in, proto_out
         self._tokenizer_loaded = tokenizer is None
         self._imported: set[str] = set()
@@ -149,7 +161,29 @@ class Zygote:
         *lines, self._buffer = self._buffer.split(b"\n")
         for line in lines:
             if line.strip():
-                self._pending.append(json.loads(line))
+                request = json.loads(line)
+                if "configure" in request:
+                    self._configure(request["configure"])
+                else:
+                    self._pending.append(request)
+
+    def _configure(self, settings: dict[str, Any]) -> None:
+        """Apply a `configure` request (see the module doc)."""
+        if log := settings.get("log"):
+            sys.stderr.flush()
+            log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(log_fd, 2)
+            os.dup2(log_fd, 1)
+            os.close(log_fd)
+        if (env := settings.get("env")) is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        for module in settings.get("preload") or []:
+            if module not in self._preload:
+                self._preload.append(module)
+        if (spec := settings.get("tokenizer")) is not None and spec != self._tokenizer_spec:
+            self._tokenizer_spec, self._tokenizer_loaded = spec, False
+        self._mark("zygote.configured")
 
     def _drain_requests(self) -> None:
         """Read whatever else is already there without blocking, so one pass sees every
@@ -177,6 +211,8 @@ class Zygote:
 
     def _spawn(self, request: dict[str, Any]) -> None:
         argv: list[str] = request["argv"]
+        for module in RUNTIME_MODULES:
+            self._import(module)
         self._import(argv[0])
         self._reap()
         sys.stdout.flush()

@@ -26,6 +26,7 @@ from aiperf.system_controller.plan import plan_services
 from aiperf.system_controller.service import BringUpDriver, Driver, SystemController, Verdict
 from aiperf.system_controller.startup_trace import StartupTrace
 from aiperf.system_controller.zygote_launcher import ZygoteLauncher
+from aiperf.zygote_process import ZYGOTE_ENV, ZygoteProcess
 
 
 class EventSource(Protocol):
@@ -62,7 +63,8 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
                      driver: Driver | None = None,
                      on_state: Callable[[SystemState], Awaitable[None]] | None = None,
                      on_controller: Callable[[SystemController], None] | None = None,
-                     tracker: RunObserver | None = None, trace: StartupTrace | None = None) -> Verdict:
+                     tracker: RunObserver | None = None, trace: StartupTrace | None = None,
+                     zygote: ZygoteProcess | None = None) -> Verdict:
     """Run every service of `config` to the end and return the verdict.
 
     `launcher` defaults to `default_launcher` (local processes forked by a zygote, or none in
@@ -71,7 +73,8 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
     Ctrl+C to `cancel`). `tracker` (operator mode) follows the controller's states, its
     registry and the event bus's phase and progress broadcasts while the run lasts (any
     `RunObserver` likewise). `trace` (`--profile-startup`) gets the run's states, the zygote's
-    marks and every service's registration."""
+    marks and every service's registration. `zygote`: one started early by the command, for
+    the default launcher to adopt (unused otherwise: the caller still closes it)."""
     if tracker is not None:
         on_state = _both(on_state, tracker.on_state)
     if trace is not None:
@@ -81,34 +84,33 @@ async def run_system(config: RunConfig, *, config_path: str, launcher: Launcher 
     Path(config.comms.ipc_dir).mkdir(parents=True, exist_ok=True)
     async with AsyncExitStack() as stack:
         if launcher is None:
-            launcher = await stack.enter_async_context(default_launcher(config, config_path, log_dir))
+            launcher = await stack.enter_async_context(default_launcher(config, config_path, log_dir, zygote))
         if trace is not None and isinstance(launcher, ZygoteLauncher):
             stack.callback(lambda: trace.extend(launcher.marks))
         return await _run_system(config, config_path=config_path, launcher=launcher, driver=driver,
                                  on_state=on_state, on_controller=on_controller, tracker=tracker,
-                                 log_dir=log_dir)
+                                 log_dir=log_dir, trace=trace)
     raise AssertionError("unreachable")  # pragma: no cover  (mypy: the stack may swallow)
 
 
-ZYGOTE_ENV = "AIPERF_ZYGOTE"
-"""`0` starts each local service as its own interpreter instead of forking it from the zygote."""
-
-
-def default_launcher(config: RunConfig, config_path: str, log_dir: Path) -> AbstractAsyncContextManager[Launcher]:
+def default_launcher(config: RunConfig, config_path: str, log_dir: Path,
+                     zygote: ZygoteProcess | None = None) -> AbstractAsyncContextManager[Launcher]:
     """Kubernetes: none (the cluster starts the containers). Locally: the zygote
-    (`ZygoteLauncher`), or one interpreter per service with `AIPERF_ZYGOTE=0`."""
+    (`ZygoteLauncher`; `zygote`: one already started, adopted), or one interpreter per service
+    with `AIPERF_ZYGOTE=0`."""
     if config.kubernetes:
         return nullcontext(NoLauncher())
     if os.environ.get(ZYGOTE_ENV, "1") == "0":
         return nullcontext(LocalLauncher(config_path=config_path, log_dir=log_dir))
     return ZygoteLauncher(config=config, config_path=config_path, log_dir=log_dir,
-                          planned=plan_services(config.services))
+                          planned=plan_services(config.services), zygote=zygote)
 
 
 async def _run_system(config: RunConfig, *, config_path: str, launcher: Launcher, driver: Driver | None,
                       on_state: Callable[[SystemState], Awaitable[None]] | None,
                       on_controller: Callable[[SystemController], None] | None,
-                      tracker: RunObserver | None, log_dir: Path) -> Verdict:
+                      tracker: RunObserver | None, log_dir: Path,
+                      trace: StartupTrace | None = None) -> Verdict:
     addressing = addressing_of(config)
     with zmq_context(load_curve(config.comms.curve_keys_dir)) as ctx:
         async with RouterSocket[ToController](ctx, decode=ToController, channel="control",
@@ -142,10 +144,18 @@ async def _run_system(config: RunConfig, *, config_path: str, launcher: Launcher
                         Subscriber(ctx, connect=bus, topics=topics()))
                     await tg.start(metrics.run, bus_events)
                 verdict = await controller.run()
+                if verdict.exit_codes and None not in verdict.exit_codes.values():
+                    # Every local service has exited, the event-bus-proxy too: the last states
+                    # broadcast have nowhere to go; closing must not wait for them.
+                    events.drop_unsent()
                 if metrics is not None:  # before the caller writes the results-ready marker
                     await metrics.finish()
+                    if trace is not None:
+                        trace.mark("server metrics finished")
                 tg.cancel_scope.cancel()
-            return verdict
+        if trace is not None:
+            trace.mark("controller sockets closed")
+        return verdict
 
 
 def _also_traced(on_controller: Callable[[SystemController], None] | None,
@@ -170,7 +180,8 @@ def _both(first: Callable[[SystemState], Awaitable[None]] | None,
 async def run_cancellable(config: RunConfig, *, config_path: str, driver: Driver | None = None,
                           launcher: Launcher | None = None,
                           on_cancel: Callable[[], None] | None = None,
-                          tracker: RunObserver | None = None, trace: StartupTrace | None = None) -> Verdict:
+                          tracker: RunObserver | None = None, trace: StartupTrace | None = None,
+                          zygote: ZygoteProcess | None = None) -> Verdict:
     """`run_system` where the first SIGINT/SIGTERM is a graceful cancel (`on_cancel` is told,
     the driver stops and results are still written) and a second SIGINT aborts at once
     (`KeyboardInterrupt`)."""
@@ -191,6 +202,7 @@ async def run_cancellable(config: RunConfig, *, config_path: str, driver: Driver
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_signals)
         verdict = await run_system(config, config_path=config_path, launcher=launcher, driver=driver,
-                                   on_controller=holder.append, tracker=tracker, trace=trace)
+                                   on_controller=holder.append, tracker=tracker, trace=trace,
+                                   zygote=zygote)
         tg.cancel_scope.cancel()
     return verdict

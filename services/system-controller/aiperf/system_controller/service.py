@@ -353,7 +353,12 @@ class SystemController:
         raise RunFailed(f"services never became ready: {', '.join(slow)}")
 
     async def _stop_all(self) -> None:
-        """Shutdown over control, wait for every exit; SIGTERM then SIGKILL the stragglers."""
+        """Shutdown over control, wait for every exit; SIGTERM then SIGKILL the stragglers.
+
+        Two waves: the workers first (their processes here waited for, up to the timeout, but
+        not forced), then everyone else. A stopping worker still says `WorkerLeaving` to the
+        timing-manager; stopped together, that send found no peer and waited out the worker's
+        flush timeout (~1 s of every run's teardown)."""
         self._stopping = True
         timeout = self._config.runtime.shutdown_timeout_s
         for sid, handle in self._handles.items():  # never registered: cannot hear Shutdown
@@ -362,12 +367,24 @@ class SystemController:
         live = [sid for sid, info in self._control.services.items()
                 if info.state not in (ServiceState.STOPPED, ServiceState.FAILED)
                 and sid not in self._lost]
+        workers = [sid for sid in live if self._control.services[sid].service_type is ServiceType.WORKER]
+        await self._shutdown(workers, timeout)
+        with anyio.move_on_after(timeout):
+            async with anyio.create_task_group() as tg:
+                for sid in workers:
+                    if (worker := self._handles.get(sid)) is not None:
+                        tg.start_soon(worker.wait)
+        await self._shutdown([sid for sid in live if sid not in workers], timeout)
+        await self._wait_exits(timeout)
+
+    async def _shutdown(self, service_ids: list[str], timeout: float) -> None:
+        if not service_ids:
+            return
         replies = await self._control.ask_all(
-            live, lambda sid, rid: Shutdown(request_id=rid, reason=str(self.state)), timeout=timeout)
+            service_ids, lambda sid, rid: Shutdown(request_id=rid, reason=str(self.state)), timeout=timeout)
         for sid, reply in replies.items():
             if isinstance(reply, Exception):
                 log.warning("system.shutdown_unanswered", service=sid, error=str(reply))
-        await self._wait_exits(timeout)
 
     async def _wait_exits(self, timeout: float) -> None:
         handles = list(self._handles.values())

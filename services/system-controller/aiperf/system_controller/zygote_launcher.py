@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
-import subprocess
-import sys
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -17,14 +16,13 @@ from typing import Any
 
 import anyio
 import structlog
-from anyio.abc import Process, TaskGroup
-from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.abc import TaskGroup
 
 from aiperf.config import RunConfig
 from aiperf.config.catalog import spec_of
 from aiperf.messages import ServiceType
-from aiperf.runtime.zygote import TITLE_ROOM
 from aiperf.system_controller.launcher import Handle, Planned, default_argv
+from aiperf.zygote_process import ZygoteProcess, zygote_env
 
 log = structlog.get_logger("aiperf.system_controller.zygote")
 
@@ -107,94 +105,101 @@ class ZygoteLauncher:
     """Starts each service by asking the zygote to fork it (see `aiperf.runtime.zygote`).
 
     Use as an async context manager: entering starts the zygote (it begins importing at once),
-    leaving closes its stdin (it exits; any service still running gets SIGTERM) and waits for
-    it. Services log to `<log_dir>/<service_id>.log`, the zygote to `<log_dir>/zygote.log`;
-    like `LocalLauncher`'s, they stop when this process dies, however it dies. `marks`
-    collects the zygote's start-up timings (name, wall-clock ns) and each service's spawn time.
+    or adopts `zygote`, one the command started early (`ZygoteProcess.start_early`), and
+    configures it for this run (preload list, tokenizer, log file, environment); leaving closes
+    its stdin (it exits; any service still running gets SIGTERM) and waits for it. Services log
+    to `<log_dir>/<service_id>.log`, the zygote to `<log_dir>/zygote.log`; like
+    `LocalLauncher`'s, they stop when this process dies, however it dies. `marks` collects the
+    zygote's start-up timings (name, wall-clock ns) and each service's spawn time.
     """
 
     def __init__(self, *, config: RunConfig, config_path: str, log_dir: Path,
-                 planned: list[Planned], env: dict[str, str] | None = None) -> None:
+                 planned: list[Planned], env: dict[str, str] | None = None,
+                 zygote: ZygoteProcess | None = None) -> None:
         self._config, self._config_path, self._log_dir = config, config_path, log_dir
         self._planned = planned
-        self._env = dict(os.environ if env is None else env)
-        self._env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self._env.setdefault("PYTHONUNBUFFERED", "1")
-        self._env["AIPERF_PARENT_PID"] = str(os.getpid())
+        self._env = zygote_env(env)
         self._tokenizer = preloaded_tokenizer(config)
         self._handles: dict[str, _ForkedHandle] = {}
         self._by_pid: dict[int, _ForkedHandle] = {}
-        self._process: Process | None = None
+        self._zygote = zygote
         self._stack = AsyncExitStack()
         self._tg: TaskGroup | None = None
+        self._eof = anyio.Event()
         self.marks: list[tuple[str, int]] = []
 
     def log_path(self, service_id: str) -> Path:
         """Where the service's stderr goes."""
         return self._log_dir / f"{service_id}.log"
 
-    def argv(self) -> list[str]:
-        """The zygote's command line."""
-        argv = [sys.executable, "-m", "aiperf.boot", "--zygote", "--config", self._config_path,
-                "--preload", ",".join(preloads(self._config, self._planned))]
-        if self._tokenizer is not None:
-            argv += ["--tokenizer", self._tokenizer]
-        return argv + ["--title-room", "_" * TITLE_ROOM]
-
     async def __aenter__(self) -> ZygoteLauncher:
         self._log_dir.mkdir(parents=True, exist_ok=True)
-        self.marks.append(("zygote.launch", time.time_ns()))
-        with open(self._log_dir / "zygote.log", "ab") as log_file:
-            self._process = await anyio.open_process(
-                self.argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file,
-                env=self._env, start_new_session=True)
+        log_path = self._log_dir / "zygote.log"
+        preload = preloads(self._config, self._planned)
+        zygote = self._zygote
+        if zygote is None:
+            zygote = self._zygote = ZygoteProcess.start(
+                preload=preload, tokenizer=self._tokenizer, env=self._env, log_path=str(log_path),
+                config_path=self._config_path)
+        else:
+            with open(zygote.log_path, "rb") as early, open(log_path, "ab") as log_file:
+                shutil.copyfileobj(early, log_file)  # what it said before the run was known
+            zygote.send({"configure": {"preload": preload, "tokenizer": self._tokenizer,
+                                       "log": str(log_path), "env": self._env}})
+        self.marks.append(("zygote.launch", zygote.launched_ns))
+        os.set_blocking(zygote.stdout_fd, False)
         try:
             self._tg = await self._stack.enter_async_context(anyio.create_task_group())
-            self._tg.start_soon(self._read_events)
+            self._tg.start_soon(self._read_events, zygote)
         except BaseException:
-            self._process.kill()
+            zygote.close()
             raise
         return self
 
     async def __aexit__(self, et: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        process = self._process
-        assert process is not None and process.stdin is not None
+        zygote = self._zygote
+        assert zygote is not None
         with anyio.CancelScope(shield=True):
-            await process.stdin.aclose()
+            zygote.popen.stdin.close()  # type: ignore[union-attr]  # (set: started with a pipe)
             with anyio.move_on_after(5.0):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-        await self._stack.aclose()  # the event reader ends at the zygote's EOF
+                await self._eof.wait()  # its stdout closes when it exits (children close theirs)
+            if not self._eof.is_set():
+                zygote.popen.kill()
+                await self._eof.wait()
+            zygote.close()  # waits for it
+        await self._stack.aclose()
 
     async def start(self, planned: Planned) -> Handle:
         """Ask for `planned`; returns at once (the pid is known once the zygote forked it)."""
-        process = self._process
-        assert process is not None and process.stdin is not None, "use ZygoteLauncher as a context manager"
+        zygote = self._zygote
+        assert zygote is not None, "use ZygoteLauncher as a context manager"
         handle = _ForkedHandle(planned)
         self._handles[planned.service_id] = handle
         self.log_path(planned.service_id).parent.mkdir(parents=True, exist_ok=True)
         argv = default_argv(planned, self._config_path)
-        request = {"id": planned.service_id, "argv": argv[3:], "title": argv,
-                   "log": str(self.log_path(planned.service_id)),
-                   "tokenizer": self._tokenizer is not None and planned.service_type in TOKENIZER_USERS}
-        await process.stdin.send((json.dumps(request) + "\n").encode())
+        zygote.send({"id": planned.service_id, "argv": argv[3:], "title": argv,
+                     "log": str(self.log_path(planned.service_id)),
+                     "tokenizer": self._tokenizer is not None and planned.service_type in TOKENIZER_USERS})
         return handle
 
-    async def _read_events(self) -> None:
-        process = self._process
-        assert process is not None and process.stdout is not None
-        stream = BufferedByteReceiveStream(process.stdout)
+    async def _read_events(self, zygote: ZygoteProcess) -> None:
+        fd, buffer = zygote.stdout_fd, b""
         try:
             while True:
+                await anyio.wait_readable(fd)
                 try:
-                    line = await stream.receive_until(b"\n", 1 << 20)
-                except (anyio.EndOfStream, anyio.IncompleteRead):
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
                     break
-                self._apply(json.loads(line))
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        self._apply(json.loads(line))
         finally:
+            self._eof.set()
             for handle in self._handles.values():  # no zygote, no reports: the services died with it
                 handle.exited(ZYGOTE_EXIT_CODE)
 
