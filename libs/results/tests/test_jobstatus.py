@@ -279,3 +279,17 @@ async def test_a_cut_watch_is_reopened_from_where_it_was_and_no_change_is_lost(t
             assert (await next_json(ws))["progress"]["profiling"]["completed"] == 2
         first, second = srv.watches()
         assert int(second.query["resourceVersion"]) >= int(first.query["resourceVersion"])
+
+
+def test_an_unusable_kube_configuration_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from aiperf.results.serve import run_server
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert run_server(tmp_path, host="127.0.0.1", port=free_tcp_port(), in_cluster=True) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: --in-cluster: not running in a Kubernetes pod (KUBERNETES_SERVICE_HOST is not set); "
+        "use --kubeconfig PATH outside a cluster"]
+    assert run_server(tmp_path, host="127.0.0.1", port=free_tcp_port(), kubeconfig=str(tmp_path / "nope")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "kubeconfig" in err[0] and "not found" in err[0]
