@@ -26,7 +26,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -34,8 +34,6 @@ from anyio.abc import TaskStatus
 from granian.constants import Interfaces
 from granian.log import LogLevels
 from granian.server.embed import Server
-from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.config import ConfigException, load_incluster_config
 from litestar import Litestar
 from litestar.types import ControllerRouterHandler
 
@@ -44,10 +42,13 @@ from aiperf.dashboard import dashboard_routes as web_dashboard_routes
 from aiperf.results import disk
 from aiperf.results.app import ResultsSource, create_app
 from aiperf.results.index import ResultsIndex, keep_from_env
-from aiperf.kube.client import KubeError, load_client
-from aiperf.results.jobstatus import SOCKET_PATH, STATUS_PATH, JobStatusFeed, job_status_routes
 from aiperf.results.keys import is_key
 from aiperf.results.local import LocalTree
+
+if TYPE_CHECKING:  # kubernetes_asyncio takes seconds to import: only servers given a cluster pay
+    from kubernetes_asyncio.client import ApiClient
+
+    from aiperf.results.jobstatus import JobStatusFeed
 
 log = structlog.get_logger("aiperf.results")
 
@@ -93,7 +94,11 @@ def open_source(base: Path, layout: str = "auto") -> ResultsSource:
 def dashboard_routes(*, live: bool = False) -> list[ControllerRouterHandler]:
     """The web dashboard (`aiperf.dashboard`) at ``/dashboard/``, reading this server's routes;
     `live`: its job page follows the job status routes (socket, polling when it drops)."""
-    source = DataSource(status_url=STATUS_PATH, progress_ws_url=SOCKET_PATH) if live else DataSource()
+    source = DataSource()
+    if live:
+        from aiperf.results.jobstatus import SOCKET_PATH, STATUS_PATH
+
+        source = DataSource(status_url=STATUS_PATH, progress_ws_url=SOCKET_PATH)
     return list(web_dashboard_routes(source=source, path="/dashboard"))
 
 
@@ -105,13 +110,22 @@ def build_app(base: Path, layout: str = "auto", *, feed: JobStatusFeed | None = 
 
 def app_over(source: ResultsSource, *, feed: JobStatusFeed | None = None) -> Litestar:
     """The results app over `source` (see `build_app`)."""
-    extra = [*(job_status_routes(feed) if feed is not None else []), *dashboard_routes(live=feed is not None)]
+    extra = dashboard_routes(live=feed is not None)
+    if feed is not None:
+        from aiperf.results.jobstatus import job_status_routes
+
+        extra = [*job_status_routes(feed), *extra]
     return create_app(source, extra_route_handlers=extra)
 
 
 async def connect_kube(*, in_cluster: bool, kubeconfig: str | None) -> ApiClient | None:
     """The API client the flags ask for (None for neither); the caller closes it. UsageError
     (one line) when it cannot be configured."""
+    from kubernetes_asyncio.client import ApiClient, Configuration
+    from kubernetes_asyncio.config import ConfigException, load_incluster_config
+
+    from aiperf.kube.client import KubeError, load_client
+
     if in_cluster:
         if not os.environ.get("KUBERNETES_SERVICE_HOST"):
             raise UsageError("--in-cluster: not running in a Kubernetes pod (KUBERNETES_SERVICE_HOST is not set); "
@@ -253,6 +267,8 @@ def run_server(base: Path, *, host: str, port: int, layout: str = "auto", in_clu
             api = await connect_kube(in_cluster=in_cluster, kubeconfig=kubeconfig)
             feed = None
             if api is not None:
+                from aiperf.results.jobstatus import JobStatusFeed
+
                 await stack.enter_async_context(api)
                 feed = JobStatusFeed(api=api)
             await serve(app_over(source, feed=feed), host=host, port=port or free_tcp_port(host),
