@@ -38,7 +38,12 @@ import anyio
 import structlog
 from kubernetes_asyncio.client import ApiClient
 from litestar import WebSocket, get, websocket
-from litestar.exceptions import ClientException, NotFoundException, ServiceUnavailableException, WebSocketDisconnect
+from litestar.exceptions import (
+    ClientException,
+    NotFoundException,
+    ServiceUnavailableException,
+    WebSocketDisconnect,
+)
 from litestar.params import FromPath
 from litestar.types import ControllerRouterHandler
 

@@ -19,10 +19,10 @@ missing DIR or an unusable Kubernetes configuration (one line), 1 when it cannot
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import socket
 import sys
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
