@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import anyio
 import pytest
+from anyio.abc import SocketAttribute
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.config import new_client_from_config
 
@@ -293,3 +294,28 @@ def test_an_unusable_kube_configuration_is_one_line_and_exit_2(tmp_path: Path, m
     assert run_server(tmp_path, host="127.0.0.1", port=free_tcp_port(), kubeconfig=str(tmp_path / "nope")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "kubeconfig" in err[0] and "not found" in err[0]
+
+
+async def test_an_api_server_that_does_not_answer_or_cannot_be_reached_is_a_503(tmp_path: Path) -> None:
+    from kubernetes_asyncio.client import Configuration
+
+    async def silent(stream: Any) -> None:
+        async with stream:
+            await anyio.sleep_forever()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    silent_port = listener.extra(SocketAttribute.local_port)
+    async with listener, aiohttp.ClientSession() as session, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, silent)
+        for port, words in ((silent_port, "did not answer within 0.3 s"), (free_tcp_port(), "")):
+            api = ApiClient(Configuration(host=f"http://127.0.0.1:{port}"))
+            async with api:
+                feed = JobStatusFeed(api=api, read_timeout_s=0.3)
+                http = HttpServer(app_over(LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=free_tcp_port())
+                async with anyio.create_task_group() as serving:
+                    await serving.start(http.run)
+                    async with session.get(http.url + f"/api/v1/jobs/{NS}/run/status") as r:
+                        body = await r.json()
+                    http.stop()
+            assert r.status == 503 and words in body["detail"] and "\n" not in body["detail"], body
+        tg.cancel_scope.cancel()

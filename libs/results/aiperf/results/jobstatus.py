@@ -155,11 +155,15 @@ class _Latest:
 class JobStatusFeed:
     """Reads AIPerfJobs through `api` (the caller owns and closes it) for the routes of
     `job_status_routes`. `max_sockets` bounds the sockets open at once; `clock` gives `now` for
-    the snapshots; `watch_timeout_s` is how long one watch request lasts before it is reopened."""
+    the snapshots; `read_timeout_s` bounds each read of a job (an API server that does not answer
+    is a 503, not a hung request); `watch_timeout_s` is how long one watch request lasts before it
+    is reopened."""
 
     def __init__(self, *, api: ApiClient, max_sockets: int = DEFAULT_MAX_SOCKETS,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC), watch_timeout_s: int = 300) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC), read_timeout_s: float = 10.0,
+                 watch_timeout_s: int = 300) -> None:
         self._api, self._clock, self._watch_timeout_s = api, clock, watch_timeout_s
+        self._read_timeout_s = read_timeout_s
         self._slots = anyio.CapacityLimiter(max_sockets)
         self._closing = anyio.Event()
         self._idle: anyio.Event | None = None
@@ -173,7 +177,11 @@ class JobStatusFeed:
         """The job, alone in a listing (its resourceVersion starts a watch): `_Invalid`, `_Gone`,
         or KubeClusterError (one line)."""
         _check(ns, name)
-        listing = await list_collection(self._api, jobs_path(ns), field_selector=f"metadata.name={name}")
+        listing: Listing | None = None
+        with anyio.move_on_after(self._read_timeout_s) as deadline:
+            listing = await list_collection(self._api, jobs_path(ns), field_selector=f"metadata.name={name}")
+        if deadline.cancelled_caught:
+            raise KubeClusterError(f"the API server did not answer within {self._read_timeout_s:g} s")
         if listing is None:
             raise KubeClusterError("the API server does not serve AIPerfJobs: is the aiperf CRD installed?")
         if not listing.items:
