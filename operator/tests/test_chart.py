@@ -164,6 +164,10 @@ def test_the_results_server_serves_the_same_volume_on_8081(objects: list[Obj]) -
     assert server["args"][0] == RESULTS_COMMAND
     flags = serve_flags(argparse.ArgumentParser()).parse_args(server["args"][1:])
     assert (flags.port, flags.host, flags.layout) == (DEFAULT_RESULTS_PORT, "0.0.0.0", "volume")
+    assert flags.in_cluster and flags.kubeconfig is None  # live job status for the dashboard
+    # ... as the pod's ServiceAccount, whose token must be mounted
+    assert _operator_pod(objects)["spec"].get("automountServiceAccountToken", True) is True
+    assert one(objects, "ServiceAccount", "aiperf-operator").get("automountServiceAccountToken", True) is True
     assert {p["name"]: p["containerPort"] for p in server["ports"]} == {"http-results": DEFAULT_RESULTS_PORT}
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert server[probe]["httpGet"] == {"path": "/healthz", "port": "http-results"}, probe

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from _chart import render
-from _harness import NS, condition, cr, job, jobset, operator, phase, set_jobset_status
+from _harness import CR_API, NS, condition, cr, job, jobset, operator, phase, set_jobset_status
 from _pods import Clock, add_pod, issue, pull_fails, warnings
 from _repo import chart_dir
 from kubernetes_asyncio.client import CoreV1Api
@@ -99,3 +99,33 @@ async def test_the_charts_cluster_role_suffices_for_a_sweep_and_its_deletion() -
                 await kapi.delete(admin, "aiperf.nvidia.com/v1alpha1", SWEEP_KIND, NS, "sw", uid=owner["uid"])
             await kube.wait_until(lambda: (cr(kube, "sw-v0-t1").get("spec") or {}).get("cancel") is True, timeout=20)
         assert metrics.value("errors", "sweep-create") == 0
+
+
+async def test_the_charts_cluster_role_lets_the_results_server_follow_a_job(tmp_path: Path) -> None:
+    """The results-server container shares the operator's ServiceAccount (`--in-cluster`): its
+    live status route and socket (one LIST, one WATCH) pass the chart's RBAC."""
+    import aiohttp
+    import anyio
+
+    from aiperf.results.jobstatus import JobStatusFeed
+    from aiperf.results.local import LocalTree
+    from aiperf.results.serve import HttpServer, app_over, free_tcp_port
+
+    async with FakeKube(namespaces=[NS, RELEASE_NS], rbac=True) as kube:
+        token = _install_chart_rbac(kube)
+        kube.create(job("a"))
+        kubeconfig = kube.write_kubeconfig(tmp_path / "results-server", token=token)
+        api = await new_client_from_config(str(kubeconfig), persist_config=False)
+        async with api, aiohttp.ClientSession() as session, anyio.create_task_group() as tg:
+            feed = JobStatusFeed(api=api)
+            server = HttpServer(app_over(LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=free_tcp_port(),
+                                drain=feed.close)
+            await tg.start(server.run)
+            async with session.get(f"{server.url}/api/v1/jobs/{NS}/a/status") as r:
+                assert r.status == 200, await r.text()
+            async with session.ws_connect(f"{server.url}/api/v1/ws/jobs/{NS}/a") as ws:
+                with anyio.fail_after(10):
+                    assert (await ws.receive_json())["name"] == "a"
+                    kube.set_status(CR_API, JOB_KIND, NS, "a", {"phase": "Cancelled"})
+                    assert (await ws.receive_json())["jobPhase"] == "Cancelled"
+            server.stop()

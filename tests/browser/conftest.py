@@ -151,3 +151,12 @@ def results_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
+
+
+@pytest.fixture
+def cluster() -> Iterator[Any]:
+    """The fake Kubernetes API server with a running AIPerfJob (`_operator_job.open_cluster`)."""
+    from browser._operator_job import open_cluster
+
+    with open_cluster() as fake:
+        yield fake

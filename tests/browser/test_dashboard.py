@@ -5,7 +5,9 @@ of `aiperf profile` against the mock server): pages load without console errors,
 point per record (or per bin/percentile/error type), the comparison overlays both runs, and a
 dropped progress socket falls back to polling. Live mode: the real CLI runs the mock server's
 benchmark, the api service serves /dashboard, and the job page follows the run over the progress
-WebSocket until its phase cell reads ``done``, without a reload."""
+WebSocket until its phase cell reads ``done``, without a reload. Operator mode: the results server
+reads a running AIPerfJob from the fake API server and the job page follows its status over the
+job status WebSocket, then by polling once the socket drops."""
 
 from __future__ import annotations
 
@@ -18,7 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser._fixture_app import DATA, EPOCHS, HISTORY, LIVE
+from browser._fixture_app import DATA, EPOCHS, HISTORY, LIVE, make_results_tree
+from browser._operator_job import (
+    NAME,
+    NS,
+    Cluster,
+    completed_cell,
+    job_status,
+    start_server,
+    stop_server,
+    tracked_sockets,
+)
 from browser.conftest import Browser, child_env, free_port, wait_http
 
 from aiperf.mock_server.testing import running_mock
@@ -164,3 +176,36 @@ def test_a_finishing_run_updates_the_job_page_live(browser: Browser, tmp_path: P
     assert proc.returncode == 0, stderr[-3000:]
     assert first in {"starting", "configuring", "ready", "warmup", "profiling"}, first
     assert 0 < int(completed) <= 50  # progress is periodic: the last one may precede the end
+
+
+def test_a_running_jobs_page_follows_the_cr_status_live_and_by_polling_once_the_socket_drops(
+        browser: Browser, cluster: Cluster, tmp_path: Path) -> None:
+    make_results_tree(tmp_path)  # its job bench/live has one run still going
+    port = free_port()
+    server = start_server(tmp_path, port, cluster.kube.kubeconfig_path)
+    try:
+        with tracked_sockets(browser):
+            browser.console_errors()
+            browser.open(f"http://127.0.0.1:{port}/dashboard/job?ns={NS}&name={NAME}")
+            browser.wait(lambda d: d.find_element("id", "live").get_attribute("data-live") == "websocket", 20,
+                         "the job status socket")
+            browser.wait(lambda d: completed_cell(browser) == "3", 20, "the first snapshot")
+            assert browser.text("#workers") == "2 ready of 2"
+            cluster.set_status(job_status(17))
+            browser.wait(lambda d: completed_cell(browser) == "17", 20, "the pushed status change")
+            assert browser.attr("#live", "data-live") == "websocket"  # pushed, not polled
+            browser.screenshot("dashboard-operator-job-live")
+            assert not browser.console_errors()
+            browser.driver.execute_script("for (const s of window.__sockets) s.close(4000, 'dropped by the test');")
+            browser.wait(lambda d: d.find_element("id", "live").get_attribute("data-live") == "polling", 20,
+                         "the fallback to polling")
+            cluster.set_status(job_status(29))
+            browser.wait(lambda d: completed_cell(browser) == "29", 20, "the polled status change")
+            assert browser.attr("#live", "data-live") == "polling"
+            cluster.set_status(job_status(40, phase="Completed"))
+            browser.wait(lambda d: d.find_element("id", "phase").get_attribute("data-phase") == "Completed", 20,
+                         "the terminal phase")
+            browser.screenshot("dashboard-operator-job-polled")
+            assert not browser.console_errors()
+    finally:
+        stop_server(server)

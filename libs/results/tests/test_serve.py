@@ -46,7 +46,7 @@ def server(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
                              str(port), "--layout", "volume"], env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stderr is not None
         line = proc.stdout.readline().decode()  # printed once it accepts connections
         assert f"http://127.0.0.1:{port}/" in line, (line, proc.stderr.read() if proc.poll() is not None else b"")
         yield port, proc

@@ -40,9 +40,12 @@ class DataSource:
     - `file_url` is one raw export file of one run (``profile_export_aiperf.json``,
       ``profile_export.jsonl``);
     - `status_url` (optional) answers a progress snapshot (the api's ``/api/progress`` shape:
-      ``state``, ``progress`` per phase, optional ``jobPhase``/``phase``); it is polled while
-      `progress_ws_url` (optional, a WebSocket sending such snapshots) is down, every
-      `poll_interval_s` seconds.
+      ``state``, ``progress`` per phase (``completed``, ``expected``, ``errors``, ``elapsed_s``),
+      optional ``jobPhase``/``phase``, ``workers`` (``ready``, ``total``) and ``failures``
+      (strings or failure events)); it is polled while `progress_ws_url` (optional, a WebSocket
+      sending such snapshots) is down, every `poll_interval_s` seconds, until the phase is
+      terminal or the status route answers 404. The results server's
+      `aiperf.results.jobstatus` routes (operator mode) and the api's own serve them.
     """
 
     jobs_url: str = "/api/v1/results"

@@ -31,13 +31,13 @@ class Listing:
     resource_version: str
 
 
-async def list_collection(api: ApiClient, path: str, *, label_selector: str | None = None) -> Listing | None:
-    """LIST `path` (every page); None when the API server does not serve it (404: no such
-    resource type, e.g. the CRD is not installed). KubeClusterError for any other error."""
+async def list_collection(api: ApiClient, path: str, *, label_selector: str | None = None,
+                          field_selector: str | None = None) -> Listing | None:
+    """LIST `path` (every page) narrowed by the selectors; None when the API server does not
+    serve it (404: no such resource type, e.g. the CRD is not installed). KubeClusterError for
+    any other error."""
     items: list[Obj] = []
-    query: dict[str, str] = {"limit": "500"}
-    if label_selector:
-        query["labelSelector"] = label_selector
+    query: dict[str, str] = {"limit": "500", **_selectors(label_selector, field_selector)}
     while True:
         try:
             page: Obj = await _call(api, "GET", path, query=query)
@@ -55,13 +55,18 @@ async def list_collection(api: ApiClient, path: str, *, label_selector: str | No
         query["continue"] = token
 
 
+def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
+    query = {"labelSelector": label_selector, "fieldSelector": field_selector}
+    return {k: v for k, v in query.items() if v}
+
+
 class _Expired(Exception):
     """The watch history no longer reaches back to our resourceVersion: list again."""
 
 
 async def follow(api: ApiClient, path: str, start: Listing, *, on_list: Callable[[list[Obj]], None],
                  on_event: Callable[[str, Obj], None], label_selector: str | None = None,
-                 watch_timeout_s: int = 300) -> None:
+                 field_selector: str | None = None, watch_timeout_s: int = 300) -> None:
     """Watch `path` from `start.resource_version` until cancelled; never returns.
 
     `on_event(type, obj)` gets every ADDED, MODIFIED and DELETED event; BOOKMARKs only move the
@@ -69,11 +74,11 @@ async def follow(api: ApiClient, path: str, start: Listing, *, on_list: Callable
     lost, half a line, unreachable server) is reopened from the last resourceVersion seen, so no
     change is missed. When that version is too old (410 Expired, history compacted) the
     collection is listed again and `on_list(items)` gets the fresh objects (the caller diffs).
-    KubeClusterError when `MAX_BROKEN_WATCHES` watches in a row break, or on another error."""
+    KubeClusterError when `MAX_BROKEN_WATCHES` watches in a row break, or on another error.
+    The selectors narrow the watch (and a re-list) as they narrowed `start`."""
     rv, broken = start.resource_version, 0
-    query: dict[str, str] = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(watch_timeout_s)}
-    if label_selector:
-        query["labelSelector"] = label_selector
+    query: dict[str, str] = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(watch_timeout_s),
+                             **_selectors(label_selector, field_selector)}
     while True:
         try:
             try:
@@ -99,7 +104,7 @@ async def follow(api: ApiClient, path: str, start: Listing, *, on_list: Callable
             finally:
                 response.release()
         except _Expired:
-            fresh = await list_collection(api, path, label_selector=label_selector)
+            fresh = await list_collection(api, path, label_selector=label_selector, field_selector=field_selector)
             if fresh is None:
                 raise KubeClusterError(f"{path} is no longer served (its CRD was deleted?)") from None
             rv = fresh.resource_version

@@ -1,26 +1,32 @@
 """The results server process: `python -m aiperf.results serve --base DIR [--port 8081]
-[--host 127.0.0.1] [--layout auto|volume|local]` (in the operator Deployment's `results-server`
-container: `aiperf-operator serve-results ...`; on a workstation: `aiperf results serve DIR`).
+[--host 127.0.0.1] [--layout auto|volume|local] [--in-cluster | --kubeconfig PATH]` (in the
+operator Deployment's `results-server` container: `aiperf-operator serve-results ... --in-cluster`;
+on a workstation: `aiperf results serve DIR`).
 
 `--layout volume` serves an operator results volume through its SQLite index
 (`aiperf.results.index`; the index is created or rebuilt there when missing or corrupt);
 `--layout local` serves a local artifact tree read-only (`aiperf.results.local` lists the
 layouts it accepts); `auto` (the default) picks `volume` when DIR holds an index or a
 `<ns>/<name>/<epoch>/` run directory, else `local`. The web dashboard is served at
-``/dashboard/`` (`aiperf.dashboard`, reading this server's JSON routes). Granian serves the app (embedded, on this
-process's event loop) until SIGINT/SIGTERM. Exit 0 after a signal, 2 for a bad flag or a
-missing DIR (one line), 1 when it cannot listen.
+``/dashboard/`` (`aiperf.dashboard`, reading this server's JSON routes). With `--in-cluster`
+(the pod's ServiceAccount) or `--kubeconfig PATH` (its current context) it also serves the live
+status of AIPerfJobs (`aiperf.results.jobstatus`) and the dashboard's job page follows a running
+job through it; without either those routes are absent. Granian serves the app (embedded, on
+this process's event loop) until SIGINT/SIGTERM. Exit 0 after a signal, 2 for a bad flag, a
+missing DIR or an unusable Kubernetes configuration (one line), 1 when it cannot listen.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -38,6 +44,11 @@ from aiperf.results.app import ResultsSource, create_app
 from aiperf.results.index import ResultsIndex, keep_from_env
 from aiperf.results.keys import is_key
 from aiperf.results.local import LocalTree
+
+if TYPE_CHECKING:  # kubernetes_asyncio takes seconds to import: only servers given a cluster pay
+    from kubernetes_asyncio.client import ApiClient
+
+    from aiperf.results.jobstatus import JobStatusFeed
 
 log = structlog.get_logger("aiperf.results")
 
@@ -80,15 +91,57 @@ def open_source(base: Path, layout: str = "auto") -> ResultsSource:
         raise UsageError(str(exc)) from None
 
 
-def dashboard_routes() -> list[ControllerRouterHandler]:
-    """The web dashboard (`aiperf.dashboard`) at ``/dashboard/``, reading this server's routes."""
-    return list(web_dashboard_routes(source=DataSource(), path="/dashboard"))
+def dashboard_routes(*, live: bool = False) -> list[ControllerRouterHandler]:
+    """The web dashboard (`aiperf.dashboard`) at ``/dashboard/``, reading this server's routes;
+    `live`: its job page follows the job status routes (socket, polling when it drops)."""
+    source = DataSource()
+    if live:
+        from aiperf.results.jobstatus import SOCKET_PATH, STATUS_PATH
+
+        source = DataSource(status_url=STATUS_PATH, progress_ws_url=SOCKET_PATH)
+    return list(web_dashboard_routes(source=source, path="/dashboard"))
 
 
-def build_app(base: Path, layout: str = "auto") -> Litestar:
-    """The results app over `base` with the dashboard when installed (UsageError: see
-    `open_source`)."""
-    return create_app(open_source(base, layout), extra_route_handlers=dashboard_routes())
+def build_app(base: Path, layout: str = "auto", *, feed: JobStatusFeed | None = None) -> Litestar:
+    """The results app over `base` with the dashboard, and the job status routes over `feed`
+    when given (UsageError: see `open_source`)."""
+    return app_over(open_source(base, layout), feed=feed)
+
+
+def app_over(source: ResultsSource, *, feed: JobStatusFeed | None = None) -> Litestar:
+    """The results app over `source` (see `build_app`)."""
+    extra = dashboard_routes(live=feed is not None)
+    if feed is not None:
+        from aiperf.results.jobstatus import job_status_routes
+
+        extra = [*job_status_routes(feed), *extra]
+    return create_app(source, extra_route_handlers=extra)
+
+
+async def connect_kube(*, in_cluster: bool, kubeconfig: str | None) -> ApiClient | None:
+    """The API client the flags ask for (None for neither); the caller closes it. UsageError
+    (one line) when it cannot be configured."""
+    from kubernetes_asyncio.client import ApiClient, Configuration
+    from kubernetes_asyncio.config import ConfigException, load_incluster_config
+
+    from aiperf.kube.client import KubeError, load_client
+
+    if in_cluster:
+        if not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            raise UsageError("--in-cluster: not running in a Kubernetes pod (KUBERNETES_SERVICE_HOST is not set); "
+                             "use --kubeconfig PATH outside a cluster")
+        config = Configuration()
+        try:
+            load_incluster_config(client_configuration=config)
+        except ConfigException as exc:
+            raise UsageError(f"--in-cluster: {exc}") from None
+        return ApiClient(configuration=config)
+    if kubeconfig is not None:
+        try:
+            return await load_client(kubeconfig, None)
+        except KubeError as exc:
+            raise UsageError(str(exc)) from None
+    return None
 
 
 def free_tcp_port(host: str = DEFAULT_HOST) -> int:
@@ -101,12 +154,16 @@ def free_tcp_port(host: str = DEFAULT_HOST) -> int:
 
 class HttpServer:
     """Granian (embedded) serving `app` on `host:port` until `stop()`; `run` is started once the
-    port accepts connections. `url` is where to reach it then."""
+    port accepts connections. `url` is where to reach it then. `drain` (optional) is awaited
+    before granian stops, up to `drain_timeout_s`: granian's embedded stop does not wait for
+    handlers still running (open WebSockets), so `drain` ends them first."""
 
-    def __init__(self, app: Litestar, *, host: str, port: int, ready_timeout_s: float = 15.0) -> None:
+    def __init__(self, app: Litestar, *, host: str, port: int, ready_timeout_s: float = 15.0,
+                 drain: Callable[[], Awaitable[None]] | None = None, drain_timeout_s: float = 10.0) -> None:
         self._server = Server(target=app, interface=Interfaces.ASGI, address=host, port=port, websockets=True,
                               log_level=LogLevels.error, log_dictconfig=_STDERR_LOGGING)
         self._host, self._port, self._timeout = host, port, ready_timeout_s
+        self._drain, self._drain_timeout = drain, drain_timeout_s
         self._stop = anyio.Event()
         connect = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)  # noqa: S104
         self.url = f"http://{connect}:{port}" if ":" not in connect else f"http://[{connect}]:{port}"
@@ -128,6 +185,9 @@ class HttpServer:
                 await self._stop.wait()
             finally:
                 with anyio.CancelScope(shield=True):
+                    if self._drain is not None:
+                        with anyio.move_on_after(self._drain_timeout):
+                            await self._drain()
                     self._server.stop()
 
     async def _serve(self, scope: anyio.CancelScope) -> None:
@@ -148,9 +208,11 @@ async def _wait_listening(host: str, port: int) -> None:
         return
 
 
-async def serve(app: Litestar, *, host: str, port: int, announce: str = "") -> None:
-    """Serve `app` until SIGINT/SIGTERM (see `HttpServer`); print `announce` + the URL once up."""
-    server = HttpServer(app, host=host, port=port)
+async def serve(app: Litestar, *, host: str, port: int, announce: str = "",
+                drain: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Serve `app` until SIGINT/SIGTERM (see `HttpServer`, `drain` too); print `announce` + the
+    URL once up."""
+    server = HttpServer(app, host=host, port=port, drain=drain)
     async with anyio.create_task_group() as tg:
         async def on_signals() -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -180,22 +242,43 @@ def serve_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument("--layout", choices=LAYOUTS, default="auto", help="how DIR is laid out (default auto)")
+    kube = parser.add_mutually_exclusive_group()
+    kube.add_argument("--in-cluster", action="store_true",
+                      help="serve live AIPerfJob status, reading the API server as this pod's ServiceAccount")
+    kube.add_argument("--kubeconfig", metavar="PATH", default=None,
+                      help="serve live AIPerfJob status, reading the cluster of PATH's current context")
     return parser
 
 
-def run_server(base: Path, *, host: str, port: int, layout: str = "auto") -> int:
+def run_server(base: Path, *, host: str, port: int, layout: str = "auto", in_cluster: bool = False,
+               kubeconfig: str | None = None) -> int:
     """Build and serve (see the module doc for the exit codes)."""
     try:
-        app = build_app(base, layout)
+        source = open_source(base, layout)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not 0 <= port <= 65535:
         print(f"error: --port {port} is not a TCP port (0..65535)", file=sys.stderr)
         return 2
+
+    async def main() -> None:
+        async with AsyncExitStack() as stack:
+            api = await connect_kube(in_cluster=in_cluster, kubeconfig=kubeconfig)
+            feed = None
+            if api is not None:
+                from aiperf.results.jobstatus import JobStatusFeed
+
+                await stack.enter_async_context(api)
+                feed = JobStatusFeed(api=api)
+            await serve(app_over(source, feed=feed), host=host, port=port or free_tcp_port(host),
+                        announce=f"serving the results in {base} at ", drain=feed.close if feed else None)
+
     try:
-        anyio.run(lambda: serve(app, host=host, port=port or free_tcp_port(host),
-                                announce=f"serving the results in {base} at "))
+        anyio.run(main)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except Exception as group:  # noqa: BLE001 - reduced to one line below or re-raised
         cause: BaseException = group
         while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
@@ -222,8 +305,9 @@ def serve_main(argv: Sequence[str], prog: str) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    return run_server(Path(args.base), host=args.host, port=args.port, layout=args.layout)
+    return run_server(Path(args.base), host=args.host, port=args.port, layout=args.layout,
+                      in_cluster=args.in_cluster, kubeconfig=args.kubeconfig)
 
 
-__all__ = ["DEFAULT_PORT", "HttpServer", "UsageError", "build_app", "free_tcp_port", "main", "open_source",
-           "run_server", "serve", "serve_flags", "serve_main"]
+__all__ = ["DEFAULT_PORT", "HttpServer", "UsageError", "app_over", "build_app", "connect_kube", "free_tcp_port",
+           "main", "open_source", "run_server", "serve", "serve_flags", "serve_main"]

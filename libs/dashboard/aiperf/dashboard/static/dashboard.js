@@ -34,7 +34,7 @@ function wsUrl(path) {
 
 async function getJson(url) {
   const r = await fetch(url, { cache: "no-store" });
-  if (!r.ok) throw new Error(`GET ${url}: HTTP ${r.status}`);
+  if (!r.ok) throw Object.assign(new Error(`GET ${url}: HTTP ${r.status}`), { status: r.status });
   return r.json();
 }
 
@@ -286,6 +286,12 @@ async function jobPage() {
         el("td", { class: "num" }, fmt(expected)), el("td", { class: "num" }, fmt(p.errors)),
         el("td", { class: "num" }, fmt(p.elapsed_s)), el("td", {}, progressBar(p.completed, expected))));
     }
+    const w = snapshot.workers;
+    if (w) document.getElementById("workers").textContent = `${fmt(w.ready)} ready of ${fmt(w.total)}`;
+    // Problems: one line each (operator mode), or the local run's failure events.
+    const problems = (snapshot.failures || []).map((f) => (typeof f === "string" ? f : f.reason || f.message || JSON.stringify(f)));
+    document.getElementById("problems-row").hidden = problems.length === 0;
+    document.getElementById("problems").textContent = problems.join("; ");
     // A live run's server may stop right after its last snapshot: keep what is shown then.
     if (TERMINAL.has(phase) && snapshot.progress) loadRuns().catch(() => setLive("off", "finished; server gone"));
   }
@@ -296,6 +302,7 @@ async function jobPage() {
       render(await getJson(fill(CFG.statusUrl, { ns, name })));
       setLive("polling", "polling");
     } catch (err) {
+      if (err.status === 404) { setLive("off", "job deleted"); return; }  // nothing left to follow
       setLive("lost", "connection lost");
     }
     if (!TERMINAL.has(phase)) pollTimer = setTimeout(poll, CFG.pollIntervalS * 1000);
