@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 import anyio
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from aiperf.results import disk
@@ -44,6 +44,8 @@ async def _apply(index: ResultsIndex, history: list[tuple]) -> None:  # type: ig
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example([("phase", ("bench", "b"), "1700000100", "Failed"), ("complete", ("bench", "b"), "1700000000000001", 0),
+          ("phase", ("bench", "b"), "1700000000000002", "Failed")], 1)  # failures alone must be trimmed too
 @given(st.lists(operation, max_size=25), st.integers(1, 3))
 def test_the_rebuilt_index_equals_the_incremental_one(history: list[tuple], keep: int) -> None:  # type: ignore[type-arg]
     with tempfile.TemporaryDirectory() as folder:

@@ -3,7 +3,8 @@ and the one writer API the operator calls.
 
 Writes (the operator, at fixed points of a run's life):
 - `record_created` (the CR was created: phase Pending; `.<epoch>.run.json` on disk),
-- `record_phase` (a phase change of a run not completed),
+- `record_phase` (a phase change of a run not completed; a run that ends Failed or Cancelled
+  applies retention as a completion does, so failing runs cannot pile up past `keep`),
 - `stage` + `record_completed`, the single success gate: the staged directory becomes
   `<epoch>/` (marker inside), the row says Completed, `latest.txt` moves forward (never back to
   a wall-clock-older run), and retention keeps the newest `keep` finished runs of the job (never
@@ -137,6 +138,8 @@ class ResultsIndex:
         folder.mkdir(parents=True, exist_ok=True)
         disk.write_atomic(disk.pending_file(folder, epoch), disk.marker_json(record))
         self._db(lambda db: _upsert(db, record))
+        if phase in TERMINAL_PHASES:
+            self._retain(namespace, name, protect=epoch)
 
     async def stage(self, namespace: str, name: str, epoch: str) -> Path:
         """A new empty staging directory for the harvest of run `epoch` (never listed; removed by
