@@ -58,3 +58,11 @@ def test_serves_the_demo_and_a_multi_run_tree(tmp_path: Path) -> None:
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+def test_an_unusable_kubeconfig_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_run(tmp_path / "artifacts" / "demo")
+    missing = tmp_path / "no-such-kubeconfig"
+    assert main(["results", "serve", str(tmp_path / "artifacts"), "--kubeconfig", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(missing) in err, err

@@ -15,7 +15,8 @@ results_app = cyclopts.App(
 
 @results_app.command
 def serve(directory: str, *, port: int = 8081, host: str = "127.0.0.1",
-          layout: Annotated[Literal["auto", "volume", "local"], Parameter(name="--layout")] = "auto") -> int:
+          layout: Annotated[Literal["auto", "volume", "local"], Parameter(name="--layout")] = "auto",
+          kubeconfig: str | None = None) -> int:
     """Serve DIRECTORY's runs: the JSON API `GET /api/v1/results`, `.../<ns>/<name>/runs`,
     `.../runs/<epoch>`, `.../runs/<epoch>.zip`, `.../runs/<epoch>/<file>` (and the dashboard when
     installed) until Ctrl-C.
@@ -36,9 +37,12 @@ def serve(directory: str, *, port: int = 8081, host: str = "127.0.0.1",
         Address to listen on (0.0.0.0: every interface).
     layout
         auto (detect), volume (operator layout) or local (artifact tree).
+    kubeconfig
+        A kubeconfig (its current context): the dashboard's job pages then follow AIPerfJobs
+        live (`/api/v1/jobs/<ns>/<name>/status` and its WebSocket), as in the operator.
     """
     from pathlib import Path
 
     from aiperf.results.serve import run_server
 
-    return run_server(Path(directory), host=host, port=port, layout=layout)
+    return run_server(Path(directory), host=host, port=port, layout=layout, kubeconfig=kubeconfig)
