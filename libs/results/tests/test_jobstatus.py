@@ -20,6 +20,8 @@ from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
+from aiperf.results.app import ResultsSource
+from aiperf.results.index import ResultsIndex
 from aiperf.results.jobstatus import JobStatusFeed, snapshot_of
 from aiperf.results.local import LocalTree
 from aiperf.results.serve import HttpServer, app_over, free_tcp_port
@@ -77,7 +79,8 @@ class Server:
 
 @asynccontextmanager
 async def results_server(tmp_path: Path, *, rbac: bool = False, max_sockets: int = 8,
-                         token: Callable[[FakeKube], str] | None = None) -> AsyncIterator[Server]:
+                         token: Callable[[FakeKube], str] | None = None,
+                         source: ResultsSource | None = None) -> AsyncIterator[Server]:
     async with FakeKube(namespaces=[NS], rbac=rbac) as kube:
         kube.install_crd(build_crd(JOB_KIND))
         kubeconfig = kube.kubeconfig_path
@@ -86,7 +89,7 @@ async def results_server(tmp_path: Path, *, rbac: bool = False, max_sockets: int
         api: ApiClient = await new_client_from_config(kubeconfig, persist_config=False)
         async with api, aiohttp.ClientSession() as session, anyio.create_task_group() as tg:
             feed = JobStatusFeed(api=api, max_sockets=max_sockets, clock=lambda: NOW)
-            http = HttpServer(app_over(LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=free_tcp_port(),
+            http = HttpServer(app_over(source or LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=free_tcp_port(),
                               drain=feed.close)
             await tg.start(http.run)
             yield Server(kube, feed, http, session)
@@ -154,6 +157,26 @@ async def test_status_route_answers_the_live_snapshot_404_and_422(tmp_path: Path
             async with srv.session.get(srv.url(f"/api/v1/jobs/{path}/status")) as r:
                 assert r.status == status, path
                 assert words in (await r.json())["detail"], path
+
+
+async def test_the_job_list_adds_live_progress_to_jobs_still_going(tmp_path: Path) -> None:
+    """Operator volume: `run` is Running (its CR has progress), `gone` Running without a CR
+    (listed, no progress), `done` Completed (no progress asked for)."""
+    index = ResultsIndex(tmp_path / "volume", keep=3)
+    for name, phase in (("run", "Running"), ("gone", "Running"), ("done", "Failed")):
+        await index.record_phase(NS, name, "1796149500", uid=f"uid-{name}", phase=phase)
+    async with results_server(tmp_path, source=index) as srv:
+        srv.kube.create(job("run"))
+        srv.status("run", running(4, failed=1))
+        srv.kube.create(job("done"))
+        srv.status("done", running(10, phase="Failed"))
+        async with srv.session.get(srv.url("/api/v1/results")) as r:
+            assert r.status == 200
+            listed = {j["name"]: j for j in (await r.json())["jobs"]}
+    assert listed["run"]["progress"] == {"phase": "profiling", "completed": 4, "expected": 10, "errors": 1}
+    assert "progress" not in listed["gone"] and "progress" not in listed["done"], listed
+    reads = [r.query.get("fieldSelector") for r in srv.kube.requests_for("GET", f"/apis/{API_GROUP}")]
+    assert "metadata.name=done" not in reads, reads
 
 
 async def test_an_api_server_refusal_is_a_one_line_503(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ Routes (errors are JSON ``{"status_code": n, "detail": "..."}``, as the api serv
 | route | answer |
 |---|---|
 | ``GET /healthz`` | ``{"status": "ok"}`` |
-| ``GET /api/v1/results`` | ``{"jobs": [{"namespace", "name", "runCount", "latestEpoch", "phase"}]}``: every job with stored runs, by namespace and name; `latestEpoch` is the newest successful run (`latest.txt`, null before one), `phase` the newest run's |
+| ``GET /api/v1/results`` | ``{"jobs": [{"namespace", "name", "runCount", "latestEpoch", "phase"}]}``: every job with stored runs, by namespace and name; `latestEpoch` is the newest successful run (`latest.txt`, null before one), `phase` the newest run's; with live progress (operator mode) a job still going also has ``progress`` ``{"phase", "completed", "expected", "errors"}`` |
 | ``GET /api/v1/results/<ns>/<name>/runs`` | ``{"namespace", "name", "latestEpoch", "runs": [RUN...]}``, newest first; 404 for a job with no run |
 | ``GET /api/v1/results/<ns>/<name>`` | **409**: an epoch is required (use ``.../runs``) |
 | ``GET /api/v1/results/<ns>/<name>.zip`` | **409** |
@@ -32,7 +32,7 @@ JSON routes above; keep their shapes stable). Given a cluster (`serve --in-clust
 from __future__ import annotations
 
 import zipfile
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol, cast
 
@@ -47,7 +47,7 @@ from litestar.types import ControllerRouterHandler
 
 from aiperf.results.keys import is_key
 from aiperf.results.local import SAFE_NAME
-from aiperf.results.model import JobRecord, RunRecord
+from aiperf.results.model import TERMINAL_PHASES, JobRecord, RunRecord
 
 log = structlog.get_logger("aiperf.results")
 
@@ -55,6 +55,11 @@ PREFIX = "/api/v1/results"
 MEDIA_TYPES = {".json": "application/json", ".csv": "text/csv", ".jsonl": "application/x-ndjson",
                ".txt": "text/plain; charset=utf-8"}
 ZIP_CHUNK = 256 * 1024
+LiveProgress = Callable[[str, str], Awaitable[dict[str, Any] | None]]
+MAX_LIVE_JOBS = 50
+"""Jobs still going that the job list asks live progress for (the newest first in the list)."""
+LIVE_PROGRESS_TIMEOUT_S = 2.0
+"""How long the job list waits for one job's live progress before it is served without it."""
 
 
 class ResultsSource(Protocol):
@@ -90,9 +95,11 @@ def _name(value: str, what: str) -> str:
     return value
 
 
-def create_app(source: ResultsSource, *,
-               extra_route_handlers: Sequence[ControllerRouterHandler] = ()) -> Litestar:
-    """The app over `source` (see the module doc); `extra_route_handlers` are mounted too."""
+def create_app(source: ResultsSource, *, extra_route_handlers: Sequence[ControllerRouterHandler] = (),
+               live_progress: LiveProgress | None = None) -> Litestar:
+    """The app over `source` (see the module doc); `extra_route_handlers` are mounted too.
+    `live_progress(ns, name)`: the progress the job list adds to each job whose newest run is
+    still going (None: none added)."""
 
     @get("/healthz", sync_to_thread=False)
     def healthz() -> dict[str, str]:
@@ -100,7 +107,20 @@ def create_app(source: ResultsSource, *,
 
     @get(PREFIX)
     async def jobs() -> dict[str, Any]:
-        return {"jobs": [j.as_json() for j in await source.jobs()]}
+        listed = [j.as_json() for j in await source.jobs()]
+        if live_progress is not None:
+            going = [j for j in listed if j.get("phase") not in TERMINAL_PHASES][:MAX_LIVE_JOBS]
+
+            async def fill(job: dict[str, Any]) -> None:
+                with anyio.move_on_after(LIVE_PROGRESS_TIMEOUT_S):
+                    progress = await live_progress(job["namespace"], job["name"])
+                    if progress is not None:
+                        job["progress"] = progress
+
+            async with anyio.create_task_group() as tg:
+                for job in going:
+                    tg.start_soon(fill, job)
+        return {"jobs": listed}
 
     @get(PREFIX + "/{ns:str}/{name:str}/runs")
     async def runs(ns: FromPath[str], name: FromPath[str]) -> dict[str, Any]:

@@ -16,6 +16,10 @@ A snapshot has the shape the dashboard's job page renders (the api's ``/api/prog
 ``requestsCompleted``, ``requestsTotal``, ``requestsPerSecond``), ``workers`` (as in the CR),
 ``failures`` (one line per controller failure or startup issue) and the job's identity and times.
 
+`JobStatusFeed.progress(ns, name)` is the short form the job list shows beside a job still
+going (``completed``, ``expected``, ``errors`` of its current phase, profiling first); None
+when it cannot be had (the list is served without it, never fails for it).
+
 Errors: a namespace that is not a DNS-1123 label or a name that is not a DNS-1123 subdomain is
 422 (close code 4422 on the socket), an unknown job 404 (4404; also when it is deleted while
 watched), the API server unreachable or refusing 503 (1011) with one line, never a traceback.
@@ -199,6 +203,20 @@ class JobStatusFeed:
         except KubeClusterError as exc:
             raise ServiceUnavailableException(detail=_line(exc)) from None
         return snapshot_of(job.items[0], now=self._clock())
+
+    async def progress(self, ns: str, name: str) -> Obj | None:
+        """The job list's progress of job `ns/name` (see the module doc); None when the job, its
+        status or the API server cannot give one."""
+        try:
+            listing = await self._read(ns, name)
+        except (_Invalid, _Gone, KubeClusterError):
+            return None
+        progress = snapshot_of(listing.items[0], now=datetime.now(UTC))["progress"]
+        for phase in ("profiling", "warmup", *progress):
+            if phase in progress:
+                entry = progress[phase]
+                return {key: entry[key] for key in ("phase", "completed", "expected", "errors")}
+        return None
 
     async def stream(self, socket: WebSocket[Any, Any, Any], ns: str, name: str) -> None:
         """Serve one socket until the job ends, the client leaves or `close()` (module doc)."""

@@ -115,7 +115,7 @@ def app_over(source: ResultsSource, *, feed: JobStatusFeed | None = None) -> Lit
         from aiperf.results.jobstatus import job_status_routes
 
         extra = [*job_status_routes(feed), *extra]
-    return create_app(source, extra_route_handlers=extra)
+    return create_app(source, extra_route_handlers=extra, live_progress=feed.progress if feed is not None else None)
 
 
 async def connect_kube(*, in_cluster: bool, kubeconfig: str | None) -> ApiClient | None:
