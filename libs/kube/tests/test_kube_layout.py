@@ -126,7 +126,8 @@ def test_controller_pod_runs_the_six_control_services_and_the_results_sidecar(ty
     sidecar = containers[-2]
     assert sidecar["image"] == "registry.example.com/aiperf/api:0.1.0"
     assert sidecar["args"] == ["serve-results", "--artifact-dir", "/aiperf/artifacts", "--port", "9091",
-                               "--controller-health-port", "8080", "--linger-s", str(typical[0].ttl_seconds)]
+                               "--controller-health-port", "8080", "--linger-s", str(typical[0].ttl_seconds),
+                               "--wait-for", ".aiperf_server_metrics_done.json"]  # server metrics on by default
     assert sidecar["volumeMounts"] == [{"name": "artifacts", "mountPath": "/aiperf/artifacts", "readOnly": True}]
     assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health-results"}
 

@@ -21,7 +21,7 @@ import pytest
 from aiperf.api.main import RESULTS_COMMAND
 from aiperf.api.results_main import ResultsServer, build_parser
 from aiperf.api.server import free_tcp_port
-from aiperf.config.markers import END_MARKER, READY_MARKER
+from aiperf.config.markers import END_MARKER, READY_MARKER, SERVER_METRICS_DONE_MARKER
 from aiperf.kube import KubeSettings
 from aiperf.kube.containers import results_container
 
@@ -116,12 +116,40 @@ async def test_the_linger_time_after_the_end_ends_it_by_itself(tmp_path: Path) -
     assert server.end is not None and server.end.exit_code == 1 and not server.end.succeeded
 
 
+async def test_the_run_ends_only_once_the_awaited_markers_are_there_too(tmp_path: Path) -> None:
+    """The server-metrics container may write its exports after the control plane ended: the
+    files are listed only once its marker is there, or after `wait_for_s` without it."""
+    with anyio.fail_after(30):
+        async with sidecar(tmp_path, wait_for=(SERVER_METRICS_DONE_MARKER,)) as (server, http):
+            url = server.url
+            assert url is not None
+            finish(tmp_path)
+            with anyio.move_on_after(0.5):  # 25 polls: the end marker alone does not end the run
+                await wait_ended(http, url)
+            assert (await status_of(http, url))["ended"] is False
+            (tmp_path / "server_metrics_export.json").write_text("{}")
+            (tmp_path / SERVER_METRICS_DONE_MARKER).write_text('{"exported": true}')
+            await wait_ended(http, url)
+            async with http.get(f"{url}/api/results/files") as listing:
+                assert "server_metrics_export.json" in {f["name"] for f in (await listing.json())["files"]}
+            server.shutdown()
+        never = tmp_path / "never"  # a server-metrics container that never finishes: served anyway
+        never.mkdir()
+        finish(never)
+        async with sidecar(never, wait_for=(SERVER_METRICS_DONE_MARKER,), wait_for_s=0.2) as (server, http):
+            assert server.url is not None
+            assert (await wait_ended(http, server.url))["how"] == "marker"
+            server.shutdown()
+
+
 def test_the_kube_container_starts_this_sidecar_with_flags_it_knows() -> None:
     container = results_container(KubeSettings(name="r", ttl_seconds=120))
     assert container["args"][0] == RESULTS_COMMAND
     args = build_parser().parse_args(container["args"][1:])
-    assert (args.artifact_dir, args.port, args.controller_health_port, args.linger_s) == (
-        "/aiperf/artifacts", 9091, 8080, 120.0)
+    assert (args.artifact_dir, args.port, args.controller_health_port, args.linger_s, args.wait_for) == (
+        "/aiperf/artifacts", 9091, 8080, 120.0, [])
+    scraping = results_container(KubeSettings(name="r", ttl_seconds=120), server_metrics=True)
+    assert build_parser().parse_args(scraping["args"][1:]).wait_for == [SERVER_METRICS_DONE_MARKER]
 
 
 def _env(**extra: str) -> dict[str, str]:

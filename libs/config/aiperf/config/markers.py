@@ -8,15 +8,19 @@ processes (the results sidecar, `aiperf kube`, the operator). Both are written a
   the system-controller exits with `exit_code`; written for every outcome, failures included,
   after the ready marker. A control plane that dies without writing it is seen as gone by its
   health port (the results sidecar) or by its container state (`aiperf kube`, the operator).
+- `SERVER_METRICS_DONE_MARKER` (`{"exported": bool}`): the controller pod's server-metrics
+  container has written its exports (Kubernetes; it runs beside the control plane and may finish
+  after it, so the results sidecar waits for this marker before it serves the run's files).
 """
 
 from __future__ import annotations
 
 READY_MARKER = ".aiperf_results_ready.json"
 END_MARKER = ".aiperf_run_ended.json"
+SERVER_METRICS_DONE_MARKER = ".aiperf_server_metrics_done.json"
 SWEEP_AGGREGATE_FILES = ("aggregate.json", "profile_export_aiperf_sweep.json", "profile_export_aiperf_sweep.csv")
 """What an AIPerfSweep's sweep-controller leaves for the operator to harvest (its results sidecar
 serves them): `aggregate.json` (every variation's aggregate, the sweep aggregate and the
 children), and the sweep aggregate as AIPerf 0.13 writes it."""
 
-__all__ = ["END_MARKER", "READY_MARKER", "SWEEP_AGGREGATE_FILES"]
+__all__ = ["END_MARKER", "READY_MARKER", "SERVER_METRICS_DONE_MARKER", "SWEEP_AGGREGATE_FILES"]

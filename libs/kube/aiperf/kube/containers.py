@@ -35,6 +35,7 @@ from typing import Any
 
 from aiperf.comms import Channel
 from aiperf.config.catalog import API_PORT_NAME, spec_of
+from aiperf.config.markers import SERVER_METRICS_DONE_MARKER
 from aiperf.kube.config_map import ARTIFACT_DIR, CONFIG_DIR, CONFIG_PATH, CURVE_DIR, IPC_DIR
 from aiperf.kube.names import image
 from aiperf.kube.settings import KubeSettings
@@ -147,11 +148,13 @@ def container(settings: KubeSettings, *, name: str, service_type: ServiceType, s
     }
 
 
-def results_container(settings: KubeSettings) -> dict[str, Any]:
+def results_container(settings: KubeSettings, *, server_metrics: bool = False) -> dict[str, Any]:
     """The controller pod's results container (see the module doc): serves the exports of
     `ARTIFACT_DIR` on `RESULTS_PORT` once the run has ended (the control plane's end marker, or
-    its health port gone), and exits 0 on `POST /shutdown` or `settings.ttl_seconds` after the
-    run's end (the JobSet's own TTL counts from then)."""
+    its health port gone) and, with `server_metrics`, the server-metrics container has written
+    its exports (`SERVER_METRICS_DONE_MARKER`, waited for at most a minute), and exits 0 on
+    `POST /shutdown` or `settings.ttl_seconds` after the run's end (the JobSet's own TTL counts
+    from then)."""
     control_health = spec_of(ServiceType.SYSTEM_CONTROLLER).health_port[1]
     health_name, health_number = RESULTS_HEALTH_PORT
     return {
@@ -159,7 +162,8 @@ def results_container(settings: KubeSettings) -> dict[str, Any]:
         "image": settings.image or image(settings.image_registry, ServiceType.API, settings.image_tag),
         "imagePullPolicy": settings.image_pull_policy,
         "args": [RESULTS_COMMAND, "--artifact-dir", ARTIFACT_DIR, "--port", str(RESULTS_PORT),
-                 "--controller-health-port", str(control_health), "--linger-s", str(settings.ttl_seconds)],
+                 "--controller-health-port", str(control_health), "--linger-s", str(settings.ttl_seconds),
+                 *(["--wait-for", SERVER_METRICS_DONE_MARKER] if server_metrics else [])],
         "env": [{"name": HEALTH_PORT_ENV, "value": str(health_number)}],
         "ports": [{"name": health_name, "containerPort": health_number, "protocol": "TCP"},
                   {"name": RESULTS_PORT_NAME, "containerPort": RESULTS_PORT, "protocol": "TCP"}],

@@ -111,7 +111,7 @@ def controller_containers(settings: KubeSettings, *, server_metrics: bool = Fals
     scrapes server metrics) the `server-metrics-manager` container."""
     return [*(container(settings, name=CONTROL_PLANE_CONTAINER if t is ServiceType.SYSTEM_CONTROLLER else str(t),
                         service_type=t, service_id=str(t)) for t in CONTROLLER_SERVICES),
-            results_container(settings),
+            results_container(settings, server_metrics=server_metrics),
             *([server_metrics_container(settings)] if server_metrics else [])]
 
 

@@ -6,7 +6,8 @@ phase broadcasts of the pod's event bus, writes `server_metrics_export.json/.csv
 artifacts volume once the profiling phase completed, and keeps the live CR projection in
 `PROJECTION_FILE` there (the control plane's status push carries it as `status.serverMetrics`).
 It exits 0 once the control plane's run-ended marker appears (exporting first if no profiling
-phase completed), or on SIGTERM. Its health port (`AIPERF_HEALTH_PORT`) answers while it runs.
+phase completed; then it writes `SERVER_METRICS_DONE_MARKER`, which the results sidecar waits
+for before it serves the run's files), or on SIGTERM. Its health port (`AIPERF_HEALTH_PORT`) answers while it runs.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import structlog
 
 from aiperf.comms import Channel, Subscriber, load_curve, zmq_context
 from aiperf.config import ConfigError, load_run_config
-from aiperf.config.markers import END_MARKER
+from aiperf.config.markers import END_MARKER, SERVER_METRICS_DONE_MARKER
 from aiperf.runtime import EXIT_USER_ERROR, addressing_of, configure_logging
 from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
+from aiperf.metrics.atomic import write_atomic
 from aiperf.servermetrics.collector import HttpFetch
 from aiperf.servermetrics.manager import ServerMetricsManager, topics, write_projection
 
@@ -78,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                         waiters.cancel_scope.cancel()
                 await manager.finish()
                 project(manager.projection())
+                write_atomic(artifacts / SERVER_METRICS_DONE_MARKER, b'{"exported": true}')
                 tg.cancel_scope.cancel()
 
     anyio.run(go)

@@ -7,7 +7,10 @@ plane: the api container exits with the run, this one stays. It registers with n
 has ended once the control plane's end marker (`aiperf.config.markers.END_MARKER`) is in DIR,
 or once the control plane's health port (`--controller-health-port`, same pod, so 127.0.0.1)
 has refused connections for `--gone-after-s` after having answered, or never answered within
-`--startup-budget-s` (a crash leaves no marker). It exits 0 on `POST /shutdown`, on SIGTERM or
+`--startup-budget-s` (a crash leaves no marker). With `--wait-for MARKER` (repeatable) it waits,
+after that, until each named marker file is in DIR too (the server-metrics container's
+`SERVER_METRICS_DONE_MARKER`: it may finish its exports after the control plane), at most
+`--wait-for-s` seconds, before the run counts as ended and its files are served. It exits 0 on `POST /shutdown`, on SIGTERM or
 SIGINT, or `--linger-s` seconds after the run's end, so the controller Job (and the JobSet)
 then completes; the Job's verdict stays the control plane's exit code. Its own probes are on
 `AIPERF_HEALTH_PORT` (alive while it runs, ready while it listens). Exit 1 when it cannot listen.
@@ -50,6 +53,8 @@ DEFAULT_GONE_AFTER_S = 30.0
 before the controller's last status push (up to 10 s), its report and the end marker."""
 DEFAULT_STARTUP_BUDGET_S = 240.0
 """How long a control plane that never answered may take (its own startup probe allows 180 s)."""
+DEFAULT_WAIT_FOR_S = 60.0
+"""The longest wait for `--wait-for` markers once the run has ended."""
 
 
 def read_run_end(artifact_dir: Path) -> RunEnd | None:
@@ -89,11 +94,13 @@ class ResultsServer:
                  linger_s: float, server_factory: ServerFactory = granian_server, poll_s: float = 1.0,
                  gone_after_s: float = DEFAULT_GONE_AFTER_S,
                  startup_budget_s: float = DEFAULT_STARTUP_BUDGET_S, ready_timeout_s: float = 10.0,
-                 drain_timeout_s: float = 2.0) -> None:
+                 drain_timeout_s: float = 2.0, wait_for: tuple[str, ...] = (),
+                 wait_for_s: float = DEFAULT_WAIT_FOR_S) -> None:
         self._dir, self._host, self._port, self._controller_port = artifact_dir, host, port, controller_port
         self._linger_s, self._factory, self._poll_s = linger_s, server_factory, poll_s
         self._gone_after_s, self._startup_budget_s = gone_after_s, startup_budget_s
         self._ready_timeout_s, self._drain_timeout_s = ready_timeout_s, drain_timeout_s
+        self._wait_for, self._wait_for_s = wait_for, wait_for_s
         self.end: RunEnd | None = None
         self.url: str | None = None
         self._ended = anyio.Event()
@@ -165,10 +172,20 @@ class ResultsServer:
                         end = _with_ready(self._dir, end)
                         break
             await anyio.sleep(self._poll_s)
+        await self._await_markers()
         self.end = end
         log.info("results.run_ended", how=end.how, state=end.state, exit_code=end.exit_code,
                  results_ready=end.results_ready, linger_s=self._linger_s)
         self._ended.set()
+
+    async def _await_markers(self) -> None:
+        """Wait until every `wait_for` marker is in the artifact directory, at most `wait_for_s`."""
+        deadline = anyio.current_time() + self._wait_for_s
+        while missing := [m for m in self._wait_for if not (self._dir / m).exists()]:
+            if anyio.current_time() >= deadline:
+                log.warning("results.markers_missing", markers=missing, waited_s=self._wait_for_s)
+                return
+            await anyio.sleep(self._poll_s)
 
     async def _controller_answers(self) -> bool:
         try:
@@ -196,6 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the control plane's health port on 127.0.0.1 (unset: only the end marker counts)")
     parser.add_argument("--linger-s", type=float, default=DEFAULT_LINGER_S,
                         help=f"seconds to keep serving after the run's end (default {DEFAULT_LINGER_S:g})")
+    parser.add_argument("--wait-for", action="append", default=[], metavar="MARKER",
+                        help="a marker file that must also be in the artifact directory before the run's files "
+                             "are served (repeatable)")
+    parser.add_argument("--wait-for-s", type=float, default=DEFAULT_WAIT_FOR_S,
+                        help=f"the longest wait for those markers after the run's end (default {DEFAULT_WAIT_FOR_S:g})")
     parser.add_argument("--gone-after-s", type=float, default=DEFAULT_GONE_AFTER_S, help=argparse.SUPPRESS)
     parser.add_argument("--poll-s", type=float, default=1.0, help=argparse.SUPPRESS)
     return parser
@@ -207,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(service_id="results-sidecar")
     server = ResultsServer(artifact_dir=Path(args.artifact_dir), host=args.host, port=args.port,
                            controller_port=args.controller_health_port, linger_s=args.linger_s,
-                           gone_after_s=args.gone_after_s, poll_s=args.poll_s)
+                           gone_after_s=args.gone_after_s, poll_s=args.poll_s, wait_for=tuple(args.wait_for),
+                           wait_for_s=args.wait_for_s)
 
     async def on_signals() -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
