@@ -47,6 +47,7 @@ from aiperf.kube.containers import JOB_INDEX_ANNOTATION
 from aiperf.kube.curve_secret import CURVE_FILE_MODE
 from aiperf.kube.ops import JOBSET_API_VERSION
 from aiperf.testing.fake_kube import FakeKube
+from aiperf.testing.fake_kube_api import ApiError
 from aiperf.testing.fake_kube_proxy import forward_to
 from aiperf.testing.fake_kube_select import Selector
 
@@ -244,28 +245,37 @@ class PodmanCluster:
         out = podman("ps", "-a", "--format", "json", check=False).stdout or "[]"
         states = {name: c for c in json.loads(out) for name in c.get("Names") or []}
         for played in list(self.pods.values()):
-            if self.kube.get("v1", "Pod", played.namespace, played.name) is None:
-                continue
-            if played.pull_error is not None:
-                for container in played.containers:
-                    self._set_waiting(played, container, "ErrImagePull", played.pull_error)
-                continue
-            if played.ip is None:
-                continue
-            if not played.running:
-                played.running = True
-                self.kube.run_pod(played.namespace, played.name, ip=played.ip)
-                self._register_proxies(played)
-            for container in played.containers:
-                c = states.get(f"{played.name}-{container}")
-                if c is None or container in played.ended:
-                    continue
-                if c.get("Exited") or c.get("State") == "exited":
-                    played.ended[container] = int(c["ExitCode"])
-                    self._set_terminated(played, container, int(c["ExitCode"]))
-            if len(played.ended) == len(played.containers):
-                self.kube.terminate_pod(played.namespace, played.name, dict(played.ended))
+            try:
+                self._mirror_pod(played, states)
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+                # Deleted while we mirrored it (garbage collection, a teardown): nothing to mirror.
         self._finish_jobsets()
+
+    def _mirror_pod(self, played: _PlayedPod, states: dict[str, Any]) -> None:
+        """One played pod's container states into the fake (ApiError 404 when its Pod went)."""
+        if self.kube.get("v1", "Pod", played.namespace, played.name) is None:
+            return
+        if played.pull_error is not None:
+            for container in played.containers:
+                self._set_waiting(played, container, "ErrImagePull", played.pull_error)
+            return
+        if played.ip is None:
+            return
+        if not played.running:
+            played.running = True
+            self.kube.run_pod(played.namespace, played.name, ip=played.ip)
+            self._register_proxies(played)
+        for container in played.containers:
+            c = states.get(f"{played.name}-{container}")
+            if c is None or container in played.ended:
+                continue
+            if c.get("Exited") or c.get("State") == "exited":
+                played.ended[container] = int(c["ExitCode"])
+                self._set_terminated(played, container, int(c["ExitCode"]))
+        if len(played.ended) == len(played.containers):
+            self.kube.terminate_pod(played.namespace, played.name, dict(played.ended))
 
     def _set_waiting(self, played: _PlayedPod, container: str, reason: str, message: str) -> None:
         pod = self.kube.get("v1", "Pod", played.namespace, played.name) or {}
