@@ -24,9 +24,9 @@ import structlog
 from aiperf.comms import Channel, Subscriber, load_curve, zmq_context
 from aiperf.config import ConfigError, load_run_config
 from aiperf.config.markers import END_MARKER, SERVER_METRICS_DONE_MARKER
+from aiperf.metrics.atomic import write_atomic
 from aiperf.runtime import EXIT_USER_ERROR, addressing_of, configure_logging
 from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
-from aiperf.metrics.atomic import write_atomic
 from aiperf.servermetrics.collector import HttpFetch
 from aiperf.servermetrics.manager import ServerMetricsManager, topics, write_projection
 
