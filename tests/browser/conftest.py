@@ -87,8 +87,11 @@ class Browser:
             raise TimeoutError(f"timed out waiting for {what}; page error: {self.text('#error')!r}") from None
 
     def text(self, css: str) -> str:
-        found = self.driver.find_elements("css selector", css)
-        return str(found[0].text) if found else ""
+        """The text of the first element matching `css` ("" when none), read in one script call:
+        the page re-renders its rows, so an element found by one call can be stale by the next."""
+        value = self.driver.execute_script(
+            "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';", css)
+        return str(value or "")
 
     def attr(self, css: str, name: str) -> str | None:
         value = self.driver.find_element("css selector", css).get_attribute(name)
