@@ -210,9 +210,7 @@ async def test_a_run_completes_through_the_operator(tmp_path: Path) -> None:
         await kube.wait_until(lambda: played_containers(c, "op-controller") == 0, timeout=120)
         assert "subPhase" not in status(kube, "op"), status(kube, "op")
 
-        code = await anyio.to_thread.run_sync(main, ["kube", "delete", "op", "--kubeconfig", kube.kubeconfig_path,
-                                                     "-n", NS])
-        assert code == 0
+        assert await anyio.to_thread.run_sync(kube_cli, kube, "kube", "delete", "op") == 0
         # The CR goes once the operator has released its finalizer; its JobSet may still terminate.
         await kube.wait_until(lambda: kube.get(CR_API, JOB_KIND, NS, "op") is None, timeout=60)
         kube.create({"apiVersion": CR_API, "kind": JOB_KIND, "metadata": {"name": "op", "namespace": NS},
@@ -255,9 +253,7 @@ async def test_cancel_mid_run_after_an_operator_restart(tmp_path: Path) -> None:
                               timeout=RUN_S)
         assert status(kube, "cx")["phase"] == "Running", status(kube, "cx")
         await c.operator.restart()
-        code = await anyio.to_thread.run_sync(main, ["kube", "cancel", "cx", "--kubeconfig", kube.kubeconfig_path,
-                                                     "-n", NS])
-        assert code == 0
+        assert await anyio.to_thread.run_sync(kube_cli, kube, "kube", "cancel", "cx") == 0
         await kube.wait_until(lambda: terminal(kube, "cx"), timeout=60)
         assert status(kube, "cx")["phase"] == "Cancelled", status(kube, "cx")
         assert (kube.get(JOBSET_API_VERSION, "JobSet", NS, "aiperf-cx") or {})["spec"]["suspend"] is True
