@@ -46,12 +46,12 @@ def main() -> None:
     if parent := os.environ.get(PARENT_PID_ENV):
         die_with_parent(int(parent))
     module = sys.argv[1]
+    if module not in NEEDS_RICH:  # the zygote too: it gives rich back to the children that need it
+        sys.modules.setdefault("rich", None)  # type: ignore[arg-type]  # `import rich` now raises ImportError
     if module == "--zygote":  # the local launcher's forking parent of every service
         from aiperf.runtime.zygote import main as zygote_main
 
         zygote_main(sys.argv[2:])
-    if module not in NEEDS_RICH:
-        sys.modules.setdefault("rich", None)  # type: ignore[arg-type]  # `import rich` now raises ImportError
     sys.argv = [module, *sys.argv[2:]]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

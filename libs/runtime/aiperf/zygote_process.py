@@ -20,13 +20,28 @@ import time
 TITLE_ROOM = 768
 """Bytes of command line a forked child may use for its title (see `aiperf.runtime.zygote`)."""
 
+FORKED_AHEAD = frozenset({"aiperf.api.main"})
+"""Service modules the zygote never imports itself: when one is in its preload list, it forks a
+child ahead of the request, which imports the module and waits for its request (see
+`aiperf.runtime.zygote`). The api is one process per run (a preload would share nothing) and
+its web framework is the costliest import of all (litestar, ~0.9 s of CPU on a quiet host);
+forked ahead, that import runs on another core while the zygote imports the other services
+and loads the tokenizer, instead of adding to the zygote's serial path to the first request."""
+
 LOCAL_PROFILE_MODULES = (
     "aiperf.event_bus_proxy.main", "aiperf.records_manager.main", "aiperf.timing_manager.main",
     "aiperf.api.main", "aiperf.worker_group_manager.main", "aiperf.worker.main",
     "aiperf.dataset_manager.main", "aiperf.record_processor.main",
 )
-"""What an early zygote imports before the run's config is known: the modules of every service
-of a local `aiperf profile`, in start order (the launcher's `configure` adds any other)."""
+"""What an early zygote imports (or forks ahead) before the run's config is known: the modules
+of every service of a local `aiperf profile`, in start order (the launcher's `configure` adds
+any other)."""
+
+EARLY_TOKENIZER = "builtin"
+"""The tokenizer an early zygote loads once its imports are done, while the command is still
+parsing its flags: the bundled one, what a run without `--tokenizer` uses (~0.9 s of CPU that
+is then off the path to the first request). A run that names another tokenizer configures it
+instead (this load is then wasted idle time); one that needs none leaves it unused."""
 
 ZYGOTE_ENV = "AIPERF_ZYGOTE"
 """`0` starts each local service as its own interpreter instead of forking it from the zygote."""
@@ -73,14 +88,15 @@ class ZygoteProcess:
 
     @classmethod
     def start_early(cls) -> ZygoteProcess | None:
-        """A zygote preloading `LOCAL_PROFILE_MODULES`, logging to a temporary file until it is
-        configured; None with `AIPERF_ZYGOTE=0`."""
+        """A zygote preloading `LOCAL_PROFILE_MODULES` and the tokenizer of a run without
+        `--tokenizer` (`EARLY_TOKENIZER`), logging to a temporary file until it is configured;
+        None with `AIPERF_ZYGOTE=0`."""
         if os.environ.get(ZYGOTE_ENV, "1") == "0":
             return None
         fd, log_path = tempfile.mkstemp(prefix="aiperf-zygote-", suffix=".log")
         os.close(fd)
         try:
-            return cls.start(preload=LOCAL_PROFILE_MODULES, tokenizer=None, env=zygote_env(),
+            return cls.start(preload=LOCAL_PROFILE_MODULES, tokenizer=EARLY_TOKENIZER, env=zygote_env(),
                              log_path=log_path, early=True)
         except BaseException:
             os.unlink(log_path)

@@ -150,3 +150,67 @@ def test_closing_an_unadopted_early_zygote_kills_it_and_removes_its_log(tmp_path
     assert not Path(f"/proc/{zygote.popen.pid}").exists()
     assert not log.exists()
     zygote.close()  # idempotent
+
+
+AHEAD_PROBE = '''
+import os, sys
+with open(os.path.join(os.environ["ZYG_DIR"], f"imported-{os.getpid()}"), "w"):
+    pass  # imported: in the child forked ahead, before any request named it
+def main():
+    print("ahead up", os.environ.get("ZYG_SECRET"), sys.argv[1:], flush=True)
+    return 4
+'''
+
+
+def _start_with_fork_ahead(tmp_path: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    (tmp_path / "zyg_probe.py").write_text(PROBE)
+    (tmp_path / "zyg_ahead.py").write_text(AHEAD_PROBE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]), ZYG_DIR=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "aiperf.boot", "--zygote", "--preload", "zyg_probe,zyg_ahead",
+                             "--fork-ahead", "zyg_ahead", "--title-room", "_" * 400],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    return proc, env
+
+
+def _imported_by(tmp_path: Path) -> int:
+    _wait_for(lambda: list(tmp_path.glob("imported-*")), "the module imported by the child forked ahead")
+    (marker,) = tmp_path.glob("imported-*")
+    return int(marker.name.removeprefix("imported-"))
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except FileNotFoundError:
+        return True
+
+
+def test_a_module_forked_ahead_is_imported_before_its_request_and_gets_the_configured_env(
+        tmp_path: Path) -> None:
+    proc, env = _start_with_fork_ahead(tmp_path)
+    with proc:
+        assert proc.stdout is not None and proc.stdin is not None
+        events = _events(proc.stdout)
+        ahead_pid = _imported_by(tmp_path)  # before any request
+        assert ahead_pid != proc.pid
+        proc.stdin.write((json.dumps({"configure": {"env": {**env, "ZYG_SECRET": "s4"}}}) + "\n").encode())
+        log = tmp_path / "ahead-1.log"
+        _spawn(proc, "ahead-1", ["zyg_ahead", "x"], log)
+        spawned = _next(events, "spawned")
+        assert (spawned["id"], spawned["pid"]) == ("ahead-1", ahead_pid)
+        exited = _next(events, "exited")
+        assert (exited["pid"], exited["code"]) == (ahead_pid, 4)
+        assert "ahead up s4 ['x']" in log.read_text()
+        assert len(list(tmp_path.glob("imported-*"))) == 1  # the zygote never imported it
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+
+
+def test_a_child_forked_ahead_and_never_asked_for_exits_with_the_zygote(tmp_path: Path) -> None:
+    proc, _ = _start_with_fork_ahead(tmp_path)
+    with proc:
+        assert proc.stdin is not None
+        ahead_pid = _imported_by(tmp_path)
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        _wait_for(lambda: _gone(ahead_pid), "the child forked ahead to exit")

@@ -24,7 +24,7 @@ from aiperf.messages import (
     WorkerConnected,
     WorkerLeaving,
 )
-from aiperf.worker.http import Exchange
+from aiperf.worker.exchange import Exchange
 from aiperf.worker.service import Worker, WorkerSettings
 
 SSE_ANSWER = (b'data: {"choices":[{"delta":{"content":"hel"}}]}\n\n',

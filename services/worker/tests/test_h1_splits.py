@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiperf.endpoints.sse import SseParser
+from aiperf.worker.exchange import Exchange
 from aiperf.worker.h1 import _Conn
-from aiperf.worker.http import Exchange
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
 

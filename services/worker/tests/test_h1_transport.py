@@ -14,8 +14,8 @@ import pytest
 
 from aiperf.config import HttpOptions
 from aiperf.testing.fake_kube_tls import make_tls_files
+from aiperf.worker.exchange import Exchange
 from aiperf.worker.h1 import H1Transport
-from aiperf.worker.http import Exchange
 
 pytestmark = pytest.mark.anyio
 

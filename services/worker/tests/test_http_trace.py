@@ -17,8 +17,9 @@ import aiperf.mock_server.main  # noqa: F401
 import aiperf.mock_server.wire  # noqa: F401
 from aiperf.messages import HttpTrace
 from aiperf.mock_server.testing import MockProcess, running_mock
+from aiperf.worker.exchange import Exchange
 from aiperf.worker.h1 import H1Transport
-from aiperf.worker.http import AiohttpTransport, Exchange, new_session
+from aiperf.worker.http import AiohttpTransport, new_session
 
 pytestmark = pytest.mark.anyio
 

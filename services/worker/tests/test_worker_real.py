@@ -39,7 +39,7 @@ async def test_streams_errors_drops_and_cancels_without_crashing(
         assert rec.start_wall_ns > 0 and rec.credit_received_ns <= rec.start_ns
         assert parse_response(EndpointType.CHAT, True, rec).text == "".join(PIECES)
         # requests 0-3 go out concurrently, so find this one by its request id
-        (headers, body), = [r for r in server.requests if r[0]["X-Request-ID"] == rec.x_request_id]
+        (headers, body), = (r for r in server.requests if r[0]["X-Request-ID"] == rec.x_request_id)
         assert headers["Authorization"] == "Bearer sk-test" and headers["X-Tenant"] == "t1"
         assert body["stream"] is True and body["max_completion_tokens"] == 3
 

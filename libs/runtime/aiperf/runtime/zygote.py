@@ -8,8 +8,19 @@ again; a fork starts with all of that already in memory, shared copy-on-write.
 
 Fork safety: nothing here creates an event loop, a ZMQ context or a thread (the tokenizer is
 the bundled tiktoken one, which has no threads); every child creates its own after the fork.
-rich is not hidden here (as `aiperf.boot` does for a single service): it is imported at most
-once, by the records-manager's modules, and services log JSON lines without it.
+rich is hidden from the zygote (by `aiperf.boot`, as from a single service: structlog would
+import ~0.35 s of it that no service uses, since they log JSON lines); a child
+that renders with it (`aiperf.boot.NEEDS_RICH`) gets it back and imports it after its fork, on
+another core.
+
+Idle (no request pending), the zygote works ahead, one step per turn: it imports the event
+loop's backend (`RUNTIME_MODULES`), forks a child for each preloaded module of
+`aiperf.zygote_process.FORKED_AHEAD` (or `--fork-ahead`), imports the other modules, then loads
+its tokenizer, so that all is done by the time the run asks for its services. A child forked
+ahead imports its module on another core, then blocks on a pipe until the zygote hands it its
+spawn request (with the zygote's environment, which `configure` may have changed since) and
+goes on as any forked service; the zygote reports it as spawned then. Never asked for, it exits
+when the pipe closes (the zygote's stdin EOF) or with the zygote.
 
 Protocol, one JSON object per line. Requests on stdin:
 `{"id": SID, "argv": [MODULE, ARG...], "log": PATH, "tokenizer": BOOL}` (spawn; `tokenizer`: the
@@ -34,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import ctypes
 import importlib
 import json
@@ -45,9 +57,11 @@ import sys
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from typing import Any, NoReturn
 
-from aiperf.zygote_process import TITLE_ROOM
+from aiperf.boot import NEEDS_RICH, die_with_parent
+from aiperf.zygote_process import FORKED_AHEAD, TITLE_ROOM
 
 __all__ = ["TITLE_ROOM", "Zygote", "main", "set_cmdline"]
 
@@ -80,8 +94,13 @@ creates no loop and no thread."""
 class Zygote:
     """Serves spawn requests (see the module doc) until stdin closes."""
 
-    def __init__(self, *, preload: list[str], tokenizer: str | None, proto_in: int, proto_out: int) -> None:
-        self._preload, self._tokenizer_spec = [*RUNTIME_MODULES, *preload], tokenizer
+    def __init__(self, *, preload: list[str], tokenizer: str | None, proto_in: int, proto_out: int,
+                 fork_ahead: frozenset[str] = FORKED_AHEAD) -> None:
+        self._fork_ahead = fork_ahead
+        self._preload: list[str] = []
+        self._ahead: dict[str, tuple[int, int] | None] = {}  # module -> (pid, request fd); None: used
+        self._tokenizer_spec = tokenizer
+        self._add_preloads([*RUNTIME_MODULES, *preload])
         self._in, self._out = proto_in, proto_out
         self._tokenizer_loaded = tokenizer is None
         self._imported: set[str] = set()
@@ -98,6 +117,13 @@ class Zygote:
 
     def _mark(self, name: str) -> None:
         self._emit({"ev": "mark", "name": name, "t": time.time_ns()})
+
+    def _add_preloads(self, modules: list[str]) -> None:
+        for module in modules:
+            if module in self._fork_ahead:
+                self._ahead.setdefault(module, (0, -1))  # (0, -1): not forked yet
+            elif module not in self._preload:
+                self._preload.append(module)
 
     def _import(self, module: str) -> None:
         """Import `module` now; a failure is left for the child to hit again (and log)."""
@@ -134,10 +160,11 @@ class Zygote:
             while not self._closed or self._children:
                 self._reap()
                 if self._closed:  # no more requests; children die with us (SIGTERM)
+                    self._close_ahead()
                     break
                 self._drain_requests()
                 self._spawn_pending()
-                idle = None if self._imported.issuperset(self._preload) else 0.0  # more to import
+                idle = None if self._idle_work_done() else 0.0
                 ready, _, _ = select.select([self._in, wake_r], [], [], idle)
                 if wake_r in ready:
                     while True:
@@ -151,6 +178,22 @@ class Zygote:
         finally:
             signal.set_wakeup_fd(-1)
         return 0
+
+    def _idle_work_done(self) -> bool:
+        return (self._tokenizer_loaded and self._imported.issuperset(self._preload)
+                and (0, -1) not in self._ahead.values())
+
+    def _work_ahead(self) -> None:
+        """One step of idle work (see the module doc)."""
+        runtime = [m for m in RUNTIME_MODULES if m not in self._imported]
+        ahead = [m for m, state in self._ahead.items() if state == (0, -1)]
+        modules = [m for m in self._preload if m not in self._imported]
+        if runtime or not ahead and modules:
+            self._import((runtime or modules)[0])
+        elif ahead:
+            self._fork_ahead_child(ahead[0])
+        else:
+            self._load_tokenizer()
 
     def _read_requests(self) -> None:
         chunk = os.read(self._in, 65536)
@@ -178,9 +221,7 @@ class Zygote:
         if (env := settings.get("env")) is not None:
             os.environ.clear()
             os.environ.update(env)
-        for module in settings.get("preload") or []:
-            if module not in self._preload:
-                self._preload.append(module)
+        self._add_preloads(settings.get("preload") or [])
         if (spec := settings.get("tokenizer")) is not None and spec != self._tokenizer_spec:
             self._tokenizer_spec, self._tokenizer_loaded = spec, False
         self._mark("zygote.configured")
@@ -204,51 +245,117 @@ class Zygote:
             for request in later:
                 self._spawn(request)
         if not self._pending:
-            for module in self._preload:  # idle: import what later requests will need
-                if module not in self._imported:
-                    self._import(module)
-                    return
+            self._work_ahead()
 
     def _spawn(self, request: dict[str, Any]) -> None:
         argv: list[str] = request["argv"]
-        for module in RUNTIME_MODULES:
-            self._import(module)
-        self._import(argv[0])
+        if (pid := self._hand_over(request)) is None:
+            for module in RUNTIME_MODULES:
+                self._import(module)
+            if argv[0] not in self._fork_ahead:
+                self._import(argv[0])
+            pid = self._fork(lambda: self._child(argv, request["log"], request.get("title") or argv))
+        self._emit({"ev": "spawned", "id": request["id"], "pid": pid, "t": time.time_ns()})
+
+    def _fork(self, child: Callable[[], int]) -> int:
+        """Fork; the child runs `child` and exits with what it returns."""
         self._reap()
         sys.stdout.flush()
         sys.stderr.flush()
-        self._zygote_pid = os.getpid()
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
-                code = self._child(argv, request["log"], request.get("title") or argv)
+                code = child()
             finally:
                 os._exit(code)
         self._children.add(pid)
-        self._emit({"ev": "spawned", "id": request["id"], "pid": pid, "t": time.time_ns()})
+        return pid
 
-    def _child(self, argv: list[str], log_path: str, title: list[str]) -> int:
-        """In the forked child: become the service process and run it; returns its exit code.
-        A service module's `main()` returns its exit code (every `main.py` here has one)."""
+    def _fork_ahead_child(self, module: str) -> None:
+        read_fd, write_fd = os.pipe()
+
+        def child() -> int:
+            os.close(write_fd)
+            self._detach()
+            with contextlib.suppress(Exception):  # `_child` imports it again and logs why it fails
+                importlib.import_module(module)
+            data = b""
+            while chunk := os.read(read_fd, 65536):
+                data += chunk
+            if not data:  # never asked for
+                return 0
+            request = json.loads(data)
+            os.environ.clear()
+            os.environ.update(request["env"])
+            argv = request["argv"]
+            return self._child(argv, request["log"], request.get("title") or argv, detached=True)
+
+        pid = self._fork(child)
+        os.close(read_fd)
+        self._ahead[module] = (pid, write_fd)
+        self._mark(f"zygote.forked_ahead {module}")
+
+    def _hand_over(self, request: dict[str, Any]) -> int | None:
+        """Give `request` to the child forked ahead for its module, if one waits; its pid."""
+        ahead = self._ahead.get(request["argv"][0])
+        if not ahead or ahead[1] < 0:
+            return None
+        pid, fd = ahead
+        self._ahead[request["argv"][0]] = None
+        data = json.dumps({**request, "env": dict(os.environ)}).encode()
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        except BrokenPipeError:  # it died waiting (killed): fork one the usual way
+            return None
+        finally:
+            os.close(fd)
+        return pid
+
+    def _close_ahead(self) -> None:
+        """Tell the children forked ahead and never asked for to exit (their pipe closes)."""
+        for module, ahead in self._ahead.items():
+            if ahead and ahead[1] >= 0:
+                os.close(ahead[1])
+                self._ahead[module] = None
+
+    def _detach(self) -> None:
+        """In a forked child: leave the zygote's signal handling, session and protocol pipes;
+        get SIGTERM when the zygote dies."""
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
+        os.close(self._in)
+        os.close(self._out)
+        for _module, ahead in self._ahead.items():  # the other children's pipes are not ours
+            if ahead and ahead[1] >= 0:
+                os.close(ahead[1])
+        die_with_parent(self._zygote_pid)
+
+    def _child(self, argv: list[str], log_path: str, title: list[str], *, detached: bool = False) -> int:
+        """In the forked child: become the service process and run it; returns its exit code.
+        A service module's `main()` returns its exit code (every `main.py` here has one).
+        `detached`: `_detach` already ran (a child forked ahead)."""
+        if not detached:
+            self._detach()
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null_fd = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null_fd, 0)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
-        for fd in (log_fd, null_fd, self._in, self._out):
-            os.close(fd)
+        os.close(log_fd)
+        os.close(null_fd)
         set_cmdline(title)
-        from aiperf.boot import die_with_parent
-
-        die_with_parent(self._zygote_pid)  # if the zygote dies, this service gets SIGTERM
         module = argv[0]
         sys.argv = list(argv)
         code = 0
         try:
+            if module in NEEDS_RICH and sys.modules.get("rich", False) is None:
+                del sys.modules["rich"]  # hidden while the zygote imported (see the module doc)
+                importlib.import_module("rich.console")  # for its table, now rather than at the end
+            if module in self._fork_ahead:  # imported in this child (again, if that failed)
+                importlib.import_module(module)
             entry = getattr(sys.modules.get(module), "main", None)
             if callable(entry):  # preloaded: call its `main()` (what its `__main__` block does)
                 returned = entry()
@@ -288,6 +395,8 @@ def main(argv: list[str]) -> NoReturn:
     parser = argparse.ArgumentParser(prog="aiperf.boot --zygote")
     parser.add_argument("--preload", default="", help="comma-separated modules to import once")
     parser.add_argument("--tokenizer", default=None, help="tokenizer to load before forking its users")
+    parser.add_argument("--fork-ahead", default=",".join(sorted(FORKED_AHEAD)),
+                        help="comma-separated modules a child imports after its fork, forked ahead")
     parser.add_argument("--config", default="", help="the run's config (shown in ps; unused)")
     parser.add_argument("--title-room", default="", help="placeholder: room for the children's titles")
     args = parser.parse_args(argv)
@@ -302,7 +411,8 @@ def main(argv: list[str]) -> NoReturn:
         del title[title.index("--title-room"):title.index("--title-room") + 2]
     set_cmdline(title)
     zygote = Zygote(preload=[m for m in args.preload.split(",") if m], tokenizer=args.tokenizer,
-                    proto_in=proto_in, proto_out=proto_out)
+                    proto_in=proto_in, proto_out=proto_out,
+                    fork_ahead=frozenset(m for m in args.fork_ahead.split(",") if m))
     zygote._emit({"ev": "mark", "name": "zygote.started", "t": started})
     code = zygote.serve()
     sys.stdout.flush()

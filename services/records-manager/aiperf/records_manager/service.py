@@ -17,7 +17,6 @@ import anyio
 import msgspec
 import structlog
 from anyio.abc import TaskStatus
-from rich.console import Console
 
 from aiperf.comms import BadMessage
 from aiperf.config import Benchmark
@@ -243,6 +242,8 @@ class RecordsManager:
 
 def render_table(summary: Summary, width: int = 120) -> str:
     """The console tables as plain text (the CLI prints it; `profile_export_console.txt`)."""
+    from rich.console import Console  # not at import: the zygote imports this module without rich
+
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None, force_terminal=False)
     for table in render_console_tables(summary):

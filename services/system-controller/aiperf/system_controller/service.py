@@ -93,12 +93,18 @@ class SystemController:
     A group member silent alone is judged alone only once it has been silent
     `2 * heartbeat_interval_s` longer (the rest of a dying pod goes silent within one
     interval). Losing more than `runtime.max_lost_worker_fraction` of the workers, or all of
-    them, fails the run naming the lost pods."""
+    them, fails the run naming the lost pods.
+
+    `before_drive`, when given, is awaited once every service is running and before the run is
+    configured (the local server-metrics baseline scrape, which overlaps the services' start-up
+    and must precede the first request)."""
 
     def __init__(self, *, config: RunConfig, control: ControlServer, launcher: Launcher,
                  driver: Driver, on_state: Callable[[SystemState], Awaitable[None]] | None = None,
-                 describe_failure: Callable[[str], str] | None = None) -> None:
+                 describe_failure: Callable[[str], str] | None = None,
+                 before_drive: Callable[[], Awaitable[object]] | None = None) -> None:
         self._config, self._control, self._launcher = config, control, launcher
+        self._before_drive = before_drive
         self._driver, self._on_state = driver, on_state
         self._describe = describe_failure or (lambda sid: "")
         self._plan = plan_services(config.services)
@@ -322,6 +328,8 @@ class SystemController:
                                                 timeout=runtime.registration_timeout_s)
         await self._wait_running(timeout=runtime.registration_timeout_s)
         log.info("system.all_registered", services=len(self._control.services))
+        if self._before_drive is not None:
+            await self._before_drive()
         await self._set_state(SystemState.CONFIGURING)
         return await self._driver.drive(self._control, self._set_state, self.cancelled)
 

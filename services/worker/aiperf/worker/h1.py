@@ -30,7 +30,7 @@ import httptools
 
 from aiperf.config import MAX_RESPONSE_BYTES_ENV, READ_IDLE_TIMEOUT_ENV, HttpOptions
 from aiperf.messages import ErrorDetails
-from aiperf.worker.http import DEFAULT_LIMITS, KEEPALIVE_S, Exchange
+from aiperf.worker.exchange import DEFAULT_LIMITS, KEEPALIVE_S, Exchange
 
 _perf_ns = time.perf_counter_ns
 _mono = time.monotonic

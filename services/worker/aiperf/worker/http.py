@@ -1,8 +1,9 @@
 """The HTTP side of one request: a POST whose every network read is timestamped.
 
-`Exchange` is filled in place while the request runs, so a request cut short (timeout,
-cancellation) still keeps the reads it got. `AiohttpTransport` is the production
-`Transport`; it never raises for request failures (they become `Exchange.error`), only
+`Exchange` (`aiperf.worker.exchange`) is filled in place while the request runs, so a request
+cut short (timeout, cancellation) still keeps the reads it got. `AiohttpTransport` is the
+`Transport` over aiohttp (`AIPERF_HTTP_CLIENT=aiohttp`; the default client is
+`aiperf.worker.h1`, which does not import this module); it never raises for request failures (they become `Exchange.error`), only
 cancellation propagates.
 
 Wire trace: a session from `new_session()` also notes where each request's bytes moved, for
@@ -22,79 +23,19 @@ import time
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from types import SimpleNamespace
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
 from aiperf.config import MAX_RESPONSE_BYTES_ENV, READ_IDLE_TIMEOUT_ENV, HttpOptions
-from aiperf.messages import ErrorDetails, HttpTrace
+from aiperf.messages import ErrorDetails
+from aiperf.worker.exchange import DEFAULT_LIMITS, KEEPALIVE_S, Exchange
 
 _perf_ns = time.perf_counter_ns
 
-KEEPALIVE_S = 15.0
-"""Idle keep-alive of pooled connections (aiohttp's default; most servers close earlier)."""
-
 _WRITING: ContextVar[Exchange | None] = ContextVar("aiperf_worker_exchange", default=None)
 """The exchange whose request the current task is sending (set by `AiohttpTransport.post`)."""
-
-
-DEFAULT_LIMITS = HttpOptions()
-
-
-class Exchange:
-    """What one HTTP exchange observed so far. All `*_ns` are `perf_counter_ns()`; zero
-    means "did not happen" (`start_ns == 0`: the request was never sent). The wire fields
-    (from `reused` on) are filled only by a traced session (see the module doc)."""
-
-    __slots__ = ("start_ns", "start_wall_ns", "headers_ns", "end_ns", "status", "chunk_ns",
-                 "chunks", "error", "reused", "pool_wait_start_ns", "pool_wait_end_ns", "dns_start_ns",
-                 "dns_end_ns", "connect_start_ns", "connected_ns", "send_start_ns", "send_end_ns",
-                 "recv_first_ns", "recv_last_ns", "sent_bytes", "recv_bytes", "writes", "reads")
-
-    def __init__(self) -> None:
-        self.start_ns = 0
-        self.start_wall_ns = 0
-        self.headers_ns = 0
-        self.end_ns = 0
-        self.status = 0
-        self.chunk_ns: list[int] = []
-        self.chunks: list[bytes] = []
-        self.error: ErrorDetails | None = None
-        self.reused = False
-        self.pool_wait_start_ns = self.pool_wait_end_ns = 0
-        self.dns_start_ns = self.dns_end_ns = 0
-        self.connect_start_ns = self.connected_ns = 0
-        self.send_start_ns = self.send_end_ns = 0
-        self.recv_first_ns = self.recv_last_ns = 0
-        self.sent_bytes = self.recv_bytes = self.writes = self.reads = 0
-
-    def http_trace(self) -> HttpTrace | None:
-        """The wire trace for the record; None when no byte of the request was written."""
-        if not self.send_start_ns:
-            return None
-        return HttpTrace(
-            reused=self.reused, pool_wait_start_ns=self.pool_wait_start_ns,
-            pool_wait_end_ns=self.pool_wait_end_ns, dns_start_ns=self.dns_start_ns, dns_end_ns=self.dns_end_ns,
-            connect_start_ns=self.connect_start_ns, connected_ns=self.connected_ns,
-            send_start_ns=self.send_start_ns, send_end_ns=self.send_end_ns, recv_first_ns=self.recv_first_ns,
-            recv_last_ns=self.recv_last_ns, sent_bytes=self.sent_bytes, recv_bytes=self.recv_bytes,
-            writes=self.writes, reads=self.reads)
-
-
-class Transport(Protocol):
-    """Sends one POST and records it into an `Exchange`."""
-
-    async def post(self, ex: Exchange, url: str, body: bytes, headers: Mapping[str, str], *,
-                   streaming: bool) -> None:
-        """Send `body` to `url`, filling `ex` as things happen.
-
-        Promises: `ex.start_ns`/`start_wall_ns` are set right before the request goes out,
-        `ex.end_ns` on every exit path (cancellation included). An HTTP status >= 400 is not an
-        error here: its status and body are recorded like any other. Transport failures set
-        `ex.error` and return. Only cancellation propagates.
-        """
-        ...
 
 
 class _TapProtocol(ResponseHandler):

@@ -23,8 +23,8 @@ from aiperf.comms import (
 from aiperf.config import HttpOptions
 from aiperf.messages import CreditChannel, ServiceType
 from aiperf.runtime import Service, ServiceContext, UserError, service_main
+from aiperf.worker.exchange import Transport
 from aiperf.worker.h1 import H1Transport
-from aiperf.worker.http import AiohttpTransport, Transport, new_session
 from aiperf.worker.service import Worker, WorkerSettings
 
 log = structlog.get_logger("aiperf.worker")
@@ -94,6 +94,8 @@ async def _transport(stack: AsyncExitStack, limits: HttpOptions, kind: str) -> T
     if kind == "h1":
         return await stack.enter_async_context(H1Transport(limits))
     if kind == "aiohttp":
+        from aiperf.worker.http import AiohttpTransport, new_session  # aiohttp only when asked for
+
         session = await stack.enter_async_context(new_session())
         return AiohttpTransport(session, limits)
     raise UserError(f"{HTTP_CLIENT_ENV}={kind!r}: use h1 or aiohttp")

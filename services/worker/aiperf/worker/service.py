@@ -44,7 +44,7 @@ from aiperf.messages import (
 )
 from aiperf.runtime import GiveUp, UnknownCommand, UserError
 from aiperf.worker.clock import SPIN_NS, ClockSample, OffsetTracker, estimate_offset, wait_until
-from aiperf.worker.http import Exchange, Transport
+from aiperf.worker.exchange import Exchange, Transport
 from aiperf.worker.load import TICK_S, LoadMonitor
 
 log = structlog.get_logger("aiperf.worker")
