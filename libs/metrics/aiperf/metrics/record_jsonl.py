@@ -10,39 +10,67 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from collections.abc import Sequence
 from types import TracebackType
 from typing import IO, Any
 
 import orjson
 
 from aiperf.messages import MetricRecord
-from aiperf.metrics.catalog import spec_of
+from aiperf.metrics.catalog import SPECS, spec_of
 
 
-def _display(value: float, scale: float, unit: str) -> float | int:
-    if unit == "tokens" and float(value).is_integer():
-        return int(value)
-    return value * scale if scale != 1.0 else value
+class _Shown:
+    """How one tag's values are shown in a line: in its display unit (times `scale`), a whole
+    number of tokens as an int. Built once per known tag."""
+
+    __slots__ = ("unit", "scale", "tokens")
+
+    def __init__(self, unit: str, scale: float) -> None:
+        self.unit, self.scale, self.tokens = unit, scale, unit == "tokens"
+
+    def value(self, value: float | list[float]) -> Any:
+        if isinstance(value, list):
+            scale = self.scale
+            return [v * scale for v in value] if scale != 1.0 else list(value)
+        if self.tokens and float(value).is_integer():
+            return int(value)
+        return value * self.scale if self.scale != 1.0 else value
+
+
+_SHOWN: dict[str, _Shown | None] = {tag: None if spec.internal else _Shown(spec.unit, spec.scale)
+                                    for tag, spec in SPECS.items()}
+"""Every cataloged tag's `_Shown`; None for internal tags (never exported)."""
+
+
+def _shown(tag: str) -> _Shown | None:
+    """`tag`'s `_Shown` (None: internal); an unknown tag is shown as `spec_of` describes it."""
+    try:
+        return _SHOWN[tag]
+    except KeyError:
+        spec = spec_of(tag)
+        return None if spec.internal else _Shown(spec.unit, spec.scale)
 
 
 def record_json(record: MetricRecord) -> dict[str, Any]:
     """One request as AIPerf's `MetricRecordInfo` JSON object."""
     metrics: dict[str, Any] = {}
     for tag, value in record.metrics.items():
-        spec = spec_of(tag)
-        if spec.internal:
-            continue
-        if isinstance(value, list):
-            shown: Any = [v * spec.scale for v in value] if spec.scale != 1.0 else list(value)
-        else:
-            shown = _display(value, spec.scale, spec.unit)
-        metrics[tag] = {"value": shown, "unit": spec.unit}
+        shown = _shown(tag)
+        if shown is not None:
+            metrics[tag] = {"value": shown.value(value), "unit": shown.unit}
     line: dict[str, Any] = {"metadata": {k: v for k, v in record.metadata.items() if v is not None},
                             "metrics": metrics}
     if record.error is not None:
         e = record.error
         line["error"] = {"code": e.code, "type": e.type, "message": e.message}
     return line
+
+
+def record_lines(records: Sequence[MetricRecord]) -> bytes:
+    """The jsonl lines of `records`, in order, each ending in a newline."""
+    dumps, option = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+    return b"".join([dumps(record_json(r), option=option) for r in records])
 
 
 class JsonlRecordWriter:
@@ -64,8 +92,15 @@ class JsonlRecordWriter:
 
     def write(self, record: MetricRecord) -> None:
         """Append one line for `record`."""
-        self._file.write(orjson.dumps(record_json(record)) + b"\n")
+        self._file.write(orjson.dumps(record_json(record), option=orjson.OPT_APPEND_NEWLINE))
         self._count += 1
+
+    def write_many(self, records: Sequence[MetricRecord]) -> None:
+        """Append the lines of `records`, in order, with one file write: the same bytes as
+        `write` on each in turn."""
+        if records:
+            self._file.write(record_lines(records))
+            self._count += len(records)
 
     def flush(self) -> None:
         """Push buffered lines to the OS."""
