@@ -8,11 +8,13 @@ and metadata keys whose value is None left out, as AIPerf drops None fields.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import operator
 import os
 from pathlib import Path
 from collections.abc import Sequence
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import orjson
 
@@ -20,47 +22,52 @@ from aiperf.messages import MetricRecord
 from aiperf.metrics.catalog import SPECS, spec_of
 
 
-class _Shown:
-    """How one tag's values are shown in a line: in its display unit (times `scale`), a whole
-    number of tokens as an int. Built once per known tag."""
+class _Shown(NamedTuple):
+    """How one tag's values are shown in a line: in `unit` (base value times `scale`), a single
+    whole number of tokens as an int."""
 
-    __slots__ = ("unit", "scale", "tokens")
+    unit: str
+    scale: float
+    tokens: bool
 
-    def __init__(self, unit: str, scale: float) -> None:
-        self.unit, self.scale, self.tokens = unit, scale, unit == "tokens"
-
-    def value(self, value: float | list[float]) -> Any:
-        if isinstance(value, list):
-            scale = self.scale
-            return [v * scale for v in value] if scale != 1.0 else list(value)
-        if self.tokens and float(value).is_integer():
-            return int(value)
-        return value * self.scale if self.scale != 1.0 else value
-
-
-_SHOWN: dict[str, _Shown | None] = {tag: None if spec.internal else _Shown(spec.unit, spec.scale)
-                                    for tag, spec in SPECS.items()}
-"""Every cataloged tag's `_Shown`; None for internal tags (never exported)."""
-
-
-def _shown(tag: str) -> _Shown | None:
-    """`tag`'s `_Shown` (None: internal); an unknown tag is shown as `spec_of` describes it."""
-    try:
-        return _SHOWN[tag]
-    except KeyError:
+    @classmethod
+    def of(cls, tag: str) -> _Shown | None:
+        """`tag`'s display (None: an internal tag, never exported); unknown tags as `spec_of`."""
         spec = spec_of(tag)
-        return None if spec.internal else _Shown(spec.unit, spec.scale)
+        return None if spec.internal else cls(spec.unit, spec.scale, spec.unit == "tokens")
+
+
+_SHOWN: dict[str, _Shown | None] = {tag: _Shown.of(tag) for tag in SPECS}
+"""Every cataloged tag's display, prepared once."""
+
+
+def _shown_metrics(metrics: dict[str, float | list[float]]) -> dict[str, Any]:
+    """`{tag: {"value": v, "unit": u}}` for the exported tags of `metrics`, in its order."""
+    out: dict[str, Any] = {}
+    shown_of = _SHOWN
+    for tag, value in metrics.items():
+        try:
+            shown = shown_of[tag]
+        except KeyError:
+            shown = _Shown.of(tag)
+        if shown is None:
+            continue
+        unit, scale, tokens = shown
+        if isinstance(value, list):
+            if scale != 1.0:
+                value = list(map(operator.mul, value, itertools.repeat(scale)))
+        elif tokens and float(value).is_integer():
+            value = int(value)
+        elif scale != 1.0:
+            value = value * scale
+        out[tag] = {"value": value, "unit": unit}
+    return out
 
 
 def record_json(record: MetricRecord) -> dict[str, Any]:
     """One request as AIPerf's `MetricRecordInfo` JSON object."""
-    metrics: dict[str, Any] = {}
-    for tag, value in record.metrics.items():
-        shown = _shown(tag)
-        if shown is not None:
-            metrics[tag] = {"value": shown.value(value), "unit": shown.unit}
     line: dict[str, Any] = {"metadata": {k: v for k, v in record.metadata.items() if v is not None},
-                            "metrics": metrics}
+                            "metrics": _shown_metrics(record.metrics)}
     if record.error is not None:
         e = record.error
         line["error"] = {"code": e.code, "type": e.type, "message": e.message}
