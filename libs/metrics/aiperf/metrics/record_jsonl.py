@@ -11,8 +11,8 @@ import contextlib
 import itertools
 import operator
 import os
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, NamedTuple
 
