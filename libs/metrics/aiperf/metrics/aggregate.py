@@ -135,14 +135,15 @@ class Column:
     sizes), 8 (float64) from the first value that is not (the earlier ones are converted, which
     is exact). NaN marks a missing value (and switches to float64).
 
-    Appended values wait in a short list (at most `PENDING` of them) and enter the typed array
-    together, so a value costs a list append, not a numpy call; every read (`data`, `values`,
-    `len`) sees them all. The typed array ends the same whichever way the values were grouped.
+    Appended values wait in a list until `PENDING` of them have gathered, then enter the typed
+    array together, so a value costs a list append, not a numpy call; every read (`data`,
+    `values`, `len`) sees them all. The typed array ends the same whichever way the values were
+    grouped.
     """
 
     __slots__ = ("_data", "_pending")
 
-    PENDING = 512
+    PENDING = 2048
 
     def __init__(self) -> None:
         self._data: array[int] | array[float] = array("I")
