@@ -2,7 +2,7 @@
 timing-manager and records-manager carry, beside raw pyzmq measured in the same run.
 
     python scripts/bench/controller.py [--workers 100] [--requests 40000] [--concurrency 1000] \
-        [--processors 4] [--batch 32] [--transport ipc|tcp]
+        [--processors 4] [--batch 32] [--transport ipc|tcp] [--only timing|records]
 
 (the repo's source roots on PYTHONPATH, as for the other benchmarks.)
 
@@ -333,12 +333,18 @@ async def main_async(args: argparse.Namespace) -> None:
     configure_logging(service_id="bench", level="warning")
     folder = tempfile.mkdtemp(prefix="bench-controller-", dir="/tmp")
     try:
+        parts = [("timing-manager credits", timing_manager_rate, raw_credit_rate),
+                 ("records-manager records", records_manager_rate, raw_records_rate)]
+        if args.only:
+            parts = [p for p in parts if p[0].startswith(args.only)]
         rows = []
         for _ in range(args.repeats):
-            rows.append((await timing_manager_rate(args, folder), await raw_credit_rate(args, folder),
-                         await records_manager_rate(args, folder), await raw_records_rate(args, folder)))
-        wall = [max(r[i][0] for r in rows) for i in range(4)]
-        cpu = [max(r[i][1] for r in rows) for i in range(4)]
+            row = []
+            for _name, ours, raw in parts:
+                row += [await ours(args, folder), await raw(args, folder)]
+            rows.append(row)
+        wall = [max(r[i][0] for r in rows) for i in range(2 * len(parts))]
+        cpu = [max(r[i][1] for r in rows) for i in range(2 * len(parts))]
         print(f"controller capacity ({args.transport}, {args.workers} simulated workers, {args.requests:,} requests, "
               f"C={args.concurrency}, {args.processors} simulated record-processors, batches of {args.batch} records; "
               f"best of {args.repeats})")
@@ -346,7 +352,7 @@ async def main_async(args: argparse.Namespace) -> None:
               "the rate one free core sustains (a busy host shrinks the first, hardly the second)")
         print("| path | ours wall/s | raw wall/s | ours CPU/s | raw CPU/s | ours/raw (CPU) | us CPU/request | 20,000/s |")
         print("|---|---|---|---|---|---|---|---|")
-        for name, i in (("timing-manager credits", 0), ("records-manager records", 2)):
+        for i, (name, _ours, _raw) in zip(range(0, 2 * len(parts), 2), parts, strict=True):
             verdict = "met" if cpu[i] >= 20000 else "MISSED"
             print(f"| {name} | {wall[i]:,.0f} | {wall[i + 1]:,.0f} | {cpu[i]:,.0f} | {cpu[i + 1]:,.0f} | "
                   f"{cpu[i] / cpu[i + 1]:.2f} | {1e6 / cpu[i]:.1f} | {verdict} |")
@@ -364,6 +370,8 @@ def main() -> None:
                         help=f"records per message on the records channel (default {MAX_RECORDS}, the record-processor's)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--transport", choices=("ipc", "tcp"), default="ipc")
+    parser.add_argument("--only", choices=("timing", "records"),
+                        help="measure only the timing-manager or only the records-manager (and its raw reference)")
     anyio.run(main_async, parser.parse_args(), backend_options={"use_uvloop": True})
 
 

@@ -117,32 +117,37 @@ class RecordsManager:
                     except BadMessage as exc:  # the socket listens on the network in Kubernetes
                         log.warning("records.bad_message", channel=exc.channel, reason=exc.reason)
                         continue
-                    for record in batch.records:
-                        self._take(record)
+                    self._take_batch(batch.records)
                     self._arrived.set()
                     self._arrived = anyio.Event()
         finally:
             if self._writer is not None:
                 self._writer.close()
 
-    def _take(self, record: MetricRecord) -> None:
-        self._aggregator.add(record)
+    def _take_batch(self, records: list[MetricRecord]) -> None:
+        """Take a batch's records in order: each is aggregated, written and counted as if it
+        had come alone (the aggregator and the writer take them as one batch)."""
+        self._aggregator.add_batch(records)
         if self._writer is not None:
             try:
-                self._writer.write(record)
+                self._writer.write_many(records)
             except OSError as exc:
                 self._give_up_records(exc)
-        self._seen[record.phase] += 1
-        load = record.client_load
-        if load is not None:  # cumulative per worker; processors may deliver them out of order
-            known = self._loads.get(record.worker_id)
-            if known is None or load.ticks >= known.ticks:
-                self._loads[record.worker_id] = load
-        if record.error is not None:
-            self._errors[record.phase] += 1
-        start = record.metadata.get("request_start_ns") or record.start_wall_ns
-        if isinstance(start, int) and start:
-            self._first_start_wall_ns = min(self._first_start_wall_ns, start)
+        seen, errors, loads = self._seen, self._errors, self._loads
+        first_start = self._first_start_wall_ns
+        for record in records:
+            seen[record.phase] += 1
+            load = record.client_load
+            if load is not None:  # cumulative per worker; processors may deliver them out of order
+                known = loads.get(record.worker_id)
+                if known is None or load.ticks >= known.ticks:
+                    loads[record.worker_id] = load
+            if record.error is not None:
+                errors[record.phase] += 1
+            start = record.metadata.get("request_start_ns") or record.start_wall_ns
+            if isinstance(start, int) and start and start < first_start:
+                first_start = start
+        self._first_start_wall_ns = first_start
 
     def _give_up_records(self, exc: OSError) -> None:
         """Stop writing the jsonl after a failed write: its file goes (a cut line must not pass
