@@ -143,42 +143,49 @@ def _sequential_sums(deltas: FloatArray, starts: IntArray) -> FloatArray:
     return sums
 
 
-def _build(times: IntArray, fast: Fast, slow: Slow) -> Step:
-    """The step function of the events ``0..times.size-1`` (see above). Consumes `times` (sorted
-    in place); the result's arrays are views of it and of one new array of the same size."""
+def _build(times: IntArray, fast: Fast, slow: Slow, real: int | None = None) -> Step:
+    """The step function of the events ``0..times.size-1`` (see above); the ids from `real` on
+    are breakpoints (no delta). Consumes `times` (sorted in place); the result's arrays are views
+    of it and of one new array of the same size."""
     if times.size == 0:
         return Step(np.zeros(0, np.int64), np.zeros(0, np.float64))
+    real = times.size if real is None else real
     order = np.argsort(times)  # ties in any order: their sums are ordered by key below
     times.sort()
-    size = times.size
-    shared = np.zeros(size, bool)
+    shared = np.zeros(times.size, bool)
     same = times[1:] == times[:-1]
     shared[:-1] |= same
     shared[1:] |= same
     del same
-    members = np.flatnonzero(shared)
+    members = np.flatnonzero(shared)  # events that share their instant with another
     del shared
-    group_sums: FloatArray | None = None
-    heads = members
-    if members.size:
-        head = np.ones(members.size, bool)
-        head[1:] = times[members[1:]] != times[members[:-1]]
-        gid = np.cumsum(head) - 1
-        heads = members[head]
-        owner, section, position, deltas = slow(order[members])
-        group = gid[owner]
+    head = np.ones(members.size, bool)
+    head[1:] = times[members[1:]] != times[members[:-1]]
+    gid = np.cumsum(head) - 1
+    ids = order[members]
+    several = np.bincount(gid[ids < real], minlength=int(head.sum()))[gid] > 1
+    del ids
+    slow_sums: FloatArray | None = None
+    if several.any():  # several events with deltas at one instant: sum them in canonical order
+        owner, section, position, deltas = slow(order[members[several]])
+        group = gid[several][owner]
         key = np.lexsort((position, section, group))
         group, deltas = group[key], deltas[key]
         first = np.ones(group.size, bool)
         first[1:] = group[1:] != group[:-1]
-        group_sums = _sequential_sums(deltas, np.flatnonzero(first))
-        del owner, section, position, deltas, group, key, first, gid, head
+        slow_sums = _sequential_sums(deltas, np.flatnonzero(first))
+        del owner, section, position, deltas, group, key, first
     values = order.view(np.float64)  # the ids are read block by block before being overwritten
-    for a in range(0, size, _BLOCK):
+    for a in range(0, times.size, _BLOCK):
         values[a:a + _BLOCK] = fast(order[a:a + _BLOCK])
     del order
-    if group_sums is not None:
-        values[heads] = group_sums
+    if members.size:  # one event with deltas and breakpoints (0.0): their sum, in any order
+        starts = np.flatnonzero(head)
+        heads = members[starts]
+        values[heads] = np.add.reduceat(values[members], starts)
+        if slow_sums is not None:
+            values[heads[np.unique(gid[several])]] = slow_sums
+    del members, head, gid, several
     n = _compact_distinct(times, values)
     times, values = times[:n], values[:n]
     np.cumsum(values, out=values)
@@ -222,7 +229,7 @@ def _small(times: IntArray, deltas: FloatArray, breaks: IntArray | None = None) 
     def slow(ids: IntArray) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
         return np.arange(ids.size), np.zeros(ids.size, np.int64), ids, d[ids]
 
-    return _build(t, lambda ids: 0.0 + d[ids], slow)
+    return _build(t, lambda ids: 0.0 + d[ids], slow, real=times.size)
 
 
 def _row_blocks(counts: IntArray) -> Iterator[tuple[int, int, int, int]]:
@@ -385,7 +392,7 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
             section[m], position[m], delta[m] = sec, br_rows[j], sign * ur[j]
         return np.concatenate([np.arange(q), np.arange(q)]), section, position, delta
 
-    return _build(times, fast, slow)
+    return _build(times, fast, slow, real=a + 2 * b)
 
 
 def _decode_throughput_pairs(tl: Timeline, rq: _Requests, breaks: IntArray, nonzero: IntArray,
@@ -456,14 +463,14 @@ def _tokens_in_flight(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
         delta = np.where(m, per_chunk[np.clip(rows, 0, tl.size - 1)], req_d[np.where(m, 0, j)])
         return np.arange(ids.size), section, position, delta
 
-    return _build(times, fast, slow)
+    return _build(times, fast, slow, real=times.size - breaks.size)
 
 
 # -- statistics --------------------------------------------------------------------------------
 
 
 def _pieces(curve: Step, lo: int, hi: int, probe: Step | None = None
-            ) -> tuple[FloatArray, FloatArray | IntArray, npt.NDArray[np.int32] | None]:
+            ) -> tuple[FloatArray, FloatArray | IntArray, npt.NDArray[np.unsignedinteger] | None]:
     """(value, duration, `probe` value) of each piece of `curve` in ``[lo, hi]``. `curve` must
     have breakpoints at `lo` and `hi` and is consumed: its times become the durations, float64
     when the window is short enough for that to be exact, else int64."""
@@ -471,9 +478,10 @@ def _pieces(curve: Step, lo: int, hi: int, probe: Step | None = None
     i0 = int(np.searchsorted(t, lo, side="right")) - 1
     i1 = int(np.searchsorted(t, hi, side="left"))
     grid = t[i0:i1 + 1]
-    found: npt.NDArray[np.int32] | None = None
-    if probe is not None:
-        found = np.empty(i1 - i0, np.int32)
+    found: npt.NDArray[np.unsignedinteger] | None = None
+    if probe is not None:  # a concurrency: whole numbers, in the smallest type that holds them
+        top = float(probe.values.max()) if probe.values.size else 0.0
+        found = np.empty(i1 - i0, np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.uint32)
         for a in range(0, i1 - i0, _BLOCK):
             found[a:a + _BLOCK] = probe.at(grid[a:min(a + _BLOCK, i1 - i0)])
     for a in range(0, grid.size - 1, _BLOCK):  # durations in place, front to back
@@ -506,7 +514,7 @@ def _stats(values: FloatArray, dt: FloatArray | IntArray, total: int, *, consume
             found.append(float(values[idx[int(np.searchsorted(held, targets[len(found)], side="left"))]]))
         carry = int(held[-1])
     low, high = float(values[order[0]]), float(values[order[-1]])
-    del order
+    del order, idx, held  # idx is a view: it would keep the whole order alive
     weights = dt if dt.dtype == np.float64 else dt.astype(np.float64)
     avg = float(np.dot(values, weights) / total)
     spread = np.subtract(values, avg, out=values if consume else None)
