@@ -343,7 +343,9 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
     base = np.full(tl.size, -1, np.int64)
     base[u] = offsets[:-1]
     times = np.empty(a + 2 * b + breaks.size, np.int64)
-    nxt = np.empty(a, np.float64)  # rate of the next non-zero gap of the event's row (0: none)
+    # the gap that each chunk event ends, by global index (4 bytes while they fit; a first
+    # token's entry is unused): its rate and the next event's are computed where needed
+    gap_of = np.zeros(a, np.uint32 if tl.icl.size < 1 << 32 else np.int64)
     times[offsets[:-1]] = first[u]
     for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
         rows, gaps, arrivals = _gaps(tl, r0, r1, g0, g1)
@@ -352,22 +354,30 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
         row_start = np.zeros(r1 - r0, np.int64)
         np.cumsum(tl.icl_counts[r0:r1][:-1], out=row_start[1:])
         rank -= np.concatenate([[0], rank])[row_start][rows - r0]
-        rows, gaps = rows[sel], gaps[sel]
-        ids = base[rows] + rank[sel]
+        ids = base[rows[sel]] + rank[sel]
         times[ids] = arrivals[sel]
-        nxt[ids - 1] = (osl[rows] - 1.0) / nonzero[rows] * NS_PER_S / gaps
-    nxt[offsets[1:] - 1] = 0.0
+        gap_of[ids] = g0 + np.flatnonzero(sel)
     times[a:a + b] = first[br_rows]
     times[a + b:a + 2 * b] = end[br_rows]
     times[a + 2 * b:] = breaks
-    row_of = u
+
+    def chunk_parts(i: IntArray) -> tuple[IntArray, FloatArray, FloatArray]:
+        """(row, rate of the chunk that starts, minus the rate of the one that ends) at events i."""
+        r = np.searchsorted(offsets, i, side="right") - 1
+        row = u[r]
+        scale = (osl[row] - 1.0) / nonzero[row]  # as (osl - 1) / K * 1e9 / gap, left to right
+        starts, ends = np.zeros(i.size), np.zeros(i.size)
+        m = np.flatnonzero(i + 1 < offsets[r + 1])
+        starts[m] = scale[m] * NS_PER_S / tl.icl[gap_of[i[m] + 1]].astype(np.int64)
+        m = np.flatnonzero(i > offsets[r])
+        ends[m] = -(scale[m] * NS_PER_S / tl.icl[gap_of[i[m]]].astype(np.int64))
+        return row, starts, ends
 
     def fast(ids: IntArray) -> FloatArray:
         out = np.zeros(ids.size)
         m = ids < a
-        i = ids[m]
-        k = i - offsets[np.searchsorted(offsets, i, side="right") - 1]
-        out[m] = (0.0 + nxt[i]) + np.where(k > 0, -nxt[np.maximum(i - 1, 0)], 0.0)
+        _, starts, ends = chunk_parts(ids[m])
+        out[m] = (0.0 + starts) + ends
         m = (ids >= a) & (ids < a + b)
         out[m] = 0.0 + ur[ids[m] - a]
         m = (ids >= a + b) & (ids < a + 2 * b)
@@ -380,12 +390,9 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
         position = np.zeros(2 * q, np.int64)
         delta = np.zeros(2 * q)
         m = np.flatnonzero(ids < a)  # a chunk starts (section 0) and/or one ends (section 1)
-        i = ids[m]
-        r = np.searchsorted(offsets, i, side="right") - 1
-        k = i - offsets[r]
-        section[m], position[m], delta[m] = 0, row_of[r], nxt[i]
-        section[q + m], position[q + m] = 1, row_of[r]
-        delta[q + m] = np.where(k > 0, -nxt[np.maximum(i - 1, 0)], 0.0)
+        row, starts, ends = chunk_parts(ids[m])
+        section[m], position[m], delta[m] = 0, row, starts
+        section[q + m], position[q + m], delta[q + m] = 1, row, ends
         for sec, lo_id, sign in ((2, a, 1.0), (3, a + b, -1.0)):  # uniform requests' first, end
             m = np.flatnonzero((ids >= lo_id) & (ids < lo_id + b))
             j = ids[m] - lo_id
