@@ -152,13 +152,7 @@ def _build(times: IntArray, fast: Fast, slow: Slow, real: int | None = None) -> 
     real = times.size if real is None else real
     order = np.argsort(times)  # ties in any order: their sums are ordered by key below
     times.sort()
-    shared = np.zeros(times.size, bool)
-    same = times[1:] == times[:-1]
-    shared[:-1] |= same
-    shared[1:] |= same
-    del same
-    members = np.flatnonzero(shared)  # events that share their instant with another
-    del shared
+    members = _sharing(times)
     head = np.ones(members.size, bool)
     head[1:] = times[members[1:]] != times[members[:-1]]
     gid = np.cumsum(head) - 1
@@ -167,14 +161,7 @@ def _build(times: IntArray, fast: Fast, slow: Slow, real: int | None = None) -> 
     del ids
     slow_sums: FloatArray | None = None
     if several.any():  # several events with deltas at one instant: sum them in canonical order
-        owner, section, position, deltas = slow(order[members[several]])
-        group = gid[several][owner]
-        key = np.lexsort((position, section, group))
-        group, deltas = group[key], deltas[key]
-        first = np.ones(group.size, bool)
-        first[1:] = group[1:] != group[:-1]
-        slow_sums = _sequential_sums(deltas, np.flatnonzero(first))
-        del owner, section, position, deltas, group, key, first
+        slow_sums = _canonical_sums(order, members[several], gid[several], slow)
     values = order.view(np.float64)  # the ids are read block by block before being overwritten
     for a in range(0, times.size, _BLOCK):
         values[a:a + _BLOCK] = fast(order[a:a + _BLOCK])
@@ -191,6 +178,33 @@ def _build(times: IntArray, fast: Fast, slow: Slow, real: int | None = None) -> 
     np.cumsum(values, out=values)
     _snap(values)
     return Step(times, values)
+
+
+def _canonical_sums(order: IntArray, positions: IntArray, gid: IntArray, slow: Slow) -> FloatArray:
+    """The sum of each instant's deltas in canonical order, for the events at sorted
+    `positions` (grouped by instant `gid`, ascending); whole instants in blocks of ~_BLOCK."""
+    heads = np.flatnonzero(np.concatenate([[True], gid[1:] != gid[:-1]]))
+    at = np.searchsorted(heads, np.arange(0, gid.size, _BLOCK))  # the first instant from each
+    cuts = np.unique(heads[at[at < heads.size]])
+    sums = []
+    for a, b in zip(cuts.tolist(), [*cuts[1:].tolist(), gid.size], strict=True):
+        owner, section, position, deltas = slow(order[positions[a:b]])
+        group = gid[a:b][owner]
+        key = np.lexsort((position, section, group))
+        group, deltas = group[key], deltas[key]
+        first = np.ones(group.size, bool)
+        first[1:] = group[1:] != group[:-1]
+        sums.append(_sequential_sums(deltas, np.flatnonzero(first)))
+    return np.concatenate(sums)
+
+
+def _sharing(times: IntArray) -> IntArray:
+    """Positions of the (sorted) `times` equal to a neighbour's, ascending."""
+    pairs = [np.flatnonzero(times[a + 1:a + _BLOCK + 1] == times[a:min(a + _BLOCK, times.size - 1)]) + a
+             for a in range(0, times.size - 1, _BLOCK)]
+    both = np.concatenate([*pairs, *(p + 1 for p in pairs)]) if pairs else np.zeros(0, np.int64)
+    both.sort()
+    return both[np.concatenate([[True], both[1:] != both[:-1]])] if both.size else both
 
 
 def _compact_distinct(times: IntArray, values: FloatArray) -> int:
@@ -342,6 +356,7 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
     a, b = int(offsets[-1]), br_rows.size
     base = np.full(tl.size, -1, np.int64)
     base[u] = offsets[:-1]
+    breaks = breaks[~np.isin(breaks, np.concatenate([first[u], first[br_rows], end[br_rows]]))]  # fewer ties
     times = np.empty(a + 2 * b + breaks.size, np.int64)
     # the gap that each chunk event ends, by global index (4 bytes while they fit; a first
     # token's entry is unused): its rate and the next event's are computed where needed
@@ -503,13 +518,53 @@ def _pieces(curve: Step, lo: int, hi: int, probe: Step | None = None
     return v[i0:i1], dt, found
 
 
-def _stats(values: FloatArray, dt: FloatArray | IntArray, total: int, *, consume: bool) -> TimeWeightedStats:
-    """Stats of pieces (`values`, durations `dt`) over `total` ns. With `consume`, `values`
-    is overwritten. Same floats as the straightforward formulas (one dot product each)."""
-    if total <= 0 or values.size == 0:
-        return TimeWeightedStats.zero()
+_MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
+_TOP = np.uint64(1 << 63)
+_ROUNDS = ((53, 11), (42, 11), (31, 11), (20, 11), (9, 11), (0, 9))
+"""(shift, width) of the key digits the percentile search histograms, most significant first:
+small histograms (2,048 bins), six passes over the values."""
+
+
+def _keys(values: FloatArray) -> npt.NDArray[np.uint64]:
+    """Unsigned integers in the order of the floats `values` (no NaN; -0.0 counts as 0.0)."""
+    bits = (values + 0.0).view(np.int64)
+    return (bits ^ ((bits >> 63) & _MAGNITUDE)).view(np.uint64) ^ _TOP
+
+
+def _float_of_key(key: int) -> float:
+    k = (np.array([key], np.uint64) ^ _TOP).view(np.int64)
+    return float((k ^ ((k >> 63) & _MAGNITUDE)).view(np.float64)[0])
+
+
+def _weighted_percentiles(values: FloatArray, dt: FloatArray, targets: list[int]) -> list[float]:
+    """For each target, the smallest value whose pieces at or below it last >= target ns: a
+    radix select on the values' bits (no sort, no array of the pieces' size).
+    `dt` holds whole numbers whose sum is under 2**53, so every float sum here is exact."""
+    prefix, below = [0] * len(targets), [0] * len(targets)
+    for shift, width in _ROUNDS:
+        hist = {p: np.zeros(1 << width) for p in prefix}
+        for a in range(0, values.size, _BLOCK):
+            keys, weights = _keys(values[a:a + _BLOCK]), dt[a:a + _BLOCK]
+            digit = ((keys >> np.uint64(shift)) & np.uint64((1 << width) - 1)).astype(np.intp)
+            if shift + width == 64:
+                hist[0] += np.bincount(digit, weights=weights, minlength=1 << width)
+                continue
+            high = keys >> np.uint64(shift + width)
+            for p, h in hist.items():
+                m = high == np.uint64(p)
+                h += np.bincount(digit[m], weights=weights[m], minlength=1 << width)
+        held = {p: np.cumsum(h) for p, h in hist.items()}
+        for i, target in enumerate(targets):
+            cum = held[prefix[i]]
+            d = int(np.searchsorted(cum, target - below[i], side="left"))
+            below[i] += int(cum[d - 1]) if d else 0
+            prefix[i] = (prefix[i] << width) | d
+    return [_float_of_key(key) for key in prefix]
+
+
+def _sorted_percentiles(values: FloatArray, dt: IntArray, targets: list[int]) -> list[float]:
+    """As `_weighted_percentiles`, for durations that need int64 (windows past 2**53 ns)."""
     order = np.argsort(values)  # ties in any order: the percentiles are the same values
-    targets = [-(-p * total // 100) for p in SWEEP_PERCENTILES]  # held * 100 >= p * total
     found: list[float] = []
     carry = 0
     for a in range(0, order.size, _BLOCK):  # the time held at or below each value, in blocks
@@ -520,51 +575,73 @@ def _stats(values: FloatArray, dt: FloatArray | IntArray, total: int, *, consume
         while len(found) < len(targets) and held[-1] >= targets[len(found)]:
             found.append(float(values[idx[int(np.searchsorted(held, targets[len(found)], side="left"))]]))
         carry = int(held[-1])
-    low, high = float(values[order[0]]), float(values[order[-1]])
-    del order, idx, held  # idx is a view: it would keep the whole order alive
-    weights = dt if dt.dtype == np.float64 else dt.astype(np.float64)
+    return found
+
+
+def _stats(values: FloatArray, dt: FloatArray | IntArray, total: int) -> TimeWeightedStats:
+    """Stats of pieces (`values`, durations `dt`) over `total` ns; consumes `values`. Same floats
+    as the straightforward formulas (one dot product over all pieces for each)."""
+    if total <= 0 or values.size == 0:
+        return TimeWeightedStats.zero()
+    targets = [-(-p * total // 100) for p in SWEEP_PERCENTILES]  # held * 100 >= p * total
+    if dt.dtype == np.float64:
+        p50, p90, p95, p99 = _weighted_percentiles(values, dt, targets)
+        weights = dt
+    else:
+        p50, p90, p95, p99 = _sorted_percentiles(values, dt, targets)
+        weights = dt.astype(np.float64)
+    low, high = float(values.min()), float(values.max())
     avg = float(np.dot(values, weights) / total)
-    spread = np.subtract(values, avg, out=values if consume else None)
+    spread = np.subtract(values, avg, out=values)
     np.square(spread, out=spread)
     std = math.sqrt(max(float(np.dot(weights, spread) / total), 0.0))
-    p50, p90, p95, p99 = found
     return TimeWeightedStats(avg=avg, min=low, max=high, p50=p50, p90=p90, p95=p95, p99=p99, std=std)
 
 
 def _effective(curve: Step, lo: int, hi: int) -> TimeWeightedStats:
     values, dt, _ = _pieces(curve, lo, hi)
-    return _stats(values, dt, hi - lo, consume=True)
+    return _stats(values, dt, hi - lo)
 
 
-def _active(values: FloatArray, dt: FloatArray | IntArray, keep: BoolArray, *, consume: bool) -> TimeWeightedStats:
-    """Stats of the pieces where `keep`; a copy only when they are not one contiguous run."""
-    bounds = np.concatenate([[0], np.flatnonzero(keep[1:] != keep[:-1]) + 1, [keep.size]])
-    starts = bounds[:-1][keep[bounds[:-1]]]
-    if starts.size == 0:
-        return TimeWeightedStats.zero()
-    if starts.size == 1:
-        a = int(starts[0])
-        b = int(bounds[np.searchsorted(bounds, a, side="right")])
-        values, dt = values[a:b], dt[a:b]
-    else:
-        values, dt, consume = values[keep], dt[keep], True
-    total = int(dt.sum())  # exact: whole numbers under 2**53, or int64
-    return _stats(values, dt, total, consume=consume)
+def _per_user(values: FloatArray, den: npt.NDArray[np.unsignedinteger], keep: BoolArray) -> None:
+    """`values` / `den` in place, 0 where none is in the phase."""
+    np.divide(values, den, out=values, where=keep)
+    np.copyto(values, 0.0, where=~keep)
 
 
-def _masked_family(curve: Step, mask: Step, lo: int, hi: int
-                   ) -> tuple[TimeWeightedStats, TimeWeightedStats, TimeWeightedStats]:
-    """(active stats of `curve`, active and effective stats of curve / mask) where `mask` (a
-    concurrency) is positive; `curve` has breakpoints at `mask`'s times, `lo` and `hi`."""
+def _active_of(curve: Step, mask: Step, lo: int, hi: int, *, per_user: bool = False) -> TimeWeightedStats:
+    """Stats of `curve` (or curve / mask) over the pieces where `mask` (a concurrency) is
+    positive; `curve` has breakpoints at `mask`'s times, `lo` and `hi`, and is consumed."""
     values, dt, den = _pieces(curve, lo, hi, mask)
     assert den is not None
     keep = den > 0
-    active = _active(values, dt, keep, consume=False)
-    np.divide(values, den, out=values, where=keep)  # per user, 0 where none is in the phase
-    np.copyto(values, 0.0, where=~keep)
+    if per_user:
+        _per_user(values, den, keep)
     del den
-    active_per_user = _active(values, dt, keep, consume=False)
-    return active, active_per_user, _stats(values, dt, hi - lo, consume=True)
+    n = _compact_kept(values, dt, keep)
+    values, dt = values[:n], dt[:n]
+    return _stats(values, dt, int(dt.sum()))  # whole numbers under 2**53, or int64: exact
+
+
+def _effective_per_user(curve: Step, mask: Step, lo: int, hi: int) -> TimeWeightedStats:
+    """Stats of curve / mask over the window (`curve` as in `_active_of`, consumed)."""
+    values, dt, den = _pieces(curve, lo, hi, mask)
+    assert den is not None
+    _per_user(values, den, den > 0)
+    del den
+    return _stats(values, dt, hi - lo)
+
+
+def _compact_kept(values: FloatArray, dt: FloatArray | IntArray, keep: BoolArray) -> int:
+    """Move the pieces where `keep` to the front, in order, in place; how many."""
+    write = 0
+    for a in range(0, keep.size, _BLOCK):
+        k = keep[a:a + _BLOCK]
+        v, d = values[a:a + _BLOCK][k], dt[a:a + _BLOCK][k]
+        values[write:write + v.size] = v
+        dt[write:write + v.size] = d
+        write += v.size
+    return write
 
 
 def sweep_metrics(tl: Timeline, window: tuple[int, int] | None = None) -> dict[str, TimeWeightedStats]:
@@ -588,30 +665,23 @@ def sweep_metrics(tl: Timeline, window: tuple[int, int] | None = None) -> dict[s
     out: dict[str, TimeWeightedStats] = {}
     conc = _concurrency(tl, rq, ends)
     out["active_total_throughput"] = _active_of(_total_throughput(tl, rq, with_breaks(conc)), conc, lo, hi)
-    out["effective_concurrency"] = _effective(conc, lo, hi)
     out["effective_total_throughput"] = _effective(_total_throughput(tl, rq, ends), lo, hi)
-    pconc = _prefill_concurrency(tl, rq, ends)
-    (out["active_prefill_throughput"], out["active_prefill_throughput_per_user"],
-     out["effective_prefill_throughput_per_user"]) = _masked_family(
-        _prefill_throughput(tl, rq, with_breaks(pconc)), pconc, lo, hi)
-    out["effective_prefill_concurrency"] = _effective(pconc, lo, hi)
-    out["effective_prefill_throughput"] = _effective(_prefill_throughput(tl, rq, ends), lo, hi)
-    dconc = _decode_concurrency(tl, rq, ends)
-    # the per-chunk curves one at a time: each is the peak while it is alive
-    (out["active_decode_throughput"], out["active_decode_throughput_per_user"],
-     out["effective_decode_throughput_per_user"]) = _masked_family(
-        _decode_throughput(tl, rq, with_breaks(dconc)), dconc, lo, hi)
-    out["effective_decode_concurrency"] = _effective(dconc, lo, hi)
-    out["effective_decode_throughput"] = _effective(_decode_throughput(tl, rq, ends), lo, hi)
+    # Each curve is built for one statistic and consumed by it (rebuilding is cheaper than
+    # keeping a copy): the peak is one per-chunk curve and its durations, whatever the run.
+    for phase, conc_of, tput_of in (("prefill", _prefill_concurrency, _prefill_throughput),
+                                    ("decode", _decode_concurrency, _decode_throughput)):
+        mask = conc_of(tl, rq, ends)
+        breaks = with_breaks(mask)
+        out[f"active_{phase}_throughput"] = _active_of(tput_of(tl, rq, breaks), mask, lo, hi)
+        out[f"active_{phase}_throughput_per_user"] = _active_of(tput_of(tl, rq, breaks), mask, lo, hi,
+                                                                per_user=True)
+        out[f"effective_{phase}_throughput_per_user"] = _effective_per_user(tput_of(tl, rq, breaks), mask, lo, hi)
+        out[f"effective_{phase}_throughput"] = _effective(tput_of(tl, rq, ends), lo, hi)
+        out[f"effective_{phase}_concurrency"] = _effective(mask, lo, hi)
+        del mask, breaks
+    out["effective_concurrency"] = _effective(conc, lo, hi)
     out["tokens_in_flight"] = _effective(_tokens_in_flight(tl, rq, ends), lo, hi)
     return {tag: out[tag] for tag in SWEEP_ORDER}
-
-
-def _active_of(curve: Step, mask: Step, lo: int, hi: int) -> TimeWeightedStats:
-    """Active stats of `curve` where `mask` is positive (`curve` has `mask`'s breakpoints)."""
-    values, dt, den = _pieces(curve, lo, hi, mask)
-    assert den is not None
-    return _active(values, dt, den > 0, consume=True)
 
 
 SWEEP_ORDER = (
