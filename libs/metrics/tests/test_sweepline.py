@@ -14,7 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiperf.metrics import sweepline
-from aiperf.metrics.sweepline import SWEEP_ORDER, SWEEP_PERCENTILES, Timeline, TimeWeightedStats, sweep_metrics
+from aiperf.metrics.sweepline import (
+    SWEEP_ORDER,
+    SWEEP_PERCENTILES,
+    Timeline,
+    TimeWeightedStats,
+    sweep_metrics,
+)
 
 S = 1_000_000_000
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -373,7 +374,7 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
     for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
         rows, gaps, arrivals = _gaps(tl, r0, r1, g0, g1)
         sel = used[rows] & (gaps > 0)
-        rank = np.cumsum(sel)
+        rank = np.cumsum(sel, dtype=np.int64)
         row_start = np.zeros(r1 - r0, np.int64)
         np.cumsum(tl.icl_counts[r0:r1][:-1], out=row_start[1:])
         rank -= np.concatenate([[0], rank])[row_start][rows - r0]
@@ -593,10 +594,10 @@ def _stats(values: FloatArray, dt: FloatArray | IntArray, total: int) -> TimeWei
         return TimeWeightedStats.zero()
     targets = [-(-p * total // 100) for p in SWEEP_PERCENTILES]  # held * 100 >= p * total
     if dt.dtype == np.float64:
-        p50, p90, p95, p99 = _weighted_percentiles(values, dt, targets)
+        p50, p90, p95, p99 = _weighted_percentiles(values, cast(FloatArray, dt), targets)
         weights = dt
     else:
-        p50, p90, p95, p99 = _sorted_percentiles(values, dt, targets)
+        p50, p90, p95, p99 = _sorted_percentiles(values, cast(IntArray, dt), targets)
         weights = dt.astype(np.float64)
     low, high = float(values.min()), float(values.max())
     avg = float(np.dot(values, weights) / total)
