@@ -367,9 +367,11 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
     base[u] = offsets[:-1]
     breaks = breaks[~np.isin(breaks, np.concatenate([first[u], first[br_rows], end[br_rows]]))]  # fewer ties
     times = np.empty(a + 2 * b + breaks.size, np.int64)
-    # the gap that each chunk event ends, by global index (4 bytes while they fit; a first
-    # token's entry is unused): its rate and the next event's are computed where needed
-    gap_of = np.zeros(a, np.uint32 if tl.icl.size < 1 << 32 else np.int64)
+    # the gap that the k-th chunk event of a row ends is the row's gap k - 1 + skipped (the zero
+    # gaps before it): one byte per event, usually; the rates are computed where needed
+    gap_start = np.zeros(tl.size + 1, np.int64)
+    np.cumsum(tl.icl_counts, out=gap_start[1:])
+    skipped = np.zeros(a, np.min_scalar_type(int((tl.icl_counts[u] - nonzero[u]).max()) if u.size else 0))
     times[offsets[:-1]] = first[u]
     for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
         rows, gaps, arrivals = _gaps(tl, r0, r1, g0, g1)
@@ -378,9 +380,10 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
         row_start = np.zeros(r1 - r0, np.int64)
         np.cumsum(tl.icl_counts[r0:r1][:-1], out=row_start[1:])
         rank -= np.concatenate([[0], rank])[row_start][rows - r0]
-        ids = base[rows[sel]] + rank[sel]
+        rows, rank = rows[sel], rank[sel]
+        ids = base[rows] + rank
         times[ids] = arrivals[sel]
-        gap_of[ids] = g0 + np.flatnonzero(sel)
+        skipped[ids] = g0 + np.flatnonzero(sel) - gap_start[rows] - (rank - 1)
     times[a:a + b] = first[br_rows]
     times[a + b:a + 2 * b] = end[br_rows]
     times[a + 2 * b:] = breaks
@@ -390,11 +393,14 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
         r = np.searchsorted(offsets, i, side="right") - 1
         row = u[r]
         scale = (osl[row] - 1.0) / nonzero[row]  # as (osl - 1) / K * 1e9 / gap, left to right
+        gap = gap_start[row] + (i - offsets[r])  # + skipped[e] - 1: event e's gap, e = i or i + 1
         starts, ends = np.zeros(i.size), np.zeros(i.size)
         m = np.flatnonzero(i + 1 < offsets[r + 1])
-        starts[m] = scale[m] * NS_PER_S / tl.icl[gap_of[i[m] + 1]].astype(np.int64)
+        nxt = gap[m] + skipped[i[m] + 1].astype(np.int64)
+        starts[m] = scale[m] * NS_PER_S / tl.icl[nxt].astype(np.int64)
         m = np.flatnonzero(i > offsets[r])
-        ends[m] = -(scale[m] * NS_PER_S / tl.icl[gap_of[i[m]]].astype(np.int64))
+        own = gap[m] - 1 + skipped[i[m]].astype(np.int64)
+        ends[m] = -(scale[m] * NS_PER_S / tl.icl[own].astype(np.int64))
         return row, starts, ends
 
     def fast(ids: IntArray) -> FloatArray:
