@@ -423,7 +423,7 @@ def streamed_run(n: int) -> Timeline:
 
 def test_memory_peak_per_request_stays_small() -> None:
     # Was ~9.7 KiB per 64-token request (np.unique, merged grids, two events per chunk); now
-    # ~1.8 KiB: a curve is built and reduced in place. Small blocks keep the fixed part out.
+    # ~1.7 KiB: a curve is built and reduced in place. Small blocks keep the fixed part out.
     sweep_metrics(streamed_run(20))  # first-call allocations of numpy are not the summary's
     tl = streamed_run(2000)
     with pytest.MonkeyPatch.context() as mp:

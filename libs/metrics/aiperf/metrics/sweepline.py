@@ -31,7 +31,7 @@ A long run's summary peaks here, so the curves with an event per chunk are built
 statistic at a time and reduced in place: one event per chunk (a request's chunk intervals
 abut), one sort, the curve's times turned into the durations, percentiles by a radix select on
 the values' bits instead of an argsort, every other temporary in blocks of `_BLOCK` elements:
-about 1.7 KiB per 64-token request at the peak (`scripts/bench/memory.py sweep`). The floats
+about 1.5 KiB per 64-token request at the peak (`scripts/bench/memory.py sweep`). The floats
 are those of the straightforward numpy formulas (an instant's deltas summed in event-list order,
 one dot product over all pieces); the tests compare them bit for bit.
 """
@@ -663,7 +663,7 @@ def sweep_metrics(tl: Timeline, window: tuple[int, int] | None = None) -> dict[s
     """The 14 sweep metrics of AIPerf 0.13 for `tl`, keyed by tag, in AIPerf's order. `window`
     defaults to first start .. last end. Empty when the timeline has no request.
 
-    Memory: about 26 bytes per chunk at the peak, besides `tl` (module doc)."""
+    Memory: about 24 bytes per chunk at the peak, besides `tl` (module doc)."""
     if tl.size == 0:
         return {}
     lo, hi = window if window is not None else (int(tl.start.min()), int(tl.end.max()))
