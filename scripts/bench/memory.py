@@ -11,10 +11,14 @@
    percentiles computed, `--export-level summary`: no per-request jsonl). RSS of the
    records-manager process before the first record, once every record is stored, and its peak
    (ru_maxrss: computing the summary's sweep metrics over every chunk is the peak).
+3. `sweep`: that peak alone: `aiperf.metrics.sweepline.sweep_metrics` over the same simulated
+   64-token requests (63 chunk gaps, stored as uint32 as the aggregator stores them), its
+   tracemalloc peak per request and its CPU time.
 
     PYTHONPATH=$(ls -d libs/* services/* mock cli | tr '\\n' ':') python scripts/bench/memory.py \\
         profile --counts 2000 10000
     ... python scripts/bench/memory.py feed --counts 10000 1000000
+    ... python scripts/bench/memory.py sweep --counts 10000 100000
 """
 
 from __future__ import annotations
@@ -187,6 +191,38 @@ def run_feed(counts: list[int]) -> None:
         print(f"  {n0} -> {n1}: {(p1 - p0) / 1024 / (n1 - n0):.3f} KiB per added record")
 
 
+def _timeline(n: int) -> object:
+    """`n` requests shaped like `_record`'s, as the aggregator hands them to the sweep metrics."""
+    import numpy as np
+
+    from aiperf.metrics.sweepline import Timeline
+
+    ms, i = 1_000_000, np.arange(n, dtype=np.int64)
+    gaps = (8 * ms + (i[:, None] + np.arange(63)[None, :]) % 101).astype(np.uint32).ravel()
+    return Timeline(start=i * ms, first=i * ms + 40 * ms + i % 997, has_first=np.ones(n, bool),
+                    end=i * ms + 545 * ms + i % 991, isl=np.full(n, 128.0), osl=np.full(n, 64.0), icl=gaps,
+                    icl_counts=np.full(n, 63, np.int64))
+
+
+def run_sweep(counts: list[int]) -> None:
+    import tracemalloc
+
+    from aiperf.metrics.sweepline import sweep_metrics
+
+    sweep_metrics(_timeline(10))  # numpy's first-call allocations are not the summary's
+    for n in counts:
+        tl = _timeline(n)
+        started = time.process_time()
+        sweep_metrics(tl)
+        took = time.process_time() - started
+        tracemalloc.start()
+        sweep_metrics(tl)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"sweep {n:>9} requests: peak {peak / MIB:8.1f} MiB above the stored timeline "
+              f"({peak / n:6.0f} bytes per request), CPU {took:.2f} s")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_child":
         import anyio
@@ -194,11 +230,13 @@ def main() -> None:
         anyio.run(_child, sys.argv[2], int(sys.argv[3]), sys.argv[4], backend_options={"use_uvloop": True})
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("mode", choices=("profile", "feed"))
+    p.add_argument("mode", choices=("profile", "feed", "sweep"))
     p.add_argument("--counts", type=int, nargs="+", default=None)
     args = p.parse_args()
     if args.mode == "profile":
         run_profile(args.counts or [2000, 10_000])
+    elif args.mode == "sweep":
+        run_sweep(args.counts or [10_000, 100_000])
     else:
         run_feed(args.counts or [10_000, 1_000_000])
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import struct
+import tracemalloc
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -11,7 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiperf.metrics.sweepline import SWEEP_PERCENTILES, Timeline, TimeWeightedStats, sweep_metrics
+from aiperf.metrics import sweepline
+from aiperf.metrics.sweepline import (
+    SWEEP_ORDER,
+    SWEEP_PERCENTILES,
+    Timeline,
+    TimeWeightedStats,
+    sweep_metrics,
+)
 
 S = 1_000_000_000
 
@@ -239,3 +248,192 @@ def test_nothing_to_measure() -> None:
     assert only_errors["effective_concurrency"].avg == pytest.approx(25 / 20)
     assert only_errors["effective_decode_throughput"] == TimeWeightedStats.zero()
     assert only_errors["active_total_throughput"] == TimeWeightedStats.zero()
+
+
+# -- the same floats as the straightforward formulas, and a bounded memory peak ------------------
+#
+# `sweep_metrics` builds its curves in place, in blocks, from one event per chunk; this reference
+# materialises every event and grid (np.unique, bincount, union): what it computes is the
+# definition of "the same floats" (one dot product over every piece, as AIPerf's numpy does).
+
+
+def _ref_step(times: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if times.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0)
+    distinct, where = np.unique(times, return_inverse=True)
+    values = np.cumsum(np.bincount(where, weights=deltas, minlength=distinct.size))
+    peak = float(np.max(np.abs(values)))
+    if peak > 0.0:
+        values[np.abs(values) < peak * 1e-9] = 0.0
+    return distinct.astype(np.int64), values
+
+
+def _ref_at(step: tuple[np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
+    times, values = step
+    if times.size == 0:
+        return np.zeros(t.shape)
+    i = np.searchsorted(times, t, side="right") - 1
+    return np.where(i >= 0, values[np.clip(i, 0, None)], 0.0)
+
+
+def _ref_div(num: tuple[np.ndarray, np.ndarray], den: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    times = np.union1d(num[0], den[0]).astype(np.int64)
+    a, b = _ref_at(num, times), _ref_at(den, times)
+    out = np.zeros_like(a)
+    np.divide(a, b, out=out, where=b > 0)
+    return times, out
+
+
+def _ref_intervals(lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    keep = hi > lo
+    return _ref_step(np.concatenate([lo[keep], hi[keep]]), np.concatenate([w[keep], -w[keep]]))
+
+
+def _ref_tw(curve: tuple[np.ndarray, np.ndarray], lo: int, hi: int,
+            active: tuple[np.ndarray, np.ndarray] | None = None) -> TimeWeightedStats:
+    if curve[0].size == 0 or hi <= lo:
+        return TimeWeightedStats.zero()
+    grid = np.unique(np.concatenate([[lo, hi], curve[0], *([active[0]] if active is not None else [])]))
+    grid = grid[(grid >= lo) & (grid <= hi)]
+    dt, values = np.diff(grid), _ref_at(curve, grid[:-1])
+    total = hi - lo
+    if active is not None:
+        keep = _ref_at(active, grid[:-1]) > 0
+        values, dt = values[keep], dt[keep]
+        total = int(dt.sum())
+    if total <= 0 or values.size == 0:
+        return TimeWeightedStats.zero()
+    weights = dt.astype(np.float64)
+    avg = float(np.dot(values, weights) / total)
+    std = math.sqrt(max(float(np.dot(weights, (values - avg) ** 2) / total), 0.0))
+    order = np.argsort(values, kind="stable")
+    ranked, held = values[order], np.cumsum(dt[order])
+    # held * 100 >= p * total, without held * 100 (it overflows int64 past ~1,000 days of window)
+    idx = np.searchsorted(held, [-(-p * int(held[-1]) // 100) for p in SWEEP_PERCENTILES], side="left")
+    p50, p90, p95, p99 = (float(ranked[min(int(i), ranked.size - 1)]) for i in idx)
+    return TimeWeightedStats(avg, float(ranked[0]), float(ranked[-1]), p50, p90, p95, p99, std)
+
+
+def reference(tl: Timeline, window: tuple[int, int] | None = None) -> dict[str, TimeWeightedStats]:
+    start, first, end, isl, osl, n = tl.start, tl.first, tl.end, tl.isl, tl.osl, tl.size
+    lo, hi = window if window is not None else (int(start.min()), int(end.max()))
+    ones = np.ones(n)
+    conc = _ref_intervals(start, end, ones)
+    p_ok, d_ok = tl.has_first & (first > start), tl.has_first & (end > first)
+    pconc = _ref_intervals(start[p_ok], first[p_ok], ones[p_ok])
+    dconc = _ref_intervals(first[d_ok], end[d_ok], ones[d_ok])
+    pf = p_ok & ~np.isnan(isl)
+    prate = isl[pf] * 1e9 / (first[pf] - start[pf])
+    ptput = _ref_intervals(start[pf], first[pf], prate)
+    dc = d_ok & ~np.isnan(osl) & (osl >= 1)
+    urate = (osl[dc] - 1.0) * 1e9 / (end[dc] - first[dc])
+    total = _ref_step(np.concatenate([start[pf], first[pf], first[dc], end[dc]]),
+                      np.concatenate([prate, -prate, urate, -urate]))
+    rows = np.repeat(np.arange(n), tl.icl_counts)
+    gaps = tl.icl.astype(np.int64)
+    arrivals = first[rows] + np.cumsum(gaps) - np.concatenate([[0], np.cumsum(gaps)])[
+        np.concatenate([[0], np.cumsum(tl.icl_counts)])[rows]]
+    nonzero = np.bincount(rows[gaps > 0], minlength=n)
+    chunked = tl.icl_counts > 0
+    by_chunk = chunked & (nonzero > 0)
+    by_request = dc & ~by_chunk
+    use = by_chunk[rows] & (gaps > 0) & tl.has_first[rows] & ~np.isnan(osl[rows]) & (osl[rows] >= 1)
+    crate = (osl[rows[use]] - 1.0) / nonzero[rows[use]] * 1e9 / gaps[use]
+    ur = urate[by_request[dc]]
+    dtput = _ref_step(np.concatenate([arrivals[use] - gaps[use], arrivals[use], first[by_request], end[by_request]]),
+                      np.concatenate([crate, -crate, ur, -ur]))
+    hold, gen = p_ok & ~np.isnan(isl), d_ok & ~np.isnan(osl)
+    whole, ramp = gen & ~chunked, gen & chunked & (osl >= 1)
+    per_chunk = np.where(chunked, (osl - 1.0) / np.maximum(tl.icl_counts, 1), 0.0)
+    arrived = ramp[rows] & (arrivals < end[rows])
+    held = 1.0 + per_chunk * np.bincount(rows[arrived], minlength=n)
+    tif = _ref_step(
+        np.concatenate([start[hold], end[hold], first[whole], end[whole], first[ramp], arrivals[arrived], end[ramp]]),
+        np.concatenate([isl[hold], -isl[hold], osl[whole], -osl[whole], np.ones(int(ramp.sum())),
+                        per_chunk[rows[arrived]], -held[ramp]]))
+    ppu, dpu = _ref_div(ptput, pconc), _ref_div(dtput, dconc)
+    got = {
+        "effective_concurrency": _ref_tw(conc, lo, hi), "effective_decode_throughput": _ref_tw(dtput, lo, hi),
+        "effective_prefill_throughput": _ref_tw(ptput, lo, hi),
+        "effective_decode_concurrency": _ref_tw(dconc, lo, hi),
+        "effective_prefill_concurrency": _ref_tw(pconc, lo, hi),
+        "effective_total_throughput": _ref_tw(total, lo, hi),
+        "effective_decode_throughput_per_user": _ref_tw(dpu, lo, hi),
+        "effective_prefill_throughput_per_user": _ref_tw(ppu, lo, hi), "tokens_in_flight": _ref_tw(tif, lo, hi),
+        "active_decode_throughput": _ref_tw(dtput, lo, hi, dconc),
+        "active_prefill_throughput": _ref_tw(ptput, lo, hi, pconc),
+        "active_decode_throughput_per_user": _ref_tw(dpu, lo, hi, dconc),
+        "active_prefill_throughput_per_user": _ref_tw(ppu, lo, hi, pconc),
+        "active_total_throughput": _ref_tw(total, lo, hi, conc),
+    }
+    return {tag: got[tag] for tag in SWEEP_ORDER}
+
+
+def _bits(stats: TimeWeightedStats) -> list[bytes]:
+    return [struct.pack("<d", getattr(stats, f)) for f in ("avg", "min", "max", "p50", "p90", "p95", "p99", "std")]
+
+
+@st.composite
+def timelines(draw: st.DrawFn) -> tuple[Timeline, tuple[int, int] | None]:
+    reqs = draw(st.lists(requests(), min_size=1, max_size=12))
+    scale = draw(st.sampled_from([1, 1, 1, 1 << 50]))  # 1 << 50: a window past 2**53 ns (int64 durations)
+    negative = draw(st.booleans()) and scale == 1 and draw(st.booleans())
+    for r in reqs:
+        r.start, r.end = r.start * scale, r.end * scale
+        r.first = None if r.first is None else r.first * scale
+        r.gaps = [g * scale - (draw(st.integers(0, 3)) if negative else 0) for g in r.gaps]
+    tl = timeline(reqs)
+    store = draw(st.sampled_from(["int64", "uint32", "float64"]))  # how the aggregator may hold the gaps
+    if store == "uint32" and scale == 1 and not negative:
+        tl = Timeline(**{**{f: getattr(tl, f) for f in tl.__slots__}, "icl": tl.icl.astype(np.uint32)})
+    elif store == "float64" or negative:
+        tl = Timeline(**{**{f: getattr(tl, f) for f in tl.__slots__}, "icl": tl.icl.astype(np.float64)})
+    window = None
+    if draw(st.booleans()) and draw(st.booleans()):
+        lo = draw(st.integers(-5, 70)) * scale
+        window = (lo, lo + draw(st.integers(-2, 70)) * scale)
+    return tl, window
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=timelines(), block=st.sampled_from([1, 2, 3, 7, 1 << 16]))
+def test_same_floats_as_the_straightforward_formulas(case: tuple[Timeline, tuple[int, int] | None],
+                                                     block: int) -> None:
+    tl, window = case
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sweepline, "_BLOCK", block)  # small blocks: every blockwise loop crosses boundaries
+        got = sweep_metrics(tl, window)
+    want = reference(tl, window)
+    assert list(got) == list(want)
+    for tag in want:
+        assert _bits(got[tag]) == _bits(want[tag]), (tag, got[tag], want[tag])
+
+
+def streamed_run(n: int) -> Timeline:
+    """`n` 64-token streamed requests 1 ms apart (~545 ms each, 63 chunk gaps ~8 ms, a zero gap
+    in every seventh request), gaps stored as the aggregator stores them (uint32)."""
+    ms = 1_000_000
+    i = np.arange(n, dtype=np.int64)
+    gaps = (8 * ms + (i[:, None] + np.arange(63)[None, :]) % 101).astype(np.uint32)
+    gaps[::7, 5] = 0
+    return Timeline(start=i * ms, first=i * ms + 40 * ms + i % 997, has_first=np.ones(n, bool),
+                    end=i * ms + 545 * ms + i % 991, isl=np.full(n, 128.0), osl=np.full(n, 64.0),
+                    icl=gaps.ravel(), icl_counts=np.full(n, 63, np.int64))
+
+
+def test_memory_peak_per_request_stays_small() -> None:
+    # Was ~9.7 KiB per 64-token request (np.unique, merged grids, two events per chunk); now
+    # ~1.7 KiB: a curve is built and reduced in place. Small blocks keep the fixed part out.
+    sweep_metrics(streamed_run(20))  # first-call allocations of numpy are not the summary's
+    tl = streamed_run(2000)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sweepline, "_BLOCK", 4096)
+        tracemalloc.start()
+        try:
+            got = sweep_metrics(tl)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak / tl.size < 2.5 * 1024, f"{peak / tl.size:.0f} bytes per request"
+    want = reference(tl)
+    assert all(_bits(got[tag]) == _bits(want[tag]) for tag in want)

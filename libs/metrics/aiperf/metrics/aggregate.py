@@ -250,9 +250,10 @@ class _Rows:
         start = np.asarray(self.start, np.int64)
         valid = start >= 0
         counts = np.asarray(self.icl_count, np.int64)
-        flat = icl.astype(np.int64)
+        flat = icl  # the gaps as stored (uint32 or float64): sweepline reads them blockwise
         if flat.size == int(counts.sum()):
-            flat = flat[np.repeat(valid, counts)]
+            if not valid.all():
+                flat = flat[np.repeat(valid, counts)]
         else:  # cannot happen: every ICL value came with its row
             flat, counts = np.zeros(0, np.int64), np.zeros_like(counts)
         start = start[valid]
@@ -460,7 +461,7 @@ class Aggregator:
         for tag, value in derived.items():
             stats[tag] = MetricStats.scalar(tag, value)
         icl = self._lists.get("inter_chunk_latency")
-        flat = icl.values() if icl is not None else np.zeros(0)
+        flat = np.asarray(icl.data) if icl is not None else np.zeros(0)  # a view, not a float64 copy
         for tag, tws in sweep_metrics(self._rows.timeline(flat)).items():
             stats[tag] = MetricStats.time_weighted(tag, tws)
         ordered = {t: stats.pop(t) for t in SUMMARY_ORDER if t in stats}

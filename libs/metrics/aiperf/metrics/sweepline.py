@@ -26,21 +26,37 @@ that last, and ``pXX`` the smallest value ``v`` such that the curve is at or bel
 at least XX% of the time. "Active" statistics weigh only the pieces where a mask curve (the
 phase's concurrency) is positive. This matches AIPerf 0.13's definitions; timestamps stay
 integer nanoseconds throughout so durations and their sums are exact.
+
+A long run's summary peaks here, so the curves with an event per chunk are built for one
+statistic at a time and reduced in place: one event per chunk (a request's chunk intervals
+abut), one sort, the curve's times turned into the durations, percentiles by a radix select on
+the values' bits instead of an argsort, every other temporary in blocks of `_BLOCK` elements:
+about 1.5 KiB per 64-token request at the peak (`scripts/bench/memory.py sweep`). The floats
+are those of the straightforward numpy formulas (an instant's deltas summed in event-list order,
+one dot product over all pieces); the tests compare them bit for bit.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 NS_PER_S = 1e9
 SWEEP_PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
+
+_BLOCK = 1 << 16
+"""Elements per step of the blockwise loops: their temporaries stay small whatever the run."""
+_EXACT_FLOAT_NS = 1 << 53
+"""Durations below this are exact in float64, so one array serves as weights and durations."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,15 +88,9 @@ class Step:
 
     @classmethod
     def of_events(cls, times: IntArray, deltas: FloatArray) -> Step:
-        """The running sum of `deltas` applied at `times` (any order; equal times summed)."""
-        if times.size == 0:
-            return cls(np.zeros(0, np.int64), np.zeros(0, np.float64))
-        distinct, where = np.unique(times, return_inverse=True)
-        values = np.cumsum(np.bincount(where, weights=deltas, minlength=distinct.size))
-        peak = float(np.max(np.abs(values))) if values.size else 0.0
-        if peak > 0.0:  # + and - of the same float rarely cancel to exactly 0: snap the residue
-            values[np.abs(values) < peak * 1e-9] = 0.0
-        return cls(distinct.astype(np.int64), values.astype(np.float64, copy=False))
+        """The running sum of `deltas` applied at `times` (any order; the deltas of equal times
+        are summed in their order in the arrays, starting from 0.0)."""
+        return _small(times, deltas)
 
     def at(self, t: IntArray) -> FloatArray:
         """The values at times `t`."""
@@ -88,19 +98,6 @@ class Step:
             return np.zeros(t.shape, np.float64)
         i = np.searchsorted(self.times, t, side="right") - 1
         return np.where(i >= 0, self.values[np.clip(i, 0, None)], 0.0)
-
-    def divided_by(self, other: Step) -> Step:
-        """Pointwise ``self / other``, 0 where `other` is not positive."""
-        times = np.union1d(self.times, other.times).astype(np.int64)
-        num, den = self.at(times), other.at(times)
-        out = np.zeros_like(num)
-        np.divide(num, den, out=out, where=den > 0)
-        return Step(times, out)
-
-    def plus(self, other: Step) -> Step:
-        """Pointwise sum."""
-        times = np.union1d(self.times, other.times).astype(np.int64)
-        return Step(times, self.at(times) + other.at(times))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +107,8 @@ class Timeline:
     `start`/`first`/`end` are integer ns on one clock (any origin); `has_first` says whether
     the request produced a first token (`first` is ignored otherwise). `isl`/`osl` are token
     counts, NaN when unknown (a failed request). `icl` holds every request's chunk gaps (ns,
-    concatenated in row order) and `icl_counts` how many belong to each row.
+    concatenated in row order; any numeric dtype holding whole numbers, e.g. the aggregator's
+    compact uint32 column, read without a copy) and `icl_counts` how many belong to each row.
     """
 
     start: IntArray
@@ -119,7 +117,7 @@ class Timeline:
     end: IntArray
     isl: FloatArray
     osl: FloatArray
-    icl: IntArray
+    icl: npt.NDArray[np.number]
     icl_counts: IntArray
 
     @property
@@ -128,206 +126,574 @@ class Timeline:
         return int(self.start.size)
 
 
+# -- exact step functions from events ----------------------------------------------------------
+#
+# AIPerf-exact values need the deltas of one instant summed in a fixed order (the order of the
+# event lists, as `np.bincount` would) and the running sum over instants. The big curves have an
+# event per chunk, so an event is an id into a `times` array and two callbacks give its deltas:
+# `fast(ids)` the sum of an event's own deltas (exact when it is alone at its instant, the usual
+# case) and `slow(ids)` every delta with its (section, position) key, to sum the few instants
+# several events share in the canonical order. Adding 0.0 never changes such a sum (it starts
+# at +0.0, so it is never -0.0): breakpoints are events without deltas.
+
+Fast = Callable[[IntArray], FloatArray]
+Slow = Callable[[IntArray], tuple[IntArray, IntArray, IntArray, FloatArray]]
+
+
+def _sequential_sums(deltas: FloatArray, starts: IntArray) -> FloatArray:
+    """``((0.0 + d0) + d1) + ...`` of each run ``deltas[starts[i]:starts[i+1]]``."""
+    sizes = np.diff(np.append(starts, deltas.size))
+    sums = 0.0 + deltas[starts]
+    live, k = np.flatnonzero(sizes > 1), 1
+    while live.size:
+        sums[live] += deltas[starts[live] + k]
+        k += 1
+        live = live[sizes[live] > k]
+    return sums
+
+
+def _build(times: IntArray, fast: Fast, slow: Slow, real: int | None = None) -> Step:
+    """The step function of the events ``0..times.size-1`` (see above); the ids from `real` on
+    are breakpoints (no delta). Consumes `times` (sorted in place); the result's arrays are views
+    of it and of one new array of the same size."""
+    if times.size == 0:
+        return Step(np.zeros(0, np.int64), np.zeros(0, np.float64))
+    real = times.size if real is None else real
+    order = np.argsort(times)  # ties in any order: their sums are ordered by key below
+    times.sort()
+    members = _sharing(times)
+    head = np.ones(members.size, bool)
+    head[1:] = times[members[1:]] != times[members[:-1]]
+    gid = np.cumsum(head) - 1
+    ids = order[members]
+    several = np.bincount(gid[ids < real], minlength=int(head.sum()))[gid] > 1
+    del ids
+    slow_sums: FloatArray | None = None
+    if several.any():  # several events with deltas at one instant: sum them in canonical order
+        slow_sums = _canonical_sums(order, members[several], gid[several], slow)
+    values = order.view(np.float64)  # the ids are read block by block before being overwritten
+    for a in range(0, times.size, _BLOCK):
+        values[a:a + _BLOCK] = fast(order[a:a + _BLOCK])
+    del order
+    if members.size:  # one event with deltas and breakpoints (0.0): their sum, in any order
+        starts = np.flatnonzero(head)
+        heads = members[starts]
+        values[heads] = np.add.reduceat(values[members], starts)
+        if slow_sums is not None:
+            values[heads[np.unique(gid[several])]] = slow_sums
+    del members, head, gid, several
+    n = _compact_distinct(times, values)
+    times, values = times[:n], values[:n]
+    np.cumsum(values, out=values)
+    _snap(values)
+    return Step(times, values)
+
+
+def _canonical_sums(order: IntArray, positions: IntArray, gid: IntArray, slow: Slow) -> FloatArray:
+    """The sum of each instant's deltas in canonical order, for the events at sorted
+    `positions` (grouped by instant `gid`, ascending); whole instants in blocks of ~_BLOCK."""
+    heads = np.flatnonzero(np.concatenate([[True], gid[1:] != gid[:-1]]))
+    at = np.searchsorted(heads, np.arange(0, gid.size, _BLOCK))  # the first instant from each
+    cuts = np.unique(heads[at[at < heads.size]])
+    sums = []
+    for a, b in zip(cuts.tolist(), [*cuts[1:].tolist(), gid.size], strict=True):
+        owner, section, position, deltas = slow(order[positions[a:b]])
+        group = gid[a:b][owner]
+        key = np.lexsort((position, section, group))
+        group, deltas = group[key], deltas[key]
+        first = np.ones(group.size, bool)
+        first[1:] = group[1:] != group[:-1]
+        sums.append(_sequential_sums(deltas, np.flatnonzero(first)))
+    return np.concatenate(sums)
+
+
+def _sharing(times: IntArray) -> IntArray:
+    """Positions of the (sorted) `times` equal to a neighbour's, ascending."""
+    pairs = [np.flatnonzero(times[a + 1:a + _BLOCK + 1] == times[a:min(a + _BLOCK, times.size - 1)]) + a
+             for a in range(0, times.size - 1, _BLOCK)]
+    both = np.concatenate([*pairs, *(p + 1 for p in pairs)]) if pairs else np.zeros(0, np.int64)
+    both.sort()
+    return both[np.concatenate([[True], both[1:] != both[:-1]])] if both.size else both
+
+
+def _compact_distinct(times: IntArray, values: FloatArray) -> int:
+    """Keep the first entry of each run of equal `times` (sorted), in place; the new size."""
+    write, prev = 0, None
+    for a in range(0, times.size, _BLOCK):
+        t = times[a:a + _BLOCK]
+        keep = np.empty(t.size, bool)
+        keep[0] = prev is None or t[0] != prev
+        np.not_equal(t[1:], t[:-1], out=keep[1:])
+        prev = int(t[-1])
+        kept_t, kept_v = t[keep], values[a:a + _BLOCK][keep]
+        times[write:write + kept_t.size] = kept_t
+        values[write:write + kept_t.size] = kept_v
+        write += kept_t.size
+    return write
+
+
+def _snap(values: FloatArray) -> None:
+    """+ and - of the same float rarely cancel to exactly 0: snap the residue (in place)."""
+    if values.size == 0:
+        return
+    peak = max(float(values.max()), -float(values.min()))
+    if peak > 0.0:
+        for a in range(0, values.size, _BLOCK):
+            v = values[a:a + _BLOCK]
+            v[np.abs(v) < peak * 1e-9] = 0.0
+
+
+def _small(times: IntArray, deltas: FloatArray, breaks: IntArray | None = None) -> Step:
+    """The step function of a few events per request (plus zero-delta `breaks`)."""
+    extra = breaks if breaks is not None else np.zeros(0, np.int64)
+    t = np.concatenate([times.astype(np.int64, copy=False), extra.astype(np.int64, copy=False)])
+    d = np.concatenate([deltas.astype(np.float64, copy=False), np.zeros(extra.size)])
+
+    def slow(ids: IntArray) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
+        return np.arange(ids.size), np.zeros(ids.size, np.int64), ids, d[ids]
+
+    return _build(t, lambda ids: 0.0 + d[ids], slow, real=times.size)
+
+
+def _row_blocks(counts: IntArray) -> Iterator[tuple[int, int, int, int]]:
+    """(first row, end row, first gap, end gap) of consecutive rows holding ~_BLOCK gaps."""
+    offsets = np.zeros(counts.size + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    r0 = 0
+    while r0 < counts.size:
+        r1 = int(np.searchsorted(offsets, offsets[r0] + _BLOCK, side="right")) - 1
+        r1 = min(max(r1, r0 + 1), counts.size)
+        yield r0, r1, int(offsets[r0]), int(offsets[r1])
+        r0 = r1
+
+
+def _gaps(tl: Timeline, r0: int, r1: int, g0: int, g1: int) -> tuple[IntArray, IntArray, IntArray]:
+    """(row, gap, arrival time of the chunk that ends the gap) of the gaps of rows r0..r1."""
+    counts = tl.icl_counts[r0:r1]
+    gaps = tl.icl[g0:g1].astype(np.int64)
+    rows = np.repeat(np.arange(r0, r1, dtype=np.int64), counts)
+    running = np.cumsum(gaps)
+    row_start = np.zeros(r1 - r0, np.int64)
+    np.cumsum(counts[:-1], out=row_start[1:])
+    before = np.concatenate([[0], running])[row_start]
+    return rows, gaps, tl.first[rows] + running - before[rows - r0]
+
+
+# -- the curves ----------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
-class Curves:
-    """The step functions of one timeline (see the module doc)."""
+class _Requests:
+    """Per-request quantities of a timeline (a few arrays of its size)."""
 
-    concurrency: Step
-    prefill_concurrency: Step
-    decode_concurrency: Step
-    prefill_throughput: Step
-    decode_throughput: Step
-    total_throughput: Step
-    prefill_throughput_per_user: Step
-    decode_throughput_per_user: Step
-    tokens_in_flight: Step
-
-
-def _intervals(lo: IntArray, hi: IntArray, weight: FloatArray) -> Step:
-    keep = hi > lo
-    w = weight[keep]
-    return Step.of_events(np.concatenate([lo[keep], hi[keep]]), np.concatenate([w, -w]))
-
-
-def _chunk_arrivals(tl: Timeline) -> tuple[IntArray, IntArray]:
-    """(row of each gap, arrival time of the chunk that ends the gap)."""
-    rows = np.repeat(np.arange(tl.size, dtype=np.int64), tl.icl_counts)
-    if rows.size == 0:
-        return rows, np.zeros(0, np.int64)
-    offsets = np.concatenate([[0], np.cumsum(tl.icl_counts)[:-1]]).astype(np.int64)
-    running = np.cumsum(tl.icl)
-    before = np.where(offsets > 0, running[np.clip(offsets - 1, 0, None)], 0)
-    return rows, tl.first[rows] + running - before[rows]
-
-
-@dataclass(frozen=True, slots=True)
-class _RequestCurves:
-    """The curves with a few events per request (cheap), and what the per-chunk ones need."""
-
-    concurrency: Step
-    prefill_concurrency: Step
-    decode_concurrency: Step
-    prefill_throughput: Step
-    total_throughput: Step
-    prefill_ok: npt.NDArray[np.bool_]
-    decode_ok: npt.NDArray[np.bool_]
-    dc: npt.NDArray[np.bool_]
+    prefill_ok: BoolArray
+    decode_ok: BoolArray
+    pf: BoolArray
+    prefill_rate: FloatArray
+    dc: BoolArray
     uniform_rate: FloatArray
 
-
-def _request_curves(tl: Timeline) -> _RequestCurves:
-    start, first, end, isl, osl = tl.start, tl.first, tl.end, tl.isl, tl.osl
-    ones = np.ones(tl.size, np.float64)
-    concurrency = _intervals(start, end, ones)
-    prefill_ok = tl.has_first & (first > start)
-    decode_ok = tl.has_first & (end > first)
-    prefill_concurrency = _intervals(start[prefill_ok], first[prefill_ok], ones[prefill_ok])
-    decode_concurrency = _intervals(first[decode_ok], end[decode_ok], ones[decode_ok])
-
-    pf = prefill_ok & ~np.isnan(isl)
-    prefill_rate = isl[pf] * NS_PER_S / (first[pf] - start[pf])
-    prefill_throughput = _intervals(start[pf], first[pf], prefill_rate)
-
-    dc = decode_ok & ~np.isnan(osl) & (osl >= 1)
-    uniform_rate = (osl[dc] - 1.0) * NS_PER_S / (end[dc] - first[dc])
-    total_throughput = Step.of_events(
-        np.concatenate([start[pf], first[pf], first[dc], end[dc]]),
-        np.concatenate([prefill_rate, -prefill_rate, uniform_rate, -uniform_rate]))
-    return _RequestCurves(concurrency, prefill_concurrency, decode_concurrency, prefill_throughput,
-                          total_throughput, prefill_ok, decode_ok, dc, uniform_rate)
+    @classmethod
+    def of(cls, tl: Timeline) -> _Requests:
+        start, first, end, isl, osl = tl.start, tl.first, tl.end, tl.isl, tl.osl
+        prefill_ok = tl.has_first & (first > start)
+        decode_ok = tl.has_first & (end > first)
+        pf = prefill_ok & ~np.isnan(isl)
+        dc = decode_ok & ~np.isnan(osl) & (osl >= 1)
+        return cls(prefill_ok, decode_ok, pf, isl[pf] * NS_PER_S / (first[pf] - start[pf]), dc,
+                   (osl[dc] - 1.0) * NS_PER_S / (end[dc] - first[dc]))
 
 
-def _decode_throughput(tl: Timeline, rc: _RequestCurves, rows: IntArray, arrivals: IntArray,
-                       chunked: npt.NDArray[np.bool_]) -> Step:
-    first, end, osl, dc = tl.first, tl.end, tl.osl, rc.dc
+def _intervals(lo: IntArray, hi: IntArray, weight: FloatArray, breaks: IntArray) -> Step:
+    keep = hi > lo
+    w = weight[keep]
+    return _small(np.concatenate([lo[keep], hi[keep]]), np.concatenate([w, -w]), breaks)
+
+
+def _concurrency(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
+    return _intervals(tl.start, tl.end, np.ones(tl.size), breaks)
+
+
+def _prefill_concurrency(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
+    ok = rq.prefill_ok
+    return _intervals(tl.start[ok], tl.first[ok], np.ones(int(ok.sum())), breaks)
+
+
+def _decode_concurrency(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
+    ok = rq.decode_ok
+    return _intervals(tl.first[ok], tl.end[ok], np.ones(int(ok.sum())), breaks)
+
+
+def _prefill_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
+    return _intervals(tl.start[rq.pf], tl.first[rq.pf], rq.prefill_rate, breaks)
+
+
+def _total_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
+    pf, dc, pr, ur = rq.pf, rq.dc, rq.prefill_rate, rq.uniform_rate
+    return _small(np.concatenate([tl.start[pf], tl.first[pf], tl.first[dc], tl.end[dc]]),
+                  np.concatenate([pr, -pr, ur, -ur]), breaks)
+
+
+def _nonzero_gaps(tl: Timeline) -> tuple[IntArray, bool]:
+    """Gaps > 0 per row, and whether any gap is negative."""
+    nonzero = np.zeros(tl.size, np.int64)
+    negative = False
+    for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
+        gaps = tl.icl[g0:g1].astype(np.int64)
+        rows = np.repeat(np.arange(r1 - r0), tl.icl_counts[r0:r1])
+        nonzero[r0:r1] = np.bincount(rows[gaps > 0], minlength=r1 - r0)
+        negative = negative or bool((gaps < 0).any())
+    return nonzero, negative
+
+
+def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
+    """Per chunk where the gaps are known, else uniform (module doc). One event per distinct
+    instant of a request: its first token, then each chunk that ends a non-zero gap (the end of
+    one chunk's interval is the start of the next non-zero one)."""
+    first, end, osl = tl.first, tl.end, tl.osl
+    nonzero, negative = _nonzero_gaps(tl)
+    by_chunk = (tl.icl_counts > 0) & (nonzero > 0)
+    if negative:
+        return _decode_throughput_pairs(tl, rq, breaks, nonzero, by_chunk)
+    by_request = rq.dc & ~by_chunk
+    ur = rq.uniform_rate[by_request[rq.dc]]
+    br_rows = np.flatnonzero(by_request)
+    used = by_chunk & tl.has_first & ~np.isnan(osl) & (osl >= 1)
+    u = np.flatnonzero(used)
+    offsets = np.zeros(u.size + 1, np.int64)  # row u[i] owns events offsets[i] .. offsets[i+1]-1
+    np.cumsum(nonzero[u] + 1, out=offsets[1:])
+    a, b = int(offsets[-1]), br_rows.size
+    base = np.full(tl.size, -1, np.int64)
+    base[u] = offsets[:-1]
+    breaks = breaks[~np.isin(breaks, np.concatenate([first[u], first[br_rows], end[br_rows]]))]  # fewer ties
+    times = np.empty(a + 2 * b + breaks.size, np.int64)
+    # the gap that the k-th chunk event of a row ends is the row's gap k - 1 + skipped (the zero
+    # gaps before it): one byte per event, usually; the rates are computed where needed
+    gap_start = np.zeros(tl.size + 1, np.int64)
+    np.cumsum(tl.icl_counts, out=gap_start[1:])
+    skipped = np.zeros(a, np.min_scalar_type(int((tl.icl_counts[u] - nonzero[u]).max()) if u.size else 0))
+    times[offsets[:-1]] = first[u]
+    for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
+        rows, gaps, arrivals = _gaps(tl, r0, r1, g0, g1)
+        sel = used[rows] & (gaps > 0)
+        rank = np.cumsum(sel, dtype=np.int64)
+        row_start = np.zeros(r1 - r0, np.int64)
+        np.cumsum(tl.icl_counts[r0:r1][:-1], out=row_start[1:])
+        rank -= np.concatenate([[0], rank])[row_start][rows - r0]
+        rows, rank = rows[sel], rank[sel]
+        ids = base[rows] + rank
+        times[ids] = arrivals[sel]
+        skipped[ids] = g0 + np.flatnonzero(sel) - gap_start[rows] - (rank - 1)
+    times[a:a + b] = first[br_rows]
+    times[a + b:a + 2 * b] = end[br_rows]
+    times[a + 2 * b:] = breaks
+
+    def chunk_parts(i: IntArray) -> tuple[IntArray, FloatArray, FloatArray]:
+        """(row, rate of the chunk that starts, minus the rate of the one that ends) at events i."""
+        r = np.searchsorted(offsets, i, side="right") - 1
+        row = u[r]
+        scale = (osl[row] - 1.0) / nonzero[row]  # as (osl - 1) / K * 1e9 / gap, left to right
+        gap = gap_start[row] + (i - offsets[r])  # + skipped[e] - 1: event e's gap, e = i or i + 1
+        starts, ends = np.zeros(i.size), np.zeros(i.size)
+        m = np.flatnonzero(i + 1 < offsets[r + 1])
+        nxt = gap[m] + skipped[i[m] + 1].astype(np.int64)
+        starts[m] = scale[m] * NS_PER_S / tl.icl[nxt].astype(np.int64)
+        m = np.flatnonzero(i > offsets[r])
+        own = gap[m] - 1 + skipped[i[m]].astype(np.int64)
+        ends[m] = -(scale[m] * NS_PER_S / tl.icl[own].astype(np.int64))
+        return row, starts, ends
+
+    def fast(ids: IntArray) -> FloatArray:
+        out = np.zeros(ids.size)
+        m = ids < a
+        _, starts, ends = chunk_parts(ids[m])
+        out[m] = (0.0 + starts) + ends
+        m = (ids >= a) & (ids < a + b)
+        out[m] = 0.0 + ur[ids[m] - a]
+        m = (ids >= a + b) & (ids < a + 2 * b)
+        out[m] = 0.0 + -ur[ids[m] - a - b]
+        return out
+
+    def slow(ids: IntArray) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
+        q = ids.size
+        section = np.full(2 * q, 9, np.int64)
+        position = np.zeros(2 * q, np.int64)
+        delta = np.zeros(2 * q)
+        m = np.flatnonzero(ids < a)  # a chunk starts (section 0) and/or one ends (section 1)
+        row, starts, ends = chunk_parts(ids[m])
+        section[m], position[m], delta[m] = 0, row, starts
+        section[q + m], position[q + m], delta[q + m] = 1, row, ends
+        for sec, lo_id, sign in ((2, a, 1.0), (3, a + b, -1.0)):  # uniform requests' first, end
+            m = np.flatnonzero((ids >= lo_id) & (ids < lo_id + b))
+            j = ids[m] - lo_id
+            section[m], position[m], delta[m] = sec, br_rows[j], sign * ur[j]
+        return np.concatenate([np.arange(q), np.arange(q)]), section, position, delta
+
+    return _build(times, fast, slow, real=a + 2 * b)
+
+
+def _decode_throughput_pairs(tl: Timeline, rq: _Requests, breaks: IntArray, nonzero: IntArray,
+                             by_chunk: BoolArray) -> Step:
+    """The same curve from a start and an end event per chunk (gaps that are negative: never
+    from a real clock, but then chunk intervals need not abut)."""
+    first, end, osl = tl.first, tl.end, tl.osl
+    rows = np.repeat(np.arange(tl.size, dtype=np.int64), tl.icl_counts)
     gaps = tl.icl.astype(np.int64)
-    nonzero = np.bincount(rows[gaps > 0], minlength=tl.size) if rows.size else np.zeros(tl.size, np.int64)
-    by_chunk = chunked & (nonzero > 0)
-    by_request = dc & ~by_chunk
+    offsets = np.concatenate([[0], np.cumsum(tl.icl_counts)[:-1]]).astype(np.int64)
+    running = np.cumsum(gaps)
+    before = np.where(offsets > 0, running[np.clip(offsets - 1, 0, None)], 0) if rows.size else offsets
+    arrivals = first[rows] + running - before[rows]
+    by_request = rq.dc & ~by_chunk
     use = by_chunk[rows] & (gaps > 0) & tl.has_first[rows] & ~np.isnan(osl[rows]) & (osl[rows] >= 1)
-    chunk_rate = (osl[rows[use]] - 1.0) / nonzero[rows[use]] * NS_PER_S / gaps[use]
-    return Step.of_events(
-        np.concatenate([arrivals[use] - gaps[use], arrivals[use], first[by_request], end[by_request]]),
-        np.concatenate([chunk_rate, -chunk_rate, rc.uniform_rate[by_request[dc]], -rc.uniform_rate[by_request[dc]]]))
+    rate = (osl[rows[use]] - 1.0) / nonzero[rows[use]] * NS_PER_S / gaps[use]
+    ur = rq.uniform_rate[by_request[rq.dc]]
+    return _small(np.concatenate([arrivals[use] - gaps[use], arrivals[use], first[by_request], end[by_request]]),
+                  np.concatenate([rate, -rate, ur, -ur]), breaks)
 
 
-def _chunks(tl: Timeline) -> tuple[IntArray, IntArray, npt.NDArray[np.bool_]]:
-    rows, arrivals = _chunk_arrivals(tl)
-    chunked = np.zeros(tl.size, bool)
-    chunked[rows] = True
-    return rows, arrivals, chunked
-
-
-def build_curves(tl: Timeline) -> Curves:
-    """All step functions of `tl`. Pure; O(n log n) in requests plus chunks."""
-    rc = _request_curves(tl)
-    rows, arrivals, chunked = _chunks(tl)
-    decode_throughput = _decode_throughput(tl, rc, rows, arrivals, chunked)
-    tokens_in_flight = _tokens_in_flight(tl, rc.prefill_ok, rc.decode_ok, chunked, rows, arrivals)
-    return Curves(
-        concurrency=rc.concurrency, prefill_concurrency=rc.prefill_concurrency,
-        decode_concurrency=rc.decode_concurrency, prefill_throughput=rc.prefill_throughput,
-        decode_throughput=decode_throughput, total_throughput=rc.total_throughput,
-        prefill_throughput_per_user=rc.prefill_throughput.divided_by(rc.prefill_concurrency),
-        decode_throughput_per_user=decode_throughput.divided_by(rc.decode_concurrency),
-        tokens_in_flight=tokens_in_flight)
-
-
-def _tokens_in_flight(tl: Timeline, prefill_ok: npt.NDArray[np.bool_], decode_ok: npt.NDArray[np.bool_],
-                      chunked: npt.NDArray[np.bool_], rows: IntArray, arrivals: IntArray) -> Step:
+def _tokens_in_flight(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
+    """An event per chunk that arrives before its request ends, and a few per request."""
     start, first, end, isl, osl = tl.start, tl.first, tl.end, tl.isl, tl.osl
-    holds_input = prefill_ok & ~np.isnan(isl)
-    gen = decode_ok & ~np.isnan(osl)
+    chunked = tl.icl_counts > 0
+    holds_input = rq.prefill_ok & ~np.isnan(isl)
+    gen = rq.decode_ok & ~np.isnan(osl)
     whole = gen & ~chunked  # all output tokens counted at the first token
     ramp = gen & chunked & (osl >= 1)  # 1 at the first token, then (osl - 1) / K per chunk
     per_chunk = np.where(tl.icl_counts > 0, (osl - 1.0) / np.maximum(tl.icl_counts, 1), 0.0)
-    arrived = ramp[rows] & (arrivals < end[rows])
-    times = [start[holds_input], end[holds_input], first[whole], end[whole], first[ramp], arrivals[arrived]]
-    deltas = [isl[holds_input], -isl[holds_input], osl[whole], -osl[whole], np.ones(int(ramp.sum())),
-              per_chunk[rows[arrived]]]
-    # whatever a ramping request accumulated is released at its end
-    n_arrived = np.bincount(rows[arrived], minlength=tl.size) if rows.size else np.zeros(tl.size, np.int64)
-    held = 1.0 + per_chunk * n_arrived
-    times.append(end[ramp])
-    deltas.append(-held[ramp])
-    return Step.of_events(np.concatenate(times), np.concatenate(deltas))
+    arrived = np.zeros(tl.size, np.int64)
+    for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
+        rows, _, arrivals = _gaps(tl, r0, r1, g0, g1)
+        arrived[r0:r1] = np.bincount(rows[ramp[rows] & (arrivals < end[rows])] - r0, minlength=r1 - r0)
+    offsets = np.zeros(tl.size + 1, np.int64)
+    np.cumsum(arrived, out=offsets[1:])
+    a = int(offsets[-1])
+    held = 1.0 + per_chunk * arrived  # whatever a ramping request accumulated goes at its end
+    sections = [(0, start, holds_input, isl), (1, end, holds_input, -isl), (2, first, whole, osl),
+                (3, end, whole, -osl), (4, first, ramp, np.ones(tl.size)), (6, end, ramp, -held)]
+    req_t = np.concatenate([t[m] for _, t, m, _ in sections] + [breaks])
+    req_d = np.concatenate([d[m] for _, _, m, d in sections] + [np.zeros(breaks.size)])
+    req_sec = np.concatenate([np.full(int(m.sum()), s) for s, _, m, _ in sections] + [np.full(breaks.size, 9)])
+    req_row = np.concatenate([np.flatnonzero(m) for _, _, m, _ in sections] + [np.zeros(breaks.size, np.int64)])
+    times = np.empty(a + req_t.size, np.int64)
+    write = 0
+    for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
+        rows, _, arrivals = _gaps(tl, r0, r1, g0, g1)
+        got = arrivals[ramp[rows] & (arrivals < end[rows])]
+        times[write:write + got.size] = got
+        write += got.size
+    times[a:] = req_t
+    del req_t
+
+    def fast(ids: IntArray) -> FloatArray:
+        out = np.empty(ids.size)
+        m = ids < a
+        out[m] = 0.0 + per_chunk[np.searchsorted(offsets, ids[m], side="right") - 1]
+        out[~m] = 0.0 + req_d[ids[~m] - a]
+        return out
+
+    def slow(ids: IntArray) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
+        m = ids < a  # arrivals: section 5, in gap order (their ids are)
+        j = ids - a
+        rows = np.searchsorted(offsets, ids, side="right") - 1
+        section = np.where(m, 5, req_sec[np.where(m, 0, j)])
+        position = np.where(m, ids, req_row[np.where(m, 0, j)])
+        delta = np.where(m, per_chunk[np.clip(rows, 0, tl.size - 1)], req_d[np.where(m, 0, j)])
+        return np.arange(ids.size), section, position, delta
+
+    return _build(times, fast, slow, real=times.size - breaks.size)
 
 
-def time_weighted(curve: Step, window_start: int, window_end: int, *,
-                  active: Step | None = None) -> TimeWeightedStats:
-    """Statistics of `curve` over ``[window_start, window_end]``, weighted by duration.
+# -- statistics --------------------------------------------------------------------------------
 
-    With `active`, only the pieces where `active` is positive count, and the average is over
-    their total duration. A curve with no events, an empty window or no active piece gives
-    `TimeWeightedStats.zero()` (as AIPerf)."""
-    if curve.times.size == 0 or window_end <= window_start:
-        return TimeWeightedStats.zero()
-    inside = [np.array([window_start, window_end], np.int64), curve.times]
-    if active is not None:
-        inside.append(active.times)
-    grid = np.unique(np.concatenate(inside))
-    del inside
-    grid = grid[(grid >= window_start) & (grid <= window_end)]
-    dt = np.diff(grid)
-    values = curve.at(grid[:-1])
-    if active is not None:
-        keep = active.at(grid[:-1]) > 0
-        values, dt = values[keep], dt[keep]
-        del keep
-        total = int(dt.sum())
-    else:
-        total = window_end - window_start
-    del grid  # the temporaries go as soon as they are used: this is a long run's memory peak
+
+def _pieces(curve: Step, lo: int, hi: int, probe: Step | None = None
+            ) -> tuple[FloatArray, FloatArray | IntArray, npt.NDArray[np.unsignedinteger] | None]:
+    """(value, duration, `probe` value) of each piece of `curve` in ``[lo, hi]``. `curve` must
+    have breakpoints at `lo` and `hi` and is consumed: its times become the durations, float64
+    when the window is short enough for that to be exact, else int64."""
+    t, v = curve.times, curve.values
+    i0 = int(np.searchsorted(t, lo, side="right")) - 1
+    i1 = int(np.searchsorted(t, hi, side="left"))
+    grid = t[i0:i1 + 1]
+    found: npt.NDArray[np.unsignedinteger] | None = None
+    if probe is not None:  # a concurrency: whole numbers, in the smallest type that holds them
+        top = float(probe.values.max()) if probe.values.size else 0.0
+        found = np.empty(i1 - i0, np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.uint32)
+        for a in range(0, i1 - i0, _BLOCK):
+            found[a:a + _BLOCK] = probe.at(grid[a:min(a + _BLOCK, i1 - i0)])
+    for a in range(0, grid.size - 1, _BLOCK):  # durations in place, front to back
+        b = min(a + _BLOCK, grid.size - 1)
+        grid[a:b] = grid[a + 1:b + 1] - grid[a:b]
+    dt: FloatArray | IntArray = grid[:-1]
+    if hi - lo < _EXACT_FLOAT_NS:
+        as_float = dt.view(np.float64)
+        for a in range(0, dt.size, _BLOCK):
+            as_float[a:a + _BLOCK] = dt[a:a + _BLOCK]
+        dt = as_float
+    return v[i0:i1], dt, found
+
+
+_MAGNITUDE = np.int64(0x7FFFFFFFFFFFFFFF)
+_TOP = np.uint64(1 << 63)
+_ROUNDS = ((53, 11), (42, 11), (31, 11), (20, 11), (9, 11), (0, 9))
+"""(shift, width) of the key digits the percentile search histograms, most significant first:
+small histograms (2,048 bins), six passes over the values."""
+
+
+def _keys(values: FloatArray) -> npt.NDArray[np.uint64]:
+    """Unsigned integers in the order of the floats `values` (no NaN; -0.0 counts as 0.0)."""
+    bits = (values + 0.0).view(np.int64)
+    return (bits ^ ((bits >> 63) & _MAGNITUDE)).view(np.uint64) ^ _TOP
+
+
+def _float_of_key(key: int) -> float:
+    k = (np.array([key], np.uint64) ^ _TOP).view(np.int64)
+    return float((k ^ ((k >> 63) & _MAGNITUDE)).view(np.float64)[0])
+
+
+def _weighted_percentiles(values: FloatArray, dt: FloatArray, targets: list[int]) -> list[float]:
+    """For each target, the smallest value whose pieces at or below it last >= target ns: a
+    radix select on the values' bits (no sort, no array of the pieces' size).
+    `dt` holds whole numbers whose sum is under 2**53, so every float sum here is exact."""
+    prefix, below = [0] * len(targets), [0] * len(targets)
+    for shift, width in _ROUNDS:
+        hist = {p: np.zeros(1 << width) for p in prefix}
+        for a in range(0, values.size, _BLOCK):
+            keys, weights = _keys(values[a:a + _BLOCK]), dt[a:a + _BLOCK]
+            digit = ((keys >> np.uint64(shift)) & np.uint64((1 << width) - 1)).astype(np.intp)
+            if shift + width == 64:
+                hist[0] += np.bincount(digit, weights=weights, minlength=1 << width)
+                continue
+            high = keys >> np.uint64(shift + width)
+            for p, h in hist.items():
+                m = high == np.uint64(p)
+                h += np.bincount(digit[m], weights=weights[m], minlength=1 << width)
+        held = {p: np.cumsum(h) for p, h in hist.items()}
+        for i, target in enumerate(targets):
+            cum = held[prefix[i]]
+            d = int(np.searchsorted(cum, target - below[i], side="left"))
+            below[i] += int(cum[d - 1]) if d else 0
+            prefix[i] = (prefix[i] << width) | d
+    return [_float_of_key(key) for key in prefix]
+
+
+def _sorted_percentiles(values: FloatArray, dt: IntArray, targets: list[int]) -> list[float]:
+    """As `_weighted_percentiles`, for durations that need int64 (windows past 2**53 ns)."""
+    order = np.argsort(values)  # ties in any order: the percentiles are the same values
+    found: list[float] = []
+    carry = 0
+    for a in range(0, order.size, _BLOCK):  # the time held at or below each value, in blocks
+        idx = order[a:a + _BLOCK]
+        held = dt[idx].astype(np.int64)
+        np.cumsum(held, out=held)
+        held += carry
+        while len(found) < len(targets) and held[-1] >= targets[len(found)]:
+            found.append(float(values[idx[int(np.searchsorted(held, targets[len(found)], side="left"))]]))
+        carry = int(held[-1])
+    return found
+
+
+def _stats(values: FloatArray, dt: FloatArray | IntArray, total: int) -> TimeWeightedStats:
+    """Stats of pieces (`values`, durations `dt`) over `total` ns; consumes `values`. Same floats
+    as the straightforward formulas (one dot product over all pieces for each)."""
     if total <= 0 or values.size == 0:
         return TimeWeightedStats.zero()
-    weights = dt.astype(np.float64)
+    targets = [-(-p * total // 100) for p in SWEEP_PERCENTILES]  # held * 100 >= p * total
+    if dt.dtype == np.float64:
+        p50, p90, p95, p99 = _weighted_percentiles(values, cast(FloatArray, dt), targets)
+        weights = dt
+    else:
+        p50, p90, p95, p99 = _sorted_percentiles(values, cast(IntArray, dt), targets)
+        weights = dt.astype(np.float64)
+    low, high = float(values.min()), float(values.max())
     avg = float(np.dot(values, weights) / total)
-    std = math.sqrt(max(float(np.dot(weights, (values - avg) ** 2) / total), 0.0))
-    order = np.argsort(values, kind="stable")
-    ranked, held = values[order], np.cumsum(dt[order])
-    del order, values, weights, dt
-    # the first piece at which at least p% of the time is covered; exact in integer ns
-    idx = np.searchsorted(held * 100, [p * int(held[-1]) for p in SWEEP_PERCENTILES], side="left")
-    p50, p90, p95, p99 = (float(ranked[min(int(i), ranked.size - 1)]) for i in idx)
-    return TimeWeightedStats(avg=avg, min=float(ranked[0]), max=float(ranked[-1]),
-                             p50=p50, p90=p90, p95=p95, p99=p99, std=std)
+    spread = np.subtract(values, avg, out=values)
+    np.square(spread, out=spread)
+    std = math.sqrt(max(float(np.dot(weights, spread) / total), 0.0))
+    return TimeWeightedStats(avg=avg, min=low, max=high, p50=p50, p90=p90, p95=p95, p99=p99, std=std)
+
+
+def _effective(curve: Step, lo: int, hi: int) -> TimeWeightedStats:
+    values, dt, _ = _pieces(curve, lo, hi)
+    return _stats(values, dt, hi - lo)
+
+
+def _per_user(values: FloatArray, den: npt.NDArray[np.unsignedinteger], keep: BoolArray) -> None:
+    """`values` / `den` in place, 0 where none is in the phase."""
+    np.divide(values, den, out=values, where=keep)
+    np.copyto(values, 0.0, where=~keep)
+
+
+def _active_of(curve: Step, mask: Step, lo: int, hi: int, *, per_user: bool = False) -> TimeWeightedStats:
+    """Stats of `curve` (or curve / mask) over the pieces where `mask` (a concurrency) is
+    positive; `curve` has breakpoints at `mask`'s times, `lo` and `hi`, and is consumed."""
+    values, dt, den = _pieces(curve, lo, hi, mask)
+    assert den is not None
+    keep = den > 0
+    if per_user:
+        _per_user(values, den, keep)
+    del den
+    n = _compact_kept(values, dt, keep)
+    values, dt = values[:n], dt[:n]
+    return _stats(values, dt, int(dt.sum()))  # whole numbers under 2**53, or int64: exact
+
+
+def _effective_per_user(curve: Step, mask: Step, lo: int, hi: int) -> TimeWeightedStats:
+    """Stats of curve / mask over the window (`curve` as in `_active_of`, consumed)."""
+    values, dt, den = _pieces(curve, lo, hi, mask)
+    assert den is not None
+    _per_user(values, den, den > 0)
+    del den
+    return _stats(values, dt, hi - lo)
+
+
+def _compact_kept(values: FloatArray, dt: FloatArray | IntArray, keep: BoolArray) -> int:
+    """Move the pieces where `keep` to the front, in order, in place; how many."""
+    write = 0
+    for a in range(0, keep.size, _BLOCK):
+        k = keep[a:a + _BLOCK]
+        v, d = values[a:a + _BLOCK][k], dt[a:a + _BLOCK][k]
+        values[write:write + v.size] = v
+        dt[write:write + v.size] = d
+        write += v.size
+    return write
 
 
 def sweep_metrics(tl: Timeline, window: tuple[int, int] | None = None) -> dict[str, TimeWeightedStats]:
     """The 14 sweep metrics of AIPerf 0.13 for `tl`, keyed by tag, in AIPerf's order. `window`
-    defaults to first start .. last end. Empty when the timeline has no request."""
+    defaults to first start .. last end. Empty when the timeline has no request.
+
+    Memory: about 24 bytes per chunk at the peak, besides `tl` (module doc)."""
     if tl.size == 0:
         return {}
     lo, hi = window if window is not None else (int(tl.start.min()), int(tl.end.max()))
+    if hi <= lo:
+        return {tag: TimeWeightedStats.zero() for tag in SWEEP_ORDER}
+    rq = _Requests.of(tl)
+    ends = np.array([lo, hi], np.int64)
 
-    def tw(curve: Step, active: Step | None = None) -> TimeWeightedStats:
-        return time_weighted(curve, lo, hi, active=active)
+    def with_breaks(mask: Step) -> IntArray:
+        return np.concatenate([ends, mask.times])
 
-    # One per-chunk curve alive at a time (they hold most of the events): the peak memory of a
-    # long run's summary is then about one curve's, not all of them at once.
-    rc = _request_curves(tl)
-    out = {
-        "effective_concurrency": tw(rc.concurrency),
-        "effective_prefill_throughput": tw(rc.prefill_throughput),
-        "effective_decode_concurrency": tw(rc.decode_concurrency),
-        "effective_prefill_concurrency": tw(rc.prefill_concurrency),
-        "effective_total_throughput": tw(rc.total_throughput),
-        "active_prefill_throughput": tw(rc.prefill_throughput, rc.prefill_concurrency),
-        "active_total_throughput": tw(rc.total_throughput, rc.concurrency),
-    }
-    per_user = rc.prefill_throughput.divided_by(rc.prefill_concurrency)
-    out["effective_prefill_throughput_per_user"] = tw(per_user)
-    out["active_prefill_throughput_per_user"] = tw(per_user, rc.prefill_concurrency)
-    del per_user
-    rows, arrivals, chunked = _chunks(tl)
-    curve = _decode_throughput(tl, rc, rows, arrivals, chunked)
-    out["effective_decode_throughput"] = tw(curve)
-    out["active_decode_throughput"] = tw(curve, rc.decode_concurrency)
-    curve = curve.divided_by(rc.decode_concurrency)
-    out["effective_decode_throughput_per_user"] = tw(curve)
-    out["active_decode_throughput_per_user"] = tw(curve, rc.decode_concurrency)
-    del curve
-    out["tokens_in_flight"] = tw(_tokens_in_flight(tl, rc.prefill_ok, rc.decode_ok, chunked, rows, arrivals))
+    out: dict[str, TimeWeightedStats] = {}
+    conc = _concurrency(tl, rq, ends)
+    out["active_total_throughput"] = _active_of(_total_throughput(tl, rq, with_breaks(conc)), conc, lo, hi)
+    out["effective_total_throughput"] = _effective(_total_throughput(tl, rq, ends), lo, hi)
+    # Each curve is built for one statistic and consumed by it (rebuilding is cheaper than
+    # keeping a copy): the peak is one per-chunk curve and its durations, whatever the run.
+    for phase, conc_of, tput_of in (("prefill", _prefill_concurrency, _prefill_throughput),
+                                    ("decode", _decode_concurrency, _decode_throughput)):
+        mask = conc_of(tl, rq, ends)
+        breaks = with_breaks(mask)
+        out[f"active_{phase}_throughput"] = _active_of(tput_of(tl, rq, breaks), mask, lo, hi)
+        out[f"active_{phase}_throughput_per_user"] = _active_of(tput_of(tl, rq, breaks), mask, lo, hi,
+                                                                per_user=True)
+        out[f"effective_{phase}_throughput_per_user"] = _effective_per_user(tput_of(tl, rq, breaks), mask, lo, hi)
+        out[f"effective_{phase}_throughput"] = _effective(tput_of(tl, rq, ends), lo, hi)
+        out[f"effective_{phase}_concurrency"] = _effective(mask, lo, hi)
+        del mask, breaks
+    out["effective_concurrency"] = _effective(conc, lo, hi)
+    out["tokens_in_flight"] = _effective(_tokens_in_flight(tl, rq, ends), lo, hi)
     return {tag: out[tag] for tag in SWEEP_ORDER}
 
 
