@@ -3,6 +3,7 @@ API server checking RBAC with the run's own ServiceAccount token and Role."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -258,3 +259,30 @@ async def test_run_pushes_on_every_poke_and_ends_when_the_run_is_over(cluster: C
                 reporter.poke()
         assert reporter.finished and await reporter.flush() is False
     assert cluster.status() == {"phase": "Cancelled"}
+
+
+class _LosesRaces:
+    """The real client, but its first `losses` status PATCHes answer a failed `test` (what a
+    status write of the operator in between makes the API server say)."""
+
+    def __init__(self, client: InClusterClient, losses: int) -> None:
+        self._client, self.losses = client, losses
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        if method == "PATCH" and path.endswith("/status") and self.losses > 0:
+            self.losses -= 1
+            raise ApiRejected(422, json.dumps({"reason": "Invalid", "message": "the request is invalid",
+                                               "details": {"causes": [{"message": "testing value /status/phase failed"}]}}))
+        return await self._client.request(method, path, **kwargs)
+
+
+@pytest.mark.anyio
+async def test_the_final_push_is_tried_again_until_it_lands_within_its_deadline(cluster: Cluster) -> None:
+    async with cluster.client() as client:
+        racing = _LosesRaces(client, losses=7)  # more than one push's attempts (3)
+        reporter = StatusReporter(client=racing, job=JobRef(name=NAME, namespace=NS, uid=cluster.uid),
+                                  snapshot=lambda: snapshot(SystemState.DONE), clock=lambda: NOW)
+        assert await reporter.push() is False  # dropped after its attempts
+        assert await reporter.flush(timeout_s=30, retry_s=0.01) is True
+    assert racing.losses == 0 and cluster.status()["subPhase"] == "done"
+    assert cluster.status()["phases"]["main"]["requestsCompleted"] == 40

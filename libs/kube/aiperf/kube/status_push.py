@@ -173,13 +173,24 @@ class StatusReporter:
             with anyio.move_on_after(self._interval_s):
                 await self._wake.wait()
 
-    async def flush(self, *, timeout_s: float = 10.0) -> bool:
-        """One last push within `timeout_s`; True when it landed. Never raises for the API."""
+    async def flush(self, *, timeout_s: float = 30.0, retry_s: float = 0.5) -> bool:
+        """One last push (the run's final counts), tried again every `retry_s` while it is
+        dropped (lost races) or the API server does not answer, for at most `timeout_s`; True
+        when it landed. Never raises for the API: a rejection (logged by `push`) ends it at
+        once, a finished reporter (terminal, deleted or replaced CR) quietly, a deadline passed
+        with a warning."""
         with anyio.move_on_after(timeout_s):
-            try:
-                return await self.push()
-            except (ApiRejected, KubeUnreachable):
-                return False
+            while not self.finished:
+                try:
+                    if await self.push():
+                        return True
+                except ApiRejected:
+                    return False
+                except KubeUnreachable:
+                    pass
+                if not self.finished:
+                    await anyio.sleep(retry_s)
+            return False
         log.warning("status.flush_timeout", timeout_s=timeout_s)
         return False
 
