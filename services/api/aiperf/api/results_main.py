@@ -255,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"error: results sidecar cannot serve on {args.host}:{args.port}: {reason}", file=sys.stderr)
         return EXIT_FAILED
+    log.info("results.stopped")
     return EXIT_OK
 
 
