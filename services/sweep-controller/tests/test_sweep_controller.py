@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
 from aiperf.config.markers import END_MARKER
 from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND
@@ -166,3 +166,23 @@ def test_main_without_the_operators_environment_is_one_line_and_exit_2(
     assert main(["--artifact-dir", "/tmp/x"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "AIPERF_SWEEP_NAME" in err
+
+
+async def test_a_sweep_being_deleted_creates_no_further_child(kube: FakeKube, api: ApiClient, tmp_path: Path) -> None:
+    """Deleted while its first child runs (the operator's finalizer still holds it): that child
+    ends (here Failed, as a child torn down with it may look) and no second child is created."""
+    obj = sweep([1, 2])
+    obj["metadata"]["finalizers"] = ["aiperf.nvidia.com/test-holds"]
+    kube.create(obj)
+    codes: list[int] = []
+    with anyio.fail_after(30):  # without the check it would wait on a second child forever
+        async with anyio.create_task_group() as tg:
+            async def run() -> None:
+                codes.append(await make(api, kube, tmp_path, {}, []).run())
+            tg.start_soon(run)
+            await kube.wait_until(partial(exists, kube, "s-v0-t1"))
+            group, version = API.split("/")
+            await CustomObjectsApi(api).delete_namespaced_custom_object(group, version, NS, "aiperfsweeps", "s")
+            assert stored(kube, SWEEP_KIND, "s")["metadata"].get("deletionTimestamp")
+            kube.set_status(API, JOB_KIND, NS, "s-v0-t1", {"phase": "Failed"})
+    assert codes == [0] and not exists(kube, "s-v1-t1")

@@ -260,9 +260,11 @@ class ChildJobExecutor:
         return child
 
     async def sweep_cancelled(self) -> bool:
-        """True when the sweep asks to stop: `spec.cancel`, or it is gone or replaced."""
+        """True when the sweep asks to stop: `spec.cancel`, or it is being deleted (its
+        finalizer not yet released), gone or replaced."""
         live = await get_cr(self._api, SWEEP_KIND, self._ns, self._name)
-        return live is None or live["metadata"]["uid"] != self._uid or (live.get("spec") or {}).get("cancel") is True
+        return (live is None or live["metadata"]["uid"] != self._uid or bool(live["metadata"].get("deletionTimestamp"))
+                or (live.get("spec") or {}).get("cancel") is True)
 
     def _adopt(self, child: Mapping[str, Any], digest: str) -> None:
         """Adopt `child` (created by an earlier incarnation) when it runs what is planned now."""
