@@ -323,18 +323,9 @@ class Aggregator:
         n = self._n
         for tag, value in record.metrics.items():
             if isinstance(value, list):
-                lst = self._lists.get(tag)
-                if lst is None:
-                    lst = self._lists[tag] = Column()
-                if value:
-                    lst.extend(value)
-                continue
-            col = self._scalars.get(tag)
-            if col is None:
-                col = self._scalars[tag] = Column()
-            if len(col) < n:
-                col.pad(n)
-            col.append(value)
+                self._extend_list(tag, (value,))
+            else:
+                self._extend_scalar(tag, n, (value,))
         self._n = n + 1
 
     def add_batch(self, records: Sequence[MetricRecord]) -> None:
