@@ -231,6 +231,28 @@ async def test_a_cr_deleted_while_its_results_are_copied_leaves_nothing(kube: Fa
     assert not (results / NS / "run").exists()
 
 
+async def test_a_cr_deleted_while_a_handler_of_its_own_copies_the_results_leaves_nothing(
+        kube: FakeKube, tmp_path: Path) -> None:
+    """kopf runs one CR's handlers one at a time: a harvest inside the resume handler (the
+    operator restarted after the run ended) holds back the delete handler and its tombstone, so
+    the harvest must notice the deletion by itself (the old code hung here until the copy ended)."""
+    results = tmp_path / "results"
+    async with operator(kube, results_dir=results):
+        kube.create(job())
+        pod, fake = await start_run(kube)
+    gated = GatedSidecar(fake, "profile_export_aiperf.csv")
+    kube.register_proxy(NS, pod, 9091, gated)
+    end_control_plane(kube, pod)
+    async with operator(kube, results_dir=results, resync_interval=3600) as metrics:
+        await asyncio.wait_for(gated.reached.wait(), 20)  # the resume handler's harvest is mid-copy
+        await delete_cr(kube)
+        await kube.wait_until(lambda: not cr(kube), timeout=20)
+        assert metrics.value("reconciles", "delete") >= 1
+        assert "profile_export_aiperf.csv" not in fake.served
+        gated.release.set()
+    assert run_dirs(results) == [] and index_rows(results) == []
+
+
 async def delete_cr(kube: FakeKube) -> None:
     async with await new_client_from_config(kube.kubeconfig_path, persist_config=False) as client:
         await CustomObjectsApi(client).delete_namespaced_custom_object("aiperf.nvidia.com", "v1alpha1", NS,

@@ -31,6 +31,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import kopf
 import structlog
 from kubernetes_asyncio.client import ApiClient
@@ -261,7 +262,8 @@ class JobReconciler:
             try:
                 stored = await self._results.harvest(self._api, ns, name, epoch, pod, uid,
                                                      created_at=meta.get("creationTimestamp"),
-                                                     completed_at=timestamp(self._clock()))
+                                                     completed_at=timestamp(self._clock()),
+                                                     gone=lambda: self._being_deleted(ns, name, uid))
             except RunDeleted:
                 log.info("results.dropped_deleted_run", namespace=ns, name=name, epoch=epoch)
                 return
@@ -285,6 +287,14 @@ class JobReconciler:
             await sidecar.shutdown_sidecar(self._api, ns, pod)
         except KubeClusterError as exc:  # it exits by itself after its linger time
             log.warning("results.sidecar_shutdown_failed", namespace=ns, name=name, pod=pod, error=str(exc))
+
+    async def _being_deleted(self, ns: str, name: str, uid: str) -> bool:
+        """CR `ns/name` of `uid` is being deleted or is gone; False when it cannot be read."""
+        try:
+            cr = await api.get(self._api, CR_API_VERSION, JOB_KIND, ns, name)
+        except (ApiException, KubeClusterError, aiohttp.ClientError, TimeoutError):
+            return False
+        return cr is None or cr["metadata"]["uid"] != uid or bool(cr["metadata"].get("deletionTimestamp"))
 
     async def _record_phase(self, cr: Mapping[str, Any], phase: JobPhase) -> None:
         """Mirror a phase change into the results index (Completed comes from the harvest)."""

@@ -15,14 +15,17 @@ second gets its own directory. `status.resultsPath` is `<ns>/<name>/<epoch>`, re
 volume.
 
 A deleted CR wins over its own harvest: `deleted` leaves a tombstone that interrupts the
-transfers at once and that the gate checks (`RunDeleted`: nothing of the run is left); a run
-that had completed before the delete stays in the history.
+harvest at once and that the gate checks (`RunDeleted`: nothing of the run is left); a run
+that had completed before the delete stays in the history. kopf runs a CR's handlers one at a
+time, so a harvest inside one of them (the create handler's closing sync, resume) holds back the
+delete handler that would leave the tombstone: such a harvest also polls `gone` (is the CR being
+deleted?) every `GONE_POLL_S` seconds and stops the same way when it says so.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +42,12 @@ from aiperf.results.index import ResultsIndex, RunConflict
 from aiperf.results.keys import run_key
 
 log = structlog.get_logger("aiperf.operator")
+
+GONE_POLL_S = 1.0
+"""How often a harvest asks its `gone` probe whether the CR is being deleted."""
+
+Gone = Callable[[], Awaitable[bool]]
+"""A probe: True once the run's CR is being deleted (or is gone). It must not raise."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,25 +114,26 @@ class ResultsStore:
             log.warning("results.index_write_failed", write=what, namespace=namespace, name=name, error=str(exc))
 
     async def harvest(self, api: ApiClient, namespace: str, name: str, epoch: str, pod: str, uid: str,
-                      *, created_at: str | None = None, completed_at: str | None = None) -> Harvest:
+                      *, created_at: str | None = None, completed_at: str | None = None,
+                      gone: Gone | None = None) -> Harvest:
         """Copy the exports of run `name` (CR `uid`) from the results sidecar of `pod` into its
         run directory (see the module doc); a directory of this `uid` already there is a finished
         earlier harvest and is kept as is. KubeClusterError when the sidecar cannot be read, lists
         no export, a transfer fails (the staging directory is removed), or another CR's results
-        hold the directory; RunDeleted when the CR was deleted meanwhile."""
+        hold the directory; RunDeleted when the CR was deleted meanwhile (the tombstone, or
+        `gone`)."""
         index = self.index
         relative = self.relative(namespace, name, epoch)
         done = await index.completed(namespace, name, epoch)
         if done is not None and (not done.uid or done.uid == uid):
             return Harvest(path=relative, files=[f.name for f in done.files])
         self._check_alive(namespace, name, epoch)
-        await sidecar.wait_sidecar_ended(api, namespace, pod)
-        names = await sidecar.list_exports(api, namespace, pod)
-        if not names:
-            raise KubeClusterError(f"the results sidecar of pod {pod} lists no export file")
         staging = await index.stage(namespace, name, epoch)
         try:
-            await self._transfer(api, namespace, name, epoch, pod, names, staging)
+            copied = await self._unless_deleted(namespace, name, epoch, gone,
+                                                lambda: self._copy(api, namespace, pod, staging))
+            if not copied:
+                raise RunDeleted(f"{namespace}/{name} was deleted before its results were stored")
             self._check_alive(namespace, name, epoch)
             stored = await index.record_completed(namespace, name, epoch, uid=uid, staging=staging,
                                                   created_at=created_at, completed_at=completed_at or _now())
@@ -135,28 +145,56 @@ class ResultsStore:
             raise RunDeleted(f"{namespace}/{name} was deleted before its results were stored")
         return Harvest(path=relative, files=[f.name for f in stored.files])
 
-    async def _transfer(self, api: ApiClient, namespace: str, name: str, epoch: str, pod: str, names: list[str],
-                        staging: Path) -> None:
-        """Download `names` into `staging`, stopping at once when the run is deleted meanwhile.
-        The first failure of a transfer is raised as is (not wrapped in a group)."""
-        failed: list[Exception] = []
-        async with anyio.create_task_group() as transfers:
-            async def interrupt() -> None:
-                await self.index.wait_deleted(namespace, name, epoch)
-                transfers.cancel_scope.cancel()
+    @staticmethod
+    async def _copy(api: ApiClient, namespace: str, pod: str, staging: Path) -> None:
+        """Wait for the sidecar to see the run end, then download every export it lists into
+        `staging` (durably)."""
+        await sidecar.wait_sidecar_ended(api, namespace, pod)
+        names = await sidecar.list_exports(api, namespace, pod)
+        if not names:
+            raise KubeClusterError(f"the results sidecar of pod {pod} lists no export file")
+        for file_name in names:
+            await sidecar.download_export(api, namespace, pod, file_name, staging, durable=True)
 
-            async def copy() -> None:
+    async def _unless_deleted(self, namespace: str, name: str, epoch: str, gone: Gone | None,
+                              work: Callable[[], Awaitable[None]]) -> bool:
+        """Run `work` until it ends or run `epoch` is deleted (its tombstone, or `gone`): True when
+        it ended, False when the deletion stopped it. An error of `work` is raised as is (not
+        wrapped in a group)."""
+        failed: list[Exception] = []
+        finished = False
+        async with anyio.create_task_group() as race:
+            async def watch() -> None:
+                await self._deleted(namespace, name, epoch, gone)
+                race.cancel_scope.cancel()
+
+            async def run() -> None:
+                nonlocal finished
                 try:
-                    for file_name in names:
-                        await sidecar.download_export(api, namespace, pod, file_name, staging, durable=True)
+                    await work()
+                    finished = True
                 except Exception as exc:  # noqa: BLE001 - raised below, outside the task group
                     failed.append(exc)
-                transfers.cancel_scope.cancel()
+                race.cancel_scope.cancel()
 
-            transfers.start_soon(interrupt)
-            transfers.start_soon(copy)
+            race.start_soon(watch)
+            race.start_soon(run)
         if failed:
             raise failed[0]
+        return finished
+
+    async def _deleted(self, namespace: str, name: str, epoch: str, gone: Gone | None) -> None:
+        """Return once run `epoch` has its tombstone or `gone` (polled) says its CR is going."""
+        async with anyio.create_task_group() as either:
+            async def poll(probe: Gone) -> None:
+                while not await probe():
+                    await anyio.sleep(GONE_POLL_S)
+                either.cancel_scope.cancel()
+
+            if gone is not None:
+                either.start_soon(poll, gone)
+            await self.index.wait_deleted(namespace, name, epoch)
+            either.cancel_scope.cancel()
 
     def _check_alive(self, namespace: str, name: str, epoch: str) -> None:
         if self.index.is_deleted(namespace, name, epoch):
@@ -167,4 +205,4 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-__all__ = ["LATEST", "RUN_MARKER", "Harvest", "ResultsStore", "RunDeleted", "epoch_of"]
+__all__ = ["GONE_POLL_S", "LATEST", "RUN_MARKER", "Gone", "Harvest", "ResultsStore", "RunDeleted", "epoch_of"]
