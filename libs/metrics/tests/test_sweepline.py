@@ -13,14 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiperf.metrics import sweepline
-from aiperf.metrics.sweepline import (
-    SWEEP_ORDER,
-    SWEEP_PERCENTILES,
-    Timeline,
-    TimeWeightedStats,
-    sweep_metrics,
-)
+from aiperf.metrics import sweepline, weighted
+from aiperf.metrics.sweepline import SWEEP_ORDER, Timeline, sweep_metrics
+from aiperf.metrics.weighted import PERCENTILES as SWEEP_PERCENTILES
+from aiperf.metrics.weighted import TimeWeightedStats
 
 S = 1_000_000_000
 
@@ -402,6 +398,7 @@ def test_same_floats_as_the_straightforward_formulas(case: tuple[Timeline, tuple
     tl, window = case
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sweepline, "_BLOCK", block)  # small blocks: every blockwise loop crosses boundaries
+        mp.setattr(weighted, "BLOCK", block)
         got = sweep_metrics(tl, window)
     want = reference(tl, window)
     assert list(got) == list(want)
@@ -428,6 +425,7 @@ def test_memory_peak_per_request_stays_small() -> None:
     tl = streamed_run(2000)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sweepline, "_BLOCK", 4096)
+        mp.setattr(weighted, "BLOCK", 4096)
         tracemalloc.start()
         try:
             got = sweep_metrics(tl)

@@ -17,7 +17,8 @@ import numpy as np
 
 from aiperf.messages import ErrorDetails, MetricRecord, Phase
 from aiperf.metrics.catalog import RECORD_METRICS, SPECS, SUMMARY_ORDER, spec_of
-from aiperf.metrics.sweepline import Timeline, TimeWeightedStats, sweep_metrics
+from aiperf.metrics.sweepline import Timeline, sweep_metrics
+from aiperf.metrics.weighted import TimeWeightedStats
 
 PERCENTILES: tuple[int, ...] = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 STAT_KEYS: tuple[str, ...] = ("avg", "min", "max", "sum", *(f"p{p}" for p in PERCENTILES), "std")
