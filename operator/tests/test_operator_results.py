@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 from _chart import render
-from _harness import NS, condition, cr, job, operator, phase, set_jobset_status
+from _harness import NS, condition, cr, job, jobset, operator, phase, set_jobset_status
 from _repo import chart_dir
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import JOB_KIND
-from aiperf.kube.sidecar import KEEP_SIDECAR_ANNOTATION
+from aiperf.kube.sidecar import JOBSET_UID_LABEL, KEEP_SIDECAR_ANNOTATION
 from aiperf.operator.results import ResultsStore
 from aiperf.results.disk import INDEX_FILE
 from aiperf.results.keys import EPOCH_RE, run_key
@@ -37,15 +37,18 @@ RELEASE_NS = "aiperf-system"
 
 
 async def start_run(kube: FakeKube, fake_files: dict[str, bytes] | None = None, *, name: str = "run",
-                    **kwargs: object) -> tuple[str, FakeSidecar]:
+                    made_by: str | None = None, **kwargs: object) -> tuple[str, FakeSidecar]:
     """The run `name` Running, with its controller pod up (the JobSet controller's and kubelet's
-    part) and the results sidecar answering through the pod proxy."""
+    part) and the results sidecar answering through the pod proxy. `made_by`: the pod's
+    jobset-uid label (default: the run's JobSet)."""
     await kube.wait_until(lambda: phase(kube, name) == "Initializing", timeout=20)
     set_jobset_status(kube, name)
     await kube.wait_until(lambda: phase(kube, name) == "Running")
     pod = f"aiperf-{name}-controller-0-0-abcde"
+    made_by = made_by or (jobset(kube, name) or {})["metadata"]["uid"]
     kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": NS, "labels": {
-        "jobset.sigs.k8s.io/jobset-name": f"aiperf-{name}", "jobset.sigs.k8s.io/replicatedjob-name": "controller"}},
+        "jobset.sigs.k8s.io/jobset-name": f"aiperf-{name}", JOBSET_UID_LABEL: made_by,
+        "jobset.sigs.k8s.io/replicatedjob-name": "controller"}},
         "spec": {"containers": [{"name": "control-plane", "image": "x"},
                                 {"name": "api", "image": "x", "ports": [{"containerPort": 9090}]},
                                 {"name": "results-sidecar", "image": "x", "ports": [{"containerPort": 9091}]}]}})
@@ -251,6 +254,21 @@ async def test_a_cr_deleted_while_a_handler_of_its_own_copies_the_results_leaves
         assert "profile_export_aiperf.csv" not in fake.served
         gated.release.set()
     assert run_dirs(results) == [] and index_rows(results) == []
+
+
+async def test_an_ended_controller_pod_of_an_earlier_jobset_is_not_the_runs_end(kube: FakeKube, tmp_path: Path) -> None:
+    """A CR deleted and created again: the first JobSet's controller pod (its jobset-uid label
+    names that JobSet) can still be there, ended, while the new run runs. It is not the new run's
+    end: nothing is copied from it and the run stays Running."""
+    results = tmp_path / "results"
+    async with operator(kube, results_dir=results) as metrics:
+        kube.create(job())
+        pod, fake = await start_run(kube, made_by="uid-of-an-earlier-jobset")
+        end_control_plane(kube, pod)
+        seen = metrics.value("reconciles", "resync")
+        await kube.wait_until(lambda: metrics.value("reconciles", "resync") >= seen + 3, timeout=20)
+        assert phase(kube) == "Running" and fake.served == [], (phase(kube), fake.served)
+        assert index_rows(results) == [("run", cr(kube)["status"]["runEpoch"], "Running")]
 
 
 async def delete_cr(kube: FakeKube) -> None:

@@ -193,7 +193,7 @@ class JobReconciler:
                      f"JobSet {jobset_name(name)} was deleted before the run finished")]))
             return
         if self._results is not None and jobset_state(jobset) == JobState.RUNNING:
-            end = await sidecar.controller_end(self._api, name, ns)
+            end = await sidecar.controller_end(self._api, name, ns, jobset_uid=jobset["metadata"]["uid"])
             if end is not None and end.pod is not None:
                 await self._finish(cr, end.exit_code, end.pod)
                 return

@@ -84,10 +84,20 @@ def control_plane_exit(pod: Mapping[str, Any]) -> int | None:
     return None
 
 
-async def controller_end(api: ApiClient, name: str, namespace: str) -> RunEnd | None:
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+"""The label JobSet puts on its Jobs and pods: the UID of the JobSet that made them."""
+
+
+async def controller_end(api: ApiClient, name: str, namespace: str, *,
+                         jobset_uid: str | None = None) -> RunEnd | None:
     """The run's end as its controller pods show it (the newest pod whose control plane has
-    terminated), None while the control plane runs or before there is a controller pod."""
+    terminated), None while the control plane runs or before there is a controller pod. With
+    `jobset_uid`, a pod labelled as made by another JobSet of the same name (an earlier
+    incarnation of the run, still terminating) does not count."""
     for pod in reversed(await list_pods(api, name, namespace, replicated_job=CONTROLLER_JOB)):
+        made_by = (pod["metadata"].get("labels") or {}).get(JOBSET_UID_LABEL)
+        if jobset_uid is not None and made_by is not None and made_by != jobset_uid:
+            continue
         code = control_plane_exit(pod)
         if code is not None:
             return RunEnd(exit_code=code, pod=str(pod["metadata"]["name"]))
