@@ -4,8 +4,8 @@ JobSet controller and the kubelet played on podman (`PodmanCluster`).
 What it plays, for every JobSet stored in the fake:
 
 - the JobSet controller: the Pods a JobSet creates (JobSet's naming, owned by the JobSet,
-  labelled with the template's labels and JobSet's `jobset-name`, `replicatedjob-name` and
-  `job-index` labels), created through the fake's store; the JobSet's `Completed`/`Failed` condition once its controller job's pod
+  labelled with the template's labels and JobSet's `jobset-name`, `jobset-uid`,
+  `replicatedjob-name` and `job-index` labels), created through the fake's store; the JobSet's `Completed`/`Failed` condition once its controller job's pod
   ends (Failed as soon as any pod fails, as JobSet's default failure policy does);
 - JobSet restarts: a JobSet whose pod fails while `status.restarts` is below its
   `failurePolicy.maxRestarts` is restarted instead, as JobSet does: `status.restarts` goes up,
@@ -24,6 +24,11 @@ What it plays, for every JobSet stored in the fake:
 - deletion and suspension: a JobSet that goes, is being deleted or is suspended has its pods
   torn down in podman (a suspended JobSet's pods are deleted first, as its Jobs' controller
   does) and their fake Pods finished.
+
+Pods belong to a JobSet by its UID, as a JobSet's Jobs do, so a JobSet created again under the
+same name (a CR deleted and created again) never sees the old one's pods: its pods are played
+once the old ones are torn down (the pod names here come from the JobSet's name, where a Job
+controller's would carry a random suffix).
 
 What it does not play: scheduling (every pod fits), container restarts (pods are
 `restartPolicy: Never`), readiness probes (stripped, see _podman.py).
@@ -54,6 +59,7 @@ from aiperf.testing.fake_kube_select import Selector
 Obj = dict[str, Any]
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
@@ -72,6 +78,7 @@ class _PlayedPod:
     namespace: str
     name: str
     jobset: str
+    jobset_uid: str
     controller: bool
     file: Path
     containers: list[str]
@@ -108,7 +115,8 @@ class PodmanCluster:
         async with anyio.create_task_group() as tg:
             while True:
                 for uid, jobset in self._stored_jobsets().items():
-                    if uid not in self._started and not jobset["metadata"].get("deletionTimestamp"):
+                    if (uid not in self._started and not jobset["metadata"].get("deletionTimestamp")
+                            and not self._name_held(jobset)):
                         self._started.add(uid)
                         tg.start_soon(self._start, copy.deepcopy(jobset))
                 for uid, attempt in list(self._restart_due.items()):
@@ -119,9 +127,12 @@ class PodmanCluster:
                 await self._teardown_gone()
                 await anyio.sleep(POLL_S)
 
-    @staticmethod
-    def _key(obj: Obj) -> str:
-        return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+    def _name_held(self, jobset: Obj) -> bool:
+        """Pods of an older JobSet of this name are still played (torn down first: pod names
+        here are the JobSet's, not unique as a Job controller's are)."""
+        meta = jobset["metadata"]
+        return any((p.namespace, p.jobset) == (meta["namespace"], meta["name"]) and p.jobset_uid != meta["uid"]
+                   for p in self.pods.values())
 
     def _stored_jobsets(self) -> dict[str, Obj]:
         info = self.kube.kind(JOBSET_API_VERSION, "JobSet")
@@ -144,7 +155,8 @@ class PodmanCluster:
                 spec.update(hostname=hostname, subdomain=name)
                 self.kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
                     "name": pod_name, "namespace": ns, "ownerReferences": [owner],
-                    "labels": {**(meta.get("labels") or {}), JOBSET_LABEL: name, REPLICATED_JOB_LABEL: rjob["name"],
+                    "labels": {**(meta.get("labels") or {}), JOBSET_LABEL: name, JOBSET_UID_LABEL: owner["uid"],
+                               REPLICATED_JOB_LABEL: rjob["name"],
                                JOB_INDEX_LABEL: str(index), RESTART_ATTEMPT_LABEL: str(attempt)},
                     "annotations": {**(meta.get("annotations") or {}), JOB_INDEX_ANNOTATION: str(index),
                                     JOBSET_LABEL: name}},
@@ -161,7 +173,7 @@ class PodmanCluster:
             ns, name = jobset["metadata"]["namespace"], jobset["metadata"]["name"]
             self.kube.set_status(JOBSET_API_VERSION, "JobSet", ns, name,
                                  {**(jobset.get("status") or {}), "restarts": attempt})
-            for played in [p for p in self.pods.values() if (p.namespace, p.jobset) == (ns, name)]:
+            for played in [p for p in self.pods.values() if p.jobset_uid == uid]:
                 await self._tear_down(played)
             await self._start(copy.deepcopy(jobset), attempt)
         finally:
@@ -194,7 +206,8 @@ class PodmanCluster:
         path = folder / "pod.yaml"
         path.write_text(yaml.safe_dump(pod, sort_keys=False))
         host = f"{hostname}.{name}"
-        played = _PlayedPod(namespace=ns, name=pod_name, jobset=name, controller=controller, file=path,
+        played = _PlayedPod(namespace=ns, name=pod_name, jobset=name, jobset_uid=jobset["metadata"]["uid"],
+                            controller=controller, file=path,
                             containers=[c["name"] for c in pod["spec"]["containers"]],
                             volumes=[v["configMap"]["name"] if "configMap" in v else v["name"]
                                      for v in pod["spec"]["volumes"] if "hostPath" not in v])
@@ -293,8 +306,7 @@ class PodmanCluster:
         for uid, jobset in self._stored_jobsets().items():
             if uid in self._finished or uid in self._restart_due:
                 continue
-            mine = [p for p in list(self.pods.values())
-                    if p.jobset == jobset["metadata"]["name"] and p.namespace == jobset["metadata"]["namespace"]]
+            mine = [p for p in list(self.pods.values()) if p.jobset_uid == uid]
             pods = [self.kube.get("v1", "Pod", p.namespace, p.name) or {} for p in mine]
             phases = [(p, (o.get("status") or {}).get("phase")) for p, o in zip(mine, pods, strict=True)]
             failed = any(phase == "Failed" for _, phase in phases)
@@ -323,11 +335,10 @@ class PodmanCluster:
     # -- deletion ---------------------------------------------------------------------------------
 
     async def _teardown_gone(self) -> None:
-        stored = self._stored_jobsets().values()
-        live = {self._key(j) for j in stored
+        live = {uid for uid, j in self._stored_jobsets().items()
                 if not j["metadata"].get("deletionTimestamp") and not j["spec"].get("suspend")}
         for played in list(self.pods.values()):
-            if f"{played.namespace}/{played.jobset}" not in live:
+            if played.jobset_uid not in live:
                 await self._tear_down(played)
 
     async def _tear_down(self, played: _PlayedPod) -> None:
