@@ -13,6 +13,7 @@ import os
 import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import NoReturn
 
 from aiperf.api.server import granian_server
 from aiperf.api.service import Api
@@ -71,12 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     return service_main(ServiceType.API, build, args)
 
 
-if __name__ == "__main__":
+def run() -> NoReturn:
+    """The process entry point (the pex's, and `python -m aiperf.api.main`): `main`, then leave
+    without tearing the interpreter down. Granian's Rust threads can outlive its stop; a
+    teardown under them crashed results sidecars after a clean shutdown ("panic in a function
+    that cannot unwind", exit 134/139). Nothing is left to clean up by then (a service forked by
+    the zygote ends the same way, see aiperf.runtime.zygote)."""
     exit_code = main()
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    # Granian's Rust threads may outlive its stop; tearing the interpreter down under them
-    # crashed a results sidecar once after a clean shutdown (a Rust panic, exit 139). Nothing
-    # is left to clean up here (a forked service ends the same way, see aiperf.runtime.zygote).
     os._exit(exit_code)
+
+
+if __name__ == "__main__":
+    run()
