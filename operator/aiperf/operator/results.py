@@ -61,6 +61,10 @@ class Harvest:
 class RunDeleted(Exception):
     """The run's CR was deleted before its results were stored: nothing was kept."""
 
+    @classmethod
+    def of(cls, namespace: str, name: str) -> RunDeleted:
+        return cls(f"{namespace}/{name} was deleted before its results were stored")
+
 
 def epoch_of(cr: Mapping[str, Any]) -> str | None:
     """The run key of CR `cr` (`status.runEpoch` once set, else from its creationTimestamp and
@@ -133,7 +137,7 @@ class ResultsStore:
             copied = await self._unless_deleted(namespace, name, epoch, gone,
                                                 lambda: self._copy(api, namespace, pod, staging))
             if not copied:
-                raise RunDeleted(f"{namespace}/{name} was deleted before its results were stored")
+                raise RunDeleted.of(namespace, name)
             self._check_alive(namespace, name, epoch)
             stored = await index.record_completed(namespace, name, epoch, uid=uid, staging=staging,
                                                   created_at=created_at, completed_at=completed_at or _now())
@@ -142,7 +146,7 @@ class ResultsStore:
         finally:
             await index.discard(staging)
         if stored is None:
-            raise RunDeleted(f"{namespace}/{name} was deleted before its results were stored")
+            raise RunDeleted.of(namespace, name)
         return Harvest(path=relative, files=[f.name for f in stored.files])
 
     @staticmethod
@@ -198,7 +202,7 @@ class ResultsStore:
 
     def _check_alive(self, namespace: str, name: str, epoch: str) -> None:
         if self.index.is_deleted(namespace, name, epoch):
-            raise RunDeleted(f"{namespace}/{name} was deleted before its results were stored")
+            raise RunDeleted.of(namespace, name)
 
 
 def _now() -> str:
