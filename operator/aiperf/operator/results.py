@@ -162,14 +162,14 @@ class ResultsStore:
 
     async def _unless_deleted(self, namespace: str, name: str, epoch: str, gone: Gone | None,
                               work: Callable[[], Awaitable[None]]) -> bool:
-        """Run `work` until it ends or run `epoch` is deleted (its tombstone, or `gone`): True when
-        it ended, False when the deletion stopped it. An error of `work` is raised as is (not
-        wrapped in a group)."""
+        """Run `work` until it ends or run `epoch` is deleted (its tombstone, or `gone` polled
+        every `GONE_POLL_S`): True when it ended, False when the deletion stopped it. An error of
+        `work` is raised as is (not wrapped in a group)."""
         failed: list[Exception] = []
         finished = False
         async with anyio.create_task_group() as race:
-            async def watch() -> None:
-                await self._deleted(namespace, name, epoch, gone)
+            async def stop_after(deleted: Callable[[], Awaitable[None]]) -> None:
+                await deleted()
                 race.cancel_scope.cancel()
 
             async def run() -> None:
@@ -181,28 +181,23 @@ class ResultsStore:
                     failed.append(exc)
                 race.cancel_scope.cancel()
 
-            race.start_soon(watch)
+            race.start_soon(stop_after, lambda: self.index.wait_deleted(namespace, name, epoch))
+            if gone is not None:
+                race.start_soon(stop_after, lambda: _polled(gone))
             race.start_soon(run)
         if failed:
             raise failed[0]
         return finished
 
-    async def _deleted(self, namespace: str, name: str, epoch: str, gone: Gone | None) -> None:
-        """Return once run `epoch` has its tombstone or `gone` (polled) says its CR is going."""
-        async with anyio.create_task_group() as either:
-            async def poll(probe: Gone) -> None:
-                while not await probe():
-                    await anyio.sleep(GONE_POLL_S)
-                either.cancel_scope.cancel()
-
-            if gone is not None:
-                either.start_soon(poll, gone)
-            await self.index.wait_deleted(namespace, name, epoch)
-            either.cancel_scope.cancel()
-
     def _check_alive(self, namespace: str, name: str, epoch: str) -> None:
         if self.index.is_deleted(namespace, name, epoch):
             raise RunDeleted.of(namespace, name)
+
+
+async def _polled(gone: Gone) -> None:
+    """Return once `gone` says so, asking every `GONE_POLL_S`."""
+    while not await gone():
+        await anyio.sleep(GONE_POLL_S)
 
 
 def _now() -> str:
