@@ -43,7 +43,7 @@ from aiperf.kube.client import KubeClusterError
 from aiperf.kube.crd_model import JOB_KIND, JobPhase
 from aiperf.kube.diagnosis import classify
 from aiperf.kube.names import jobset_name
-from aiperf.kube.ops import JOBSET_API_VERSION, JobState, jobset_state
+from aiperf.kube.ops import JOBSET_API_VERSION, JobState, jobset_state, leaving
 from aiperf.operator import api, startup
 from aiperf.operator.desired import CR_API_VERSION, Defaults, InvalidSpec, JobPlan, plan_job
 from aiperf.operator.metrics import Metrics
@@ -294,7 +294,7 @@ class JobReconciler:
             cr = await api.get(self._api, CR_API_VERSION, JOB_KIND, ns, name)
         except (ApiException, KubeClusterError, aiohttp.ClientError, TimeoutError):
             return False
-        return cr is None or cr["metadata"]["uid"] != uid or bool(cr["metadata"].get("deletionTimestamp"))
+        return leaving(cr, uid)
 
     async def _record_phase(self, cr: Mapping[str, Any], phase: JobPhase) -> None:
         """Mirror a phase change into the results index (Completed comes from the harvest)."""

@@ -144,6 +144,13 @@ def _run_name(jobset: Obj) -> str:
     return str(instance or meta.get("name", "").removeprefix(f"{PREFIX}-"))
 
 
+def leaving(live: Mapping[str, Any] | None, uid: str) -> bool:
+    """The object read as `live` (None: not found) is gone, replaced (another UID) or being
+    deleted (deletionTimestamp set, its finalizers not yet released): no longer the live one of
+    `uid`."""
+    return live is None or live["metadata"]["uid"] != uid or bool(live["metadata"].get("deletionTimestamp"))
+
+
 def jobset_state(jobset: Obj) -> JobState:
     """The run state from a JobSet: Failed or Completed when that condition is True (or
     `status.terminalState` says so), Suspended when suspended, else Running."""
@@ -517,4 +524,4 @@ async def pod_logs(api: ApiClient, pod: str, namespace: str, *, container: str |
 
 __all__ = ["API_PORT", "APP_LABEL", "APP_LABEL_VALUE", "JOBSET_API_VERSION", "TERMINAL", "JobState", "JobSummary", "RunReplaced",
            "cancel", "controller_pod", "create_all", "delete", "ensure_namespace_exists", "get_jobset", "jobset_state",
-           "list_jobs", "list_pods", "pod_logs", "summarize", "watch_jobset_until_done"]
+           "leaving", "list_jobs", "list_pods", "pod_logs", "summarize", "watch_jobset_until_done"]

@@ -48,7 +48,7 @@ from aiperf.config.sweep import (
 from aiperf.kube import sidecar
 from aiperf.kube.client import KubeClusterError, KubeError
 from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND, AIPerfSweepSpec, JobPhase
-from aiperf.kube.ops import _call, _describe, _path
+from aiperf.kube.ops import _call, _describe, _path, leaving
 
 __all__ = [
     "CHILD_FIELDS", "CR_API_VERSION", "EXIT_CANCELLED", "SUMMARY_FILE", "SWEEP_LABEL", "TRIAL_LABEL", "VARIATION_LABEL",
@@ -263,8 +263,7 @@ class ChildJobExecutor:
         """True when the sweep asks to stop: `spec.cancel`, or it is being deleted (its
         finalizer not yet released), gone or replaced."""
         live = await get_cr(self._api, SWEEP_KIND, self._ns, self._name)
-        return (live is None or live["metadata"]["uid"] != self._uid or bool(live["metadata"].get("deletionTimestamp"))
-                or (live.get("spec") or {}).get("cancel") is True)
+        return leaving(live, self._uid) or ((live or {}).get("spec") or {}).get("cancel") is True
 
     def _adopt(self, child: Mapping[str, Any], digest: str) -> None:
         """Adopt `child` (created by an earlier incarnation) when it runs what is planned now."""
