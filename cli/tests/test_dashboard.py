@@ -68,6 +68,10 @@ def test_phases_progress_and_rates_follow_the_broadcasts() -> None:
     assert view.fraction(clock.now) == 1.0 and view.completed == 100
     assert view.rate(clock.now) == 20.0  # 100 over the whole 5 s phase
     assert state.current is Phase.PROFILING
+    # The records-manager counts records, which trail the returned credits: a late broadcast
+    # never takes the count back below the timing-manager's final number.
+    state.apply(Progress(phase=Phase.PROFILING, completed=97, errors=2))
+    assert view.completed == 100 and view.errors == 2
 
 
 def test_a_duration_phase_advances_by_time() -> None:

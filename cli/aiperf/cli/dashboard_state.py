@@ -144,7 +144,9 @@ class DashboardState:
                 view.completed = max(view.completed, event.returned)
             case Progress():
                 view = self._phase(event.phase, now)
-                view.completed, view.errors = event.completed, event.errors
+                # Counts only grow; records trail the phase's final `returned` (PhaseComplete).
+                view.completed = max(view.completed, event.completed)
+                view.errors = max(view.errors, event.errors)
                 if event.expected is not None:
                     view.expected = event.expected
                 view.samples.append((now, event.completed))
