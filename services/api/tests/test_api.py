@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import socket
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import anyio
@@ -13,7 +15,7 @@ import zstandard
 from yarl import URL
 
 from aiperf.api.main import KUBERNETES_PORT, PORT_ENV, bind_address
-from aiperf.api.server import granian_server
+from aiperf.api.server import HttpServer, granian_server
 from aiperf.api.service import Api
 from aiperf.config import CommsOptions, RunConfig
 from aiperf.messages import (
@@ -213,6 +215,38 @@ async def test_configure_asked_before_listening_waits_for_the_server(tmp_path: P
                 await answered.wait()
             assert api.url.startswith("http://127.0.0.1:")
             tg.cancel_scope.cancel()
+
+
+async def test_the_port_it_picks_stays_its_own_until_its_server_listens(tmp_path: Path) -> None:
+    # Another server binding the picked port before granian does (a busy host: CI's flake
+    # "service api exited with code 2") is refused; the api listens on the port it picked.
+    competitors: list[socket.socket] = []
+    refused: list[int | None] = []
+
+    def racing_factory(app: Any, host: str, port: int) -> HttpServer:
+        other = socket.socket()
+        competitors.append(other)
+        try:
+            other.bind((host, port))
+            other.listen()
+        except OSError as exc:
+            refused.append(exc.errno)
+        return granian_server(app, host, port)
+
+    send, receive = anyio.create_memory_object_stream[Event]()
+    api = Api(events=FakeEvents(receive), artifact_dir=tmp_path, dataset_dir=tmp_path,
+              compressed_dataset=False, host="127.0.0.1", port=0, server_factory=racing_factory)
+    try:
+        with send, receive:
+            async with anyio.create_task_group() as tg:
+                await tg.start(api.run)
+                async with aiohttp.ClientSession() as session, session.get(f"{api.url}/health") as response:
+                    assert response.status == 200
+                tg.cancel_scope.cancel()
+    finally:
+        for other in competitors:
+            other.close()
+    assert refused == [errno.EADDRINUSE]
 
 
 async def test_a_port_in_use_is_a_user_error(tmp_path: Path) -> None:

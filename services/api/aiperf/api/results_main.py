@@ -35,8 +35,8 @@ from aiperf.api.server import (
     HttpServer,
     InFlight,
     ServerFactory,
-    free_tcp_port,
     granian_server,
+    held_port,
     wait_listening,
 )
 from aiperf.config.markers import END_MARKER, READY_MARKER
@@ -124,9 +124,13 @@ class ResultsServer:
         """Serve (started once it accepts connections) until shut down; `TimeoutError` when it does
         not listen within `ready_timeout_s`, granian's error when it cannot bind."""
         connect_host = "127.0.0.1" if self._host in ("0.0.0.0", "") else self._host
-        port = self._port or free_tcp_port(connect_host)
         in_flight = InFlight(create_results_app(artifact_dir=self._dir, run_end=self.current_end,
                                                 shutdown=self.shutdown))
+        with held_port(self._host, self._port) as port:
+            await self._run_on(port, connect_host, in_flight, task_status)
+
+    async def _run_on(self, port: int, connect_host: str, in_flight: InFlight,
+                      task_status: TaskStatus[None]) -> None:
         server = self._factory(in_flight, self._host, port)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._serve, server)

@@ -6,8 +6,9 @@ runtime owns the listening socket. `serve()` returns after `stop()`.
 
 from __future__ import annotations
 
+import contextlib
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 import anyio
@@ -50,16 +51,31 @@ def granian_server(app: AsgiApp, host: str, port: int) -> HttpServer:
                   log_level=LogLevels.error, log_dictconfig=_STDERR_LOGGING)
 
 
-def free_tcp_port(host: str) -> int:
-    """A TCP port on `host` that is free right now (the OS picks it; the socket is closed before
-    returning, so another process could take it first: a failed bind is reported, not retried).
+@contextlib.contextmanager
+def held_port(host: str, port: int = 0) -> Iterator[int]:
+    """`port`, or for 0 a TCP port on `host` that stays free for the server about to bind it.
 
-    Granian cannot be asked for port 0: it checks the address with a throwaway bind and then binds
-    again in its worker, so the port it ends up on is unknown to the caller."""
+    Granian cannot be asked for port 0 (it checks the address with a throwaway bind and binds
+    again in its worker, so the port it ends up on is unknown to the caller): the caller names
+    one. A port picked and closed again could be taken before granian binds it (another
+    server's bind, an outgoing connection's local port: "address in use" under a busy test
+    suite). So the picking socket stays bound, with SO_REUSEADDR and never listening, for the
+    body: other binds and outgoing connections keep off the port while granian, which binds
+    with SO_REUSEADDR too, binds and listens on it."""
+    if port:
+        yield port
+        return
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
+    with socket.socket(family, socket.SOCK_STREAM) as hold:
+        hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        hold.bind((host, 0))
+        yield hold.getsockname()[1]
+
+
+def free_tcp_port(host: str) -> int:
+    """A TCP port on `host` that is free right now and not held (a test's fixed port; a server
+    that picks its own uses `held_port`)."""
+    with held_port(host) as port:
         return port
 
 

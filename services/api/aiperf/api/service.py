@@ -14,7 +14,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from aiperf.api.app import AppConfig, create_app
-from aiperf.api.server import HttpServer, InFlight, ServerFactory, free_tcp_port, wait_listening
+from aiperf.api.server import HttpServer, InFlight, ServerFactory, held_port, wait_listening
 from aiperf.api.view import RunView
 from aiperf.comms import BadMessage
 from aiperf.messages import Command, Event, ProfileConfigure, Reply
@@ -70,8 +70,11 @@ class Api:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; raises `UserError` if the address cannot be bound and
         `TimeoutError` if the server does not accept connections within `ready_timeout_s`."""
-        port = self._port or free_tcp_port(self._connect_host)
         self.in_flight = InFlight(create_app(view=self.view, config=self._app_config))
+        with held_port(self._host, self._port) as port:
+            await self._run_on(port, task_status)
+
+    async def _run_on(self, port: int, task_status: TaskStatus[None]) -> None:
         server = self._server_factory(self.in_flight, self._host, port)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._serve, server, port)
