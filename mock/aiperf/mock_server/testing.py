@@ -53,7 +53,13 @@ class MockProcess:
     """
 
     def __init__(self, *flags: str) -> None:
-        self.port = free_port()
+        # The picked port stays bound here (SO_REUSEADDR, never listening) until the child
+        # listens on it: another test's server or an outgoing connection cannot take it first,
+        # and granian, binding with SO_REUSEADDR too, still can.
+        self._hold = socket.socket()
+        self._hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._hold.bind(("127.0.0.1", 0))
+        self.port = int(self._hold.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         self.cmd = [sys.executable, "-m", "aiperf.mock_server.main", "--port", str(self.port), *flags]
         self.proc: subprocess.Popen[bytes] | None = None
@@ -62,16 +68,17 @@ class MockProcess:
     def start(self, deadline_s: float = 30.0) -> MockProcess:
         """Spawn and wait for health; returns ``self``. Blocks up to ``deadline_s`` (scaled)."""
         # Own session, so a forced stop can kill the supervisor and every worker as one group.
-        self.proc = subprocess.Popen(self.cmd, env=child_env(), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, start_new_session=True)
-        deadline = time.monotonic() + deadline_s * timeout_scale()
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.stop()
-                raise RuntimeError(f"mock server exited early: {self.stderr.decode(errors='replace')}")
-            if self.healthy():
-                return self
-            time.sleep(0.02)
+        with self._hold:
+            self.proc = subprocess.Popen(self.cmd, env=child_env(), stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, start_new_session=True)
+            deadline = time.monotonic() + deadline_s * timeout_scale()
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError(f"mock server exited early: {self.stderr.decode(errors='replace')}")
+                if self.healthy():
+                    return self
+                time.sleep(0.02)
         self.stop()
         raise RuntimeError(f"mock server not healthy within {deadline_s}s: "
                            f"{self.stderr.decode(errors='replace')}")
