@@ -7,7 +7,9 @@ saved path is printed. Without /usr/bin/chromium or /usr/bin/chromedriver the te
 
 from __future__ import annotations
 
+import atexit
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -45,12 +47,19 @@ def wait_http(url: str, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-def free_port() -> int:
-    import socket
+_HELD: list[socket.socket] = []
+atexit.register(lambda: [hold.close() for hold in _HELD])
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 for a server these tests start: held by this process until it
+    exits (bound with SO_REUSEADDR, never listening), so no other socket takes it before the
+    server binds it, while the server (granian binds with SO_REUSEADDR) can."""
+    hold = socket.socket()
+    hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    hold.bind(("127.0.0.1", 0))
+    _HELD.append(hold)
+    return int(hold.getsockname()[1])
 
 
 def child_env() -> dict[str, str]:

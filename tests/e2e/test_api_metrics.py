@@ -10,7 +10,7 @@ import pytest
 from e2e._harness import aiperf_process, finish, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
-from aiperf.mock_server.testing import free_port, running_mock, timeout_scale
+from aiperf.mock_server.testing import held_port, running_mock, timeout_scale
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -27,13 +27,13 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | N
 
 
 def test_metrics_during_a_real_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    port = free_port()
-    monkeypatch.setenv("AIPERF_API_PORT", str(port))
-    url = f"http://127.0.0.1:{port}/metrics"
     requests = ("aiperf_requests_total", (("phase", "profiling"),))
     progress = ("aiperf_phase_requests_completed", (("phase", "profiling"),))
-    with running_mock("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "4", "--error-rate", "0.2",
-                      "--seed", "3") as mock:
+    # The api's port, held for it: nothing else takes it before the api listens.
+    with held_port() as port, running_mock("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "4",
+                                           "--error-rate", "0.2", "--seed", "3") as mock:
+        monkeypatch.setenv("AIPERF_API_PORT", str(port))
+        url = f"http://127.0.0.1:{port}/metrics"
         proc = aiperf_process("profile", "--model", "mock", "--url", mock.url, "--endpoint-type", "chat",
                               "--streaming", "--request-rate", "20", "--request-count", "60",
                               artifacts=tmp_path / "a")

@@ -26,10 +26,23 @@ import orjson
 
 
 def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago (another process may still take it)."""
+    """A TCP port that was free on 127.0.0.1 a moment ago (another process may still take it;
+    for a server to be started on it, `held_port`)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def held_port() -> Iterator[int]:
+    """A free TCP port on 127.0.0.1 kept for a server started within the block: the picking
+    socket stays bound (SO_REUSEADDR, never listening), so another test's server or an outgoing
+    connection cannot take the port first, while a server binding with SO_REUSEADDR (granian,
+    asyncio's) still can."""
+    with socket.socket() as hold:
+        hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        hold.bind(("127.0.0.1", 0))
+        yield int(hold.getsockname()[1])
 
 
 def child_env() -> dict[str, str]:
@@ -53,13 +66,8 @@ class MockProcess:
     """
 
     def __init__(self, *flags: str) -> None:
-        # The picked port stays bound here (SO_REUSEADDR, never listening) until the child
-        # listens on it: another test's server or an outgoing connection cannot take it first,
-        # and granian, binding with SO_REUSEADDR too, still can.
-        self._hold = socket.socket()
-        self._hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._hold.bind(("127.0.0.1", 0))
-        self.port = int(self._hold.getsockname()[1])
+        self._holding = contextlib.ExitStack()  # the port, until the child listens (`start`)
+        self.port = self._holding.enter_context(held_port())
         self.url = f"http://127.0.0.1:{self.port}"
         self.cmd = [sys.executable, "-m", "aiperf.mock_server.main", "--port", str(self.port), *flags]
         self.proc: subprocess.Popen[bytes] | None = None
@@ -68,7 +76,7 @@ class MockProcess:
     def start(self, deadline_s: float = 30.0) -> MockProcess:
         """Spawn and wait for health; returns ``self``. Blocks up to ``deadline_s`` (scaled)."""
         # Own session, so a forced stop can kill the supervisor and every worker as one group.
-        with self._hold:
+        with self._holding:
             self.proc = subprocess.Popen(self.cmd, env=child_env(), stdout=subprocess.DEVNULL,
                                          stderr=subprocess.PIPE, start_new_session=True)
             deadline = time.monotonic() + deadline_s * timeout_scale()
