@@ -15,7 +15,7 @@ from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
 from aiperf.results.app import create_app
 from aiperf.results.index import ResultsIndex
-from aiperf.results.serve import HttpServer, free_tcp_port
+from aiperf.results.serve import HttpServer
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_proxy import forward_to
 
@@ -45,7 +45,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[FakeKube]:
     await store(index, "demo", OLD, {"profile_export_aiperf.json": b'{"old": true}\n'})
     await store(index, "demo", NEW, NEW_FILES)
     await store(index, "gone", OLD, {"profile_export_aiperf.json": b'{"gone": true}\n'})
-    server = HttpServer(create_app(ResultsIndex(volume, keep=10)), host="127.0.0.1", port=free_tcp_port())
+    server = HttpServer(create_app(ResultsIndex(volume, keep=10)), host="127.0.0.1", port=0)
     async with FakeKube(namespaces=[NS, OPNS]) as kube, anyio.create_task_group() as tg:
         await tg.start(server.run)
         kube.install_crd(build_crd(JOB_KIND))

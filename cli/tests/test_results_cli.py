@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from aiperf.cli.main import main
-from aiperf.results.serve import free_tcp_port
+
 
 EXPORTS = ("profile_export_aiperf.json", "profile_export_aiperf.csv", "profile_export.jsonl", "inputs.json")
 
@@ -37,14 +38,15 @@ def test_serves_the_demo_and_a_multi_run_tree(tmp_path: Path) -> None:
     write_run(artifacts / "demo")  # `aiperf demo`
     for trial in (1, 2):
         write_run(artifacts / "bench" / "profile_runs" / f"trial_000{trial}")
-    port = free_tcp_port()
     proc = subprocess.Popen([sys.executable, "-m", "aiperf.cli", "results", "serve", str(artifacts), "--port",
-                             str(port)], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                             "0"], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()
-        assert f"http://127.0.0.1:{port}/" in line, line
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert found is not None, line
+        port = int(found.group(1))
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/results", timeout=10) as response:
             jobs = json.load(response)["jobs"]
         assert [(j["namespace"], j["name"], j["runCount"]) for j in jobs] == [("local", "bench", 2),

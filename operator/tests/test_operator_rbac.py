@@ -109,7 +109,7 @@ async def test_the_charts_cluster_role_lets_the_results_server_follow_a_job(tmp_
 
     from aiperf.results.jobstatus import JobStatusFeed
     from aiperf.results.local import LocalTree
-    from aiperf.results.serve import HttpServer, app_over, free_tcp_port
+    from aiperf.results.serve import HttpServer, app_over
 
     async with FakeKube(namespaces=[NS, RELEASE_NS], rbac=True) as kube:
         token = _install_chart_rbac(kube)
@@ -118,7 +118,7 @@ async def test_the_charts_cluster_role_lets_the_results_server_follow_a_job(tmp_
         api = await new_client_from_config(str(kubeconfig), persist_config=False)
         async with api, aiohttp.ClientSession() as session, anyio.create_task_group() as tg:
             feed = JobStatusFeed(api=api)
-            server = HttpServer(app_over(LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=free_tcp_port(),
+            server = HttpServer(app_over(LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=0,
                                 drain=feed.close)
             await tg.start(server.run)
             async with session.get(f"{server.url}/api/v1/jobs/{NS}/a/status") as r:

@@ -89,7 +89,7 @@ async def results_server(tmp_path: Path, *, rbac: bool = False, max_sockets: int
         api: ApiClient = await new_client_from_config(kubeconfig, persist_config=False)
         async with api, aiohttp.ClientSession() as session, anyio.create_task_group() as tg:
             feed = JobStatusFeed(api=api, max_sockets=max_sockets, clock=lambda: NOW)
-            http = HttpServer(app_over(source or LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=free_tcp_port(),
+            http = HttpServer(app_over(source or LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=0,
                               drain=feed.close)
             await tg.start(http.run)
             yield Server(kube, feed, http, session)
@@ -193,7 +193,7 @@ async def test_an_api_server_refusal_is_a_one_line_503(tmp_path: Path) -> None:
 
 async def test_without_an_api_client_the_routes_are_absent_and_the_page_does_not_follow(tmp_path: Path) -> None:
     async with aiohttp.ClientSession() as session, anyio.create_task_group() as tg:
-        http = HttpServer(app_over(LocalTree(tmp_path)), host="127.0.0.1", port=free_tcp_port())
+        http = HttpServer(app_over(LocalTree(tmp_path)), host="127.0.0.1", port=0)
         await tg.start(http.run)
         async with session.get(http.url + f"/api/v1/jobs/{NS}/run/status") as r:
             assert r.status == 404
@@ -310,11 +310,11 @@ def test_an_unusable_kube_configuration_is_one_line_and_exit_2(tmp_path: Path, m
     from aiperf.results.serve import run_server
 
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    assert run_server(tmp_path, host="127.0.0.1", port=free_tcp_port(), in_cluster=True) == 2
+    assert run_server(tmp_path, host="127.0.0.1", port=0, in_cluster=True) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         "error: --in-cluster: not running in a Kubernetes pod (KUBERNETES_SERVICE_HOST is not set); "
         "use --kubeconfig PATH outside a cluster"]
-    assert run_server(tmp_path, host="127.0.0.1", port=free_tcp_port(), kubeconfig=str(tmp_path / "nope")) == 2
+    assert run_server(tmp_path, host="127.0.0.1", port=0, kubeconfig=str(tmp_path / "nope")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "kubeconfig" in err[0] and "not found" in err[0]
 
@@ -334,7 +334,7 @@ async def test_an_api_server_that_does_not_answer_or_cannot_be_reached_is_a_503(
             api = ApiClient(Configuration(host=f"http://127.0.0.1:{port}"))
             async with api:
                 feed = JobStatusFeed(api=api, read_timeout_s=0.3)
-                http = HttpServer(app_over(LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=free_tcp_port())
+                http = HttpServer(app_over(LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=0)
                 async with anyio.create_task_group() as serving:
                     await serving.start(http.run)
                     async with session.get(http.url + f"/api/v1/jobs/{NS}/run/status") as r:

@@ -5,6 +5,7 @@ and one-line usage errors."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 from _runs import complete
 
 from aiperf.results.index import ResultsIndex
-from aiperf.results.serve import free_tcp_port, main
+from aiperf.results.serve import main
 
 NS, JOB, EPOCH = "bench", "run", "1700000000111111"
 
@@ -41,15 +42,16 @@ def raw_get(port: int, path: str) -> tuple[int, bytes]:
 def server(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     anyio.run(lambda: complete(ResultsIndex(tmp_path, keep=10), NS, JOB, EPOCH))
     (tmp_path / "secret.txt").write_text("top secret")
-    port = free_tcp_port()
+    # --port 0: the server picks a free port (and holds it until it listens) and prints its URL.
     proc = subprocess.Popen([sys.executable, "-m", "aiperf.results", "serve", "--base", str(tmp_path), "--port",
-                             str(port), "--layout", "volume"], env=_env(), stdout=subprocess.PIPE,
+                             "0", "--layout", "volume"], env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stderr is not None
         line = proc.stdout.readline().decode()  # printed once it accepts connections
-        assert f"http://127.0.0.1:{port}/" in line, (line, proc.stderr.read() if proc.poll() is not None else b"")
-        yield port, proc
+        url = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert url is not None, (line, proc.stderr.read() if proc.poll() is not None else b"")
+        yield int(url.group(1)), proc
     finally:
         if proc.poll() is None:
             proc.kill()

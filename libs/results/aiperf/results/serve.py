@@ -145,7 +145,8 @@ async def connect_kube(*, in_cluster: bool, kubeconfig: str | None) -> ApiClient
 
 
 def free_tcp_port(host: str = DEFAULT_HOST) -> int:
-    """A TCP port free on `host` right now (granian cannot be asked for port 0)."""
+    """A TCP port free on `host` right now, not held (a test's port for a server it does not
+    start; `HttpServer(port=0)` holds the port it picks)."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
         probe.bind((host, 0))
         port: int = probe.getsockname()[1]
@@ -156,10 +157,20 @@ class HttpServer:
     """Granian (embedded) serving `app` on `host:port` until `stop()`; `run` is started once the
     port accepts connections. `url` is where to reach it then. `drain` (optional) is awaited
     before granian stops, up to `drain_timeout_s`: granian's embedded stop does not wait for
-    handlers still running (open WebSockets), so `drain` ends them first."""
+    handlers still running (open WebSockets), so `drain` ends them first.
+
+    Port 0: a free one, picked here (granian cannot be asked for port 0) and held until `run`
+    returns by a socket bound with SO_REUSEADDR that never listens: no other bind or outgoing
+    connection takes it before granian, which binds with SO_REUSEADDR too, listens on it."""
 
     def __init__(self, app: Litestar, *, host: str, port: int, ready_timeout_s: float = 15.0,
                  drain: Callable[[], Awaitable[None]] | None = None, drain_timeout_s: float = 10.0) -> None:
+        self._hold: socket.socket | None = None
+        if not port:
+            self._hold = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+            self._hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._hold.bind((host, 0))
+            port = self._hold.getsockname()[1]
         self._server = Server(target=app, interface=Interfaces.ASGI, address=host, port=port, websockets=True,
                               log_level=LogLevels.error, log_dictconfig=_STDERR_LOGGING)
         self._host, self._port, self._timeout = host, port, ready_timeout_s
@@ -174,8 +185,15 @@ class HttpServer:
         self._stop.set()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve until `stop()`; TimeoutError when it does not listen within the ready timeout,
-        granian's RuntimeError when it cannot bind."""
+        """Serve until `stop()` (once); TimeoutError when it does not listen within the ready
+        timeout, granian's RuntimeError when it cannot bind."""
+        try:
+            await self._run(task_status)
+        finally:
+            if self._hold is not None:
+                self._hold.close()
+
+    async def _run(self, task_status: TaskStatus[None]) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._serve, tg.cancel_scope)
             try:
@@ -271,7 +289,7 @@ def run_server(base: Path, *, host: str, port: int, layout: str = "auto", in_clu
 
                 await stack.enter_async_context(api)
                 feed = JobStatusFeed(api=api)
-            await serve(app_over(source, feed=feed), host=host, port=port or free_tcp_port(host),
+            await serve(app_over(source, feed=feed), host=host, port=port,
                         announce=f"serving the results in {base} at ", drain=feed.close if feed else None)
 
     try:
