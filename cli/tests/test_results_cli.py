@@ -16,7 +16,6 @@ import pytest
 
 from aiperf.cli.main import main
 
-
 EXPORTS = ("profile_export_aiperf.json", "profile_export_aiperf.csv", "profile_export.jsonl", "inputs.json")
 
 

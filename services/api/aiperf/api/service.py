@@ -70,12 +70,12 @@ class Api:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; raises `UserError` if the address cannot be bound and
         `TimeoutError` if the server does not accept connections within `ready_timeout_s`."""
-        self.in_flight = InFlight(create_app(view=self.view, config=self._app_config))
+        self.in_flight = in_flight = InFlight(create_app(view=self.view, config=self._app_config))
         with held_port(self._host, self._port) as port:
-            await self._run_on(port, task_status)
+            await self._run_on(in_flight, port, task_status)
 
-    async def _run_on(self, port: int, task_status: TaskStatus[None]) -> None:
-        server = self._server_factory(self.in_flight, self._host, port)
+    async def _run_on(self, in_flight: InFlight, port: int, task_status: TaskStatus[None]) -> None:
+        server = self._server_factory(in_flight, self._host, port)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._serve, server, port)
             try:
