@@ -30,7 +30,7 @@ class Publisher(_Managed):
 
     async def publish(self, event: Event) -> None:
         """Broadcast `event` under its topic (its tag)."""
-        await self._s.sock.send_multipart((topic_of(event), self.codec.encode(event)))
+        await self._s.send((topic_of(event), self.codec.encode(event)))
 
     def drop_unsent(self) -> None:
         """Closing will not wait for broadcasts still queued (the LINGER of 1 s otherwise):
@@ -57,7 +57,7 @@ class Subscriber(_Managed):
     async def recv(self) -> Event:
         """Next event of a subscribed topic; raises `BadMessage` for an undecodable event or
         one not framed as [topic, payload] (the socket stays usable)."""
-        frames = await self._s.sock.recv_multipart()
+        frames = await self._s.recv_frames()
         if len(frames) != 2:
             raise BadMessage(peer=None, channel=self._s.channel,
                              reason=f"expected [topic, payload], got {len(frames)} frames")

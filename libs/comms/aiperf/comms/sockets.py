@@ -22,6 +22,9 @@ In = TypeVar("In")
 DEFAULT_HWM = 100_000
 """High-water mark of data sockets: deep enough never to drop or block in a normal run."""
 
+_NOBLOCK = int(zmq.NOBLOCK)  # plain ints: pyzmq's flag enums cost more than the send itself
+_MORE_NOBLOCK = int(zmq.SNDMORE | zmq.NOBLOCK)
+
 
 class PeerUnreachable(Exception):
     """A targeted send named a peer the ROUTER does not know (departed or never connected)."""
@@ -43,6 +46,7 @@ class _Socket:
         self._options.setdefault(zmq.LINGER, linger_ms)
         self._sock: zmq.asyncio.Socket | None = None
         self._sync: zmq.Socket[bytes] | None = None
+        self._waiting_sends = 0
         self.bound: list[str] = []
 
     def open(self) -> zmq.asyncio.Socket:
@@ -86,6 +90,44 @@ class _Socket:
             raise RuntimeError(f"{self.channel} socket used outside its context")
         return self._sync
 
+    # The hot path. zmq.asyncio answers a send or receive that can complete at once with a
+    # future it has already resolved (no loop round trip either), but builds it through ~30
+    # Python calls and flag enums; these try the NOBLOCK call on the shadow socket first and
+    # fall back to zmq.asyncio only to wait. The same semantics: neither yields to the loop when
+    # the socket is ready (as an already resolved future does not), and a send that finds a
+    # send waiting (high-water mark) queues behind it, so messages keep their order.
+
+    async def send(self, frames: tuple[bytes, ...]) -> None:
+        """Send one message of `frames`; waits while the socket cannot take it."""
+        sync = self.sync
+        if not self._waiting_sends:
+            try:
+                for frame in frames[:-1]:  # a message goes whole or not at all: only its first
+                    sync.send(frame, _MORE_NOBLOCK)  # frame can raise Again
+                sync.send(frames[-1], _NOBLOCK)
+                return
+            except zmq.Again:
+                pass
+        self._waiting_sends += 1
+        try:
+            await self.sock.send_multipart(frames)
+        finally:
+            self._waiting_sends -= 1
+
+    async def recv(self) -> bytes:
+        """The next single-frame message."""
+        try:
+            return self.sync.recv(_NOBLOCK)
+        except zmq.Again:
+            return await self.sock.recv()
+
+    async def recv_frames(self) -> list[bytes]:
+        """The next message, every frame."""
+        try:
+            return self.sync.recv_multipart(_NOBLOCK)
+        except zmq.Again:
+            return await self.sock.recv_multipart()
+
 
 class _Managed:
     """Async context manager support for the wrappers below."""
@@ -124,7 +166,7 @@ class RouterSocket(_Managed, Generic[In]):
     async def send_raw(self, peer: bytes, payload: bytes) -> None:
         """Send already-encoded bytes to one peer (for fan-out of one encoding)."""
         try:
-            await self._s.sock.send_multipart((peer, payload))
+            await self._s.send((peer, payload))
         except zmq.ZMQError as exc:
             if exc.errno == zmq.EHOSTUNREACH:
                 raise PeerUnreachable(peer, self._s.channel) from exc
@@ -143,7 +185,7 @@ class RouterSocket(_Managed, Generic[In]):
     async def recv(self) -> tuple[bytes, In]:
         """Next (peer identity, message); raises `BadMessage` for undecodable frames or a
         message of more than one payload frame (the socket stays usable)."""
-        frames = await self._s.sock.recv_multipart()
+        frames = await self._s.recv_frames()
         if len(frames) != 2:
             raise BadMessage(peer=frames[0], channel=self._s.channel,
                              reason=f"expected 1 payload frame, got {len(frames) - 1}")
@@ -164,11 +206,11 @@ class DealerSocket(_Managed, Generic[In]):
 
     async def send(self, message: object) -> None:
         """Queue one message to the ROUTER (blocks only at the high-water mark)."""
-        await self._s.sock.send(self.codec.encode(message))
+        await self._s.send((self.codec.encode(message),))
 
     async def recv(self) -> In:
         """Next message from the ROUTER."""
-        return self.codec.decode(await self._s.sock.recv())
+        return self.codec.decode(await self._s.recv())
 
 
 class PushSocket(_Managed):
@@ -186,7 +228,7 @@ class PushSocket(_Managed):
 
     async def send(self, message: object) -> None:
         """Queue one message; waits while no peer can take it."""
-        await self._s.sock.send(self.codec.encode(message))
+        await self._s.send((self.codec.encode(message),))
 
     def send_nowait(self, message: object) -> None:
         """Queue one message now or raise `anyio.WouldBlock`."""
@@ -208,7 +250,7 @@ class PullSocket(_Managed, Generic[In]):
 
     async def recv(self) -> In:
         """Next message from any PUSH peer."""
-        return self.codec.decode(await self._s.sock.recv())
+        return self.codec.decode(await self._s.recv())
 
     def recv_nowait(self) -> In:
         """Next message if one is queued, else raise `anyio.WouldBlock`."""
