@@ -108,6 +108,11 @@ class FakeRouter:
             raise PeerUnreachable(peer, "credits")
         await self._out_tx.send((peer.decode(), message))
 
+    def send_nowait(self, peer: bytes, message: object) -> None:
+        if peer.decode() in self.unreachable:
+            raise PeerUnreachable(peer, "credits")
+        self._out_tx.send_nowait((peer.decode(), message))  # anyio.WouldBlock when full
+
     async def broadcast(self, peers: Iterable[bytes], message: object) -> list[bytes]:
         skipped = []
         for peer in peers:

@@ -97,17 +97,23 @@ class _Socket:
     # the socket is ready (as an already resolved future does not), and a send that finds a
     # send waiting (high-water mark) queues behind it, so messages keep their order.
 
+    def send_now(self, frames: tuple[bytes, ...]) -> bool:
+        """Send one message of `frames` if the socket takes it at once (and no send waits)."""
+        if self._waiting_sends:
+            return False
+        sync = self.sync
+        try:
+            for frame in frames[:-1]:  # a message goes whole or not at all: only its first
+                sync.send(frame, _MORE_NOBLOCK)  # frame can raise Again
+            sync.send(frames[-1], _NOBLOCK)
+        except zmq.Again:
+            return False
+        return True
+
     async def send(self, frames: tuple[bytes, ...]) -> None:
         """Send one message of `frames`; waits while the socket cannot take it."""
-        sync = self.sync
-        if not self._waiting_sends:
-            try:
-                for frame in frames[:-1]:  # a message goes whole or not at all: only its first
-                    sync.send(frame, _MORE_NOBLOCK)  # frame can raise Again
-                sync.send(frames[-1], _NOBLOCK)
-                return
-            except zmq.Again:
-                pass
+        if self.send_now(frames):
+            return
         self._waiting_sends += 1
         try:
             await self.sock.send_multipart(frames)
@@ -168,9 +174,20 @@ class RouterSocket(_Managed, Generic[In]):
         try:
             await self._s.send((peer, payload))
         except zmq.ZMQError as exc:
-            if exc.errno == zmq.EHOSTUNREACH:
-                raise PeerUnreachable(peer, self._s.channel) from exc
-            raise
+            raise self._unreachable(exc, peer) from exc
+
+    def send_nowait(self, peer: bytes, message: object) -> None:
+        """`send` when the socket takes the message at once, else raise `anyio.WouldBlock`
+        (nothing sent; the peer's queue is at its high-water mark)."""
+        try:
+            sent = self._s.send_now((peer, self.codec.encode(message)))
+        except zmq.ZMQError as exc:
+            raise self._unreachable(exc, peer) from exc
+        if not sent:
+            raise anyio.WouldBlock
+
+    def _unreachable(self, exc: zmq.ZMQError, peer: bytes) -> Exception:
+        return PeerUnreachable(peer, self._s.channel) if exc.errno == zmq.EHOSTUNREACH else exc
 
     async def broadcast(self, peers: Iterable[bytes], message: object) -> list[bytes]:
         """Send to every peer, skipping unreachable ones; returns the peers skipped."""

@@ -74,27 +74,31 @@ class CreditIssuer:
                             issued_ns=self.clock())
         pool.charge(worker)
         should_cancel = ledger.should_cancel()
-        with anyio.CancelScope(shield=True):  # a credit is either sent or given back, never half
-            while True:
-                now = self.clock()
-                credit = Credit(phase=ledger.phase, num=entry.num, conversation_id=self._ids[index],
-                                turn_index=turn, issued_at_ns=now, scheduled_at_ns=scheduled,
-                                should_cancel=should_cancel,
-                                cancel_after_ns=ledger.cancel_delay_ns if should_cancel else 0)
+        while True:
+            now = self.clock()
+            credit = Credit(phase=ledger.phase, num=entry.num, conversation_id=self._ids[index],
+                            turn_index=turn, issued_at_ns=now, scheduled_at_ns=scheduled,
+                            should_cancel=should_cancel,
+                            cancel_after_ns=ledger.cancel_delay_ns if should_cancel else 0)
+            peer = entry.worker.encode()
+            try:
                 try:
-                    await self._credits.send(entry.worker.encode(), credit)
-                except PeerUnreachable:
-                    log.warning("timing.worker_unreachable", worker=entry.worker, num=entry.num)
-                    pool.remove(entry.worker)
-                    replacement = pool.pick()
-                    if replacement is None:
-                        ledger.declare_lost(entry.num)  # releases its slot
-                        ledger.stop(NO_WORKERS)
-                        return None
-                    entry.worker = replacement
-                    pool.charge(replacement)
-                    continue
-                break
+                    self._credits.send_nowait(peer, credit)
+                except anyio.WouldBlock:  # the worker's queue is full: wait, but a credit is
+                    with anyio.CancelScope(shield=True):  # either sent or given back, never half
+                        await self._credits.send(peer, credit)
+            except PeerUnreachable:
+                log.warning("timing.worker_unreachable", worker=entry.worker, num=entry.num)
+                pool.remove(entry.worker)
+                replacement = pool.pick()
+                if replacement is None:
+                    ledger.declare_lost(entry.num)  # releases its slot
+                    ledger.stop(NO_WORKERS)
+                    return None
+                entry.worker = replacement
+                pool.charge(replacement)
+                continue
+            break
         if scheduled:
             ledger.lags_ns.append(now - scheduled)
         return entry

@@ -125,6 +125,8 @@ class Paced:
                     return
                 scheduled = t0 + offset_ns
                 await issuer.sleep_until(scheduled - issuer.send_ahead_ns)
+                if not ledger.may_issue():  # follow-up turns may have spent the budget meanwhile
+                    return
                 entry = await issuer.issue_slotted(index, 0, scheduled=scheduled)
                 if entry is None:
                     return
