@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import anyio
+import anyio.lowlevel
 import pytest
 import zmq.asyncio
 
@@ -88,3 +89,29 @@ async def test_push_round_robins_over_several_pullers(net: Net, ctx: zmq.asyncio
             owner = {n: i for i, nums in enumerate(per_puller) for n in nums}
             assert Counter(owner[n] for n in range(3)) == Counter({0: 1, 1: 1, 2: 1})
             assert all(owner[n] == owner[n + 3] for n in range(3 * rounds - 3))
+
+
+async def test_sends_keep_their_call_order_when_some_wait_at_the_high_water_mark(ctx: zmq.asyncio.Context) -> None:
+    # Senders that find the socket ready send at once, without zmq.asyncio; once one waits at
+    # the high-water mark, later ones must queue behind it even when the reader has made room.
+    count = 300
+    async with PullSocket[CreditReturnChannel](ctx, decode=CreditReturnChannel, channel="credit_returns",
+                                               bind=["inproc://order"], hwm=4) as pull, \
+            PushSocket(ctx, channel="credit_returns", connect=["inproc://order"], hwm=4, linger_ms=0) as push:
+        got: list[int] = []
+
+        async def read() -> None:
+            while len(got) < count:
+                message = await pull.recv()
+                assert isinstance(message, CreditReturn)
+                got.append(message.num)
+                await anyio.lowlevel.checkpoint()  # senders run between reads
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read)
+                for num in range(count):  # tasks start in this order
+                    tg.start_soon(push.send, CreditReturn(worker_id="w", phase=Phase.PROFILING, num=num))
+                    if num % 7 == 0:
+                        await anyio.lowlevel.checkpoint()  # some sends come while others wait
+    assert got == list(range(count))
