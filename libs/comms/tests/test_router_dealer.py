@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import anyio
 import pytest
 import zmq.asyncio
@@ -41,3 +43,34 @@ async def test_router_sees_identities_and_replies_reach_the_right_dealer(
                 for seq, dealer in enumerate(dealers):
                     assert await dealer.recv() == TimePong(seq=seq, ping_sent_at_ns=0,
                                                            received_at_ns=1000 + seq)
+
+
+async def test_a_receive_waiting_is_woken_though_a_send_on_its_socket_took_in_the_arrival(
+        ctx: zmq.asyncio.Context) -> None:
+    # libzmq's descriptor is edge-triggered: a send on the socket, done without zmq.asyncio,
+    # can take in the event that should wake the task waiting to receive on it (a worker's
+    # credits DEALER: one task receives while another sends its clock pings).
+    async with RouterSocket[TimePing](ctx, decode=CreditUpstream, channel="credits",
+                                      bind=["inproc://wake"]) as router, \
+            DealerSocket[CreditChannel](ctx, identity="w", decode=CreditChannel, channel="credits",
+                                        connect=["inproc://wake"]) as dealer:
+        with anyio.fail_after(5):
+            await dealer.send(TimePing(worker_id="w", seq=0, sent_at_ns=0))
+            await router.recv()  # the router knows the dealer now
+        got: list[object] = []
+        received = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            async def receive() -> None:
+                got.append(await dealer.recv())
+                received.set()
+
+            tg.start_soon(receive)
+            await anyio.wait_all_tasks_blocked()  # the receive waits in zmq.asyncio
+            # No await that yields between these two: the pong reaches the dealer's queue,
+            # then the dealer's own send takes in its arrival before the loop polls again.
+            await router.send(b"w", TimePong(seq=1, ping_sent_at_ns=0, received_at_ns=1))
+            time.sleep(0.01)  # libzmq takes in pending events on a send at most every ~1 ms
+            await dealer.send(TimePing(worker_id="w", seq=2, sent_at_ns=0))
+            with anyio.fail_after(2):
+                await received.wait()
+        assert got == [TimePong(seq=1, ping_sent_at_ns=0, received_at_ns=1)]

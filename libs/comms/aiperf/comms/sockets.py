@@ -6,9 +6,10 @@ every exit path. The ZMQ context is created by the caller (`main.py`) and passed
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar, cast
 
 import anyio
 import zmq
@@ -46,7 +47,8 @@ class _Socket:
         self._options.setdefault(zmq.LINGER, linger_ms)
         self._sock: zmq.asyncio.Socket | None = None
         self._sync: zmq.Socket[bytes] | None = None
-        self._waiting_sends = 0
+        self._waiting_sends = self._waiting = 0  # sends / all operations waiting in zmq.asyncio
+        self._rearm_pending = False
         self.bound: list[str] = []
 
     def open(self) -> zmq.asyncio.Socket:
@@ -96,6 +98,11 @@ class _Socket:
     # fall back to zmq.asyncio only to wait. The same semantics: neither yields to the loop when
     # the socket is ready (as an already resolved future does not), and a send that finds a
     # send waiting (high-water mark) queues behind it, so messages keep their order.
+    #
+    # libzmq's descriptor is edge-triggered: any call on the socket may take in the event that
+    # would have woken an operation waiting in zmq.asyncio (a receive waiting while another task
+    # sends). After a call of ours while one waits, zmq.asyncio is asked to look at the socket's
+    # events again (`_schedule_remaining_events`, what it does after its own calls).
 
     def send_now(self, frames: tuple[bytes, ...]) -> bool:
         """Send one message of `frames` if the socket takes it at once (and no send waits)."""
@@ -108,6 +115,9 @@ class _Socket:
             sync.send(frames[-1], _NOBLOCK)
         except zmq.Again:
             return False
+        finally:
+            if self._waiting:
+                self._rearm()
         return True
 
     async def send(self, frames: tuple[bytes, ...]) -> None:
@@ -115,24 +125,59 @@ class _Socket:
         if self.send_now(frames):
             return
         self._waiting_sends += 1
+        self._waiting += 1
         try:
             await self.sock.send_multipart(frames)
         finally:
             self._waiting_sends -= 1
+            self._waiting -= 1
 
-    async def recv(self) -> bytes:
-        """The next single-frame message."""
+    def recv_now(self) -> bytes | None:
+        """The next single-frame message if one is queued, else None."""
         try:
             return self.sync.recv(_NOBLOCK)
         except zmq.Again:
+            return None
+        finally:
+            if self._waiting:
+                self._rearm()
+
+    async def recv(self) -> bytes:
+        """The next single-frame message."""
+        if (message := self.recv_now()) is not None:
+            return message
+        self._waiting += 1
+        try:
             return await self.sock.recv()
+        finally:
+            self._waiting -= 1
 
     async def recv_frames(self) -> list[bytes]:
         """The next message, every frame."""
         try:
             return self.sync.recv_multipart(_NOBLOCK)
         except zmq.Again:
+            pass
+        finally:
+            if self._waiting:
+                self._rearm()
+        self._waiting += 1
+        try:
             return await self.sock.recv_multipart()
+        finally:
+            self._waiting -= 1
+
+    def _rearm(self) -> None:
+        """Have zmq.asyncio look at the events once this loop turn is over (once per turn, however
+        many calls took place in it: the waiting operation can only be woken by the loop)."""
+        if not self._rearm_pending:
+            self._rearm_pending = True
+            asyncio.get_running_loop().call_soon(self._rearm_now)
+
+    def _rearm_now(self) -> None:
+        self._rearm_pending = False
+        if self._sock is not None and self._waiting:
+            cast("Callable[[], None]", self._sock._schedule_remaining_events)()  # pyzmq's own hook
 
 
 class _Managed:
@@ -249,10 +294,8 @@ class PushSocket(_Managed):
 
     def send_nowait(self, message: object) -> None:
         """Queue one message now or raise `anyio.WouldBlock`."""
-        try:
-            self._s.sync.send(self.codec.encode(message), flags=zmq.NOBLOCK)
-        except zmq.Again as exc:
-            raise anyio.WouldBlock from exc
+        if not self._s.send_now((self.codec.encode(message),)):
+            raise anyio.WouldBlock
 
 
 class PullSocket(_Managed, Generic[In]):
@@ -271,7 +314,6 @@ class PullSocket(_Managed, Generic[In]):
 
     def recv_nowait(self) -> In:
         """Next message if one is queued, else raise `anyio.WouldBlock`."""
-        try:
-            return self.codec.decode(self._s.sync.recv(flags=zmq.NOBLOCK))
-        except zmq.Again as exc:
-            raise anyio.WouldBlock from exc
+        if (payload := self._s.recv_now()) is None:
+            raise anyio.WouldBlock
+        return self.codec.decode(payload)
