@@ -8,8 +8,8 @@ saved path is printed. Without /usr/bin/chromium or /usr/bin/chromedriver the te
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from aiperf.mock_server.testing import held_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -47,19 +49,14 @@ def wait_http(url: str, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-_HELD: list[socket.socket] = []
-atexit.register(lambda: [hold.close() for hold in _HELD])
+_HELD = contextlib.ExitStack()
+atexit.register(_HELD.close)
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 for a server these tests start: held by this process until it
-    exits (bound with SO_REUSEADDR, never listening), so no other socket takes it before the
-    server binds it, while the server (granian binds with SO_REUSEADDR) can."""
-    hold = socket.socket()
-    hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    hold.bind(("127.0.0.1", 0))
-    _HELD.append(hold)
-    return int(hold.getsockname()[1])
+    """A TCP port on 127.0.0.1 for a server these tests start, held (`held_port`) until this
+    process exits: no other socket takes it before the server binds it."""
+    return _HELD.enter_context(held_port())
 
 
 def child_env() -> dict[str, str]:

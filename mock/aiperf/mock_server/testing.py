@@ -25,14 +25,6 @@ from typing import Any
 import orjson
 
 
-def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago (another process may still take it;
-    for a server to be started on it, `held_port`)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def held_port() -> Iterator[int]:
     """A free TCP port on 127.0.0.1 kept for a server started within the block: the picking
