@@ -30,6 +30,10 @@ same name (a CR deleted and created again) never sees the old one's pods: its po
 once the old ones are torn down (the pod names here come from the JobSet's name, where a Job
 controller's would carry a random suffix).
 
+podman runs in worker threads; the fake's store is read and written on the event loop only (it
+is not thread-safe: a write wakes watches through asyncio queues and events, which belong to the
+loop).
+
 What it does not play: scheduling (every pod fits), container restarts (pods are
 `restartPolicy: Never`), readiness probes (stripped, see _podman.py).
 """
@@ -107,6 +111,7 @@ class PodmanCluster:
         self._finished: set[str] = set()  # uids whose terminal condition is written
         self._restart_due: dict[str, int] = {}  # uid -> the restart attempt to play
         self._restarting: set[str] = set()  # uids whose restart is under way
+        self.logs: dict[tuple[str, str], str] = {}  # (pod, container) -> its output once it exited
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -123,7 +128,9 @@ class PodmanCluster:
                     if uid not in self._restarting:
                         self._restarting.add(uid)
                         tg.start_soon(self._restart, uid, attempt)
-                await anyio.to_thread.run_sync(self._mirror)
+                running = [(p.name, c) for p in self.pods.values() for c in p.containers if c not in p.ended]
+                states = await anyio.to_thread.run_sync(self._container_states, running)
+                self._mirror(states)
                 await self._teardown_gone()
                 await anyio.sleep(POLL_S)
 
@@ -161,8 +168,10 @@ class PodmanCluster:
                     "annotations": {**(meta.get("annotations") or {}), JOB_INDEX_ANNOTATION: str(index),
                                     JOBSET_LABEL: name}},
                     "spec": spec})
-                await anyio.to_thread.run_sync(self._play, jobset, template, pod_name, hostname, index,
-                                               rjob is jobset["spec"]["replicatedJobs"][0])
+                played, args = self._prepare(jobset, template, pod_name, hostname, index,
+                                             rjob is jobset["spec"]["replicatedJobs"][0])
+                played.pull_error, played.ip = await anyio.to_thread.run_sync(self._play, played, args,
+                                                                              f"{hostname}.{name}")
 
     async def _restart(self, uid: str, attempt: int) -> None:
         """Restart attempt `attempt` of JobSet `uid`: count it, tear its pods down, play them again."""
@@ -180,8 +189,10 @@ class PodmanCluster:
             self._restart_due.pop(uid, None)
             self._restarting.discard(uid)
 
-    def _play(self, jobset: Obj, template: Obj, pod_name: str, hostname: str, index: int, controller: bool) -> None:
-        """`podman kube play` one pod, as the kubelet would run it (see the module doc)."""
+    def _prepare(self, jobset: Obj, template: Obj, pod_name: str, hostname: str, index: int,
+                 controller: bool) -> tuple[_PlayedPod, list[str]]:
+        """The pod file `podman kube play` takes for one pod, as the kubelet would run it (see the
+        module doc), and the extra arguments of the play; the pod is recorded as played."""
         ns, name = jobset["metadata"]["namespace"], jobset["metadata"]["name"]
         folder = self.workdir / pod_name
         folder.mkdir(parents=True, exist_ok=True)
@@ -205,24 +216,27 @@ class PodmanCluster:
             args += ["--configmap", str(cm_file)]
         path = folder / "pod.yaml"
         path.write_text(yaml.safe_dump(pod, sort_keys=False))
-        host = f"{hostname}.{name}"
         played = _PlayedPod(namespace=ns, name=pod_name, jobset=name, jobset_uid=jobset["metadata"]["uid"],
                             controller=controller, file=path,
                             containers=[c["name"] for c in pod["spec"]["containers"]],
                             volumes=[v["configMap"]["name"] if "configMap" in v else v["name"]
                                      for v in pod["spec"]["volumes"] if "hostPath" not in v])
         self.pods[(ns, pod_name)] = played
-        podman("pod", "rm", "-f", "-t", "0", pod_name, check=False)  # a leftover of an interrupted test
+        return played, args
+
+    def _play(self, played: _PlayedPod, args: list[str], host: str) -> tuple[str | None, str | None]:
+        """`podman kube play` a prepared pod (in a worker thread: podman only, never the fake):
+        (the pull error, None) when podman could not play it, else (None, its IP)."""
+        podman("pod", "rm", "-f", "-t", "0", played.name, check=False)  # a leftover of an interrupted test
         result = podman("kube", "play", *args, "--network",
-                        f"{self.network}:alias={host},alias={host}.{ns}.svc.cluster.local", str(path),
-                        check=False, timeout=180)
+                        f"{self.network}:alias={host},alias={host}.{played.namespace}.svc.cluster.local",
+                        str(played.file), check=False, timeout=180)
         if result.returncode != 0:
-            played.pull_error = result.stderr.strip()[-500:]
-            return
-        info = json.loads(podman("pod", "inspect", pod_name).stdout)
+            return result.stderr.strip()[-500:], None
+        info = json.loads(podman("pod", "inspect", played.name).stdout)
         infra = (info[0] if isinstance(info, list) else info)["InfraContainerID"]
         networks = json.loads(podman("inspect", infra).stdout)[0]["NetworkSettings"]["Networks"]
-        played.ip = networks[self.network]["IPAddress"]
+        return None, str(networks[self.network]["IPAddress"])
 
     def _secret_dir(self, ns: str, secret_name: str, folder: Path) -> Path:
         """A folder holding the Secret's keys as files (what a Secret volume shows)."""
@@ -253,10 +267,21 @@ class PodmanCluster:
 
     # -- the kubelet ------------------------------------------------------------------------------
 
-    def _mirror(self) -> None:
-        """Container states from podman into the fake; JobSet conditions from the pods."""
+    def _container_states(self, running: list[tuple[str, str]]) -> dict[str, Any]:
+        """Every podman container's state by name (in a worker thread: podman only, never the
+        fake); the output of each of `running` (pod, container) that has exited is kept in `logs`."""
         out = podman("ps", "-a", "--format", "json", check=False).stdout or "[]"
         states = {name: c for c in json.loads(out) for name in c.get("Names") or []}
+        for pod, container in running:
+            c = states.get(f"{pod}-{container}")
+            if c is not None and (c.get("Exited") or c.get("State") == "exited"):
+                logs = podman("logs", f"{pod}-{container}", check=False)
+                self.logs[(pod, container)] = logs.stdout + logs.stderr
+        return states
+
+    def _mirror(self, states: dict[str, Any]) -> None:
+        """Container states (`_container_states`) into the fake; JobSet conditions from the pods.
+        On the event loop: the fake's store is not thread-safe."""
         for played in list(self.pods.values()):
             try:
                 self._mirror_pod(played, states)
@@ -358,6 +383,11 @@ class PodmanCluster:
         podman("kube", "play", "--down", str(played.file), check=False, timeout=120)
         if played.volumes:
             podman("volume", "rm", "-f", *played.volumes, check=False)
+
+    def log_tail(self, pod: str, container: str, lines: int = 40) -> str:
+        """The last `lines` of what container `container` of pod `pod` wrote before it exited (for
+        a failing test's message; empty while it runs)."""
+        return "\n".join(self.logs.get((pod, container), "").splitlines()[-lines:])
 
     def close(self) -> None:
         """Tear down every pod still played (never raises)."""

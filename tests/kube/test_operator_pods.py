@@ -26,6 +26,7 @@ from kube._podman import MOCK_ALIAS, MOCK_IMAGE, MOCK_PORT, missing_images, podm
 from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.cli.main import main
+from aiperf.kube.containers import CONTROL_PLANE_CONTAINER
 from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND
 from aiperf.kube.ops import JOBSET_API_VERSION
@@ -129,7 +130,6 @@ async def cluster(tmp_path: Path, *, thresholds: StartupThresholds = FAST) -> As
     tag = uuid.uuid4().hex[:6]
     network, mock = f"aiperf-op-{tag}", f"aiperf-op-{tag}-mock"
     podman("network", "create", "--internal", network)
-    player: PodmanCluster | None = None
     try:
         podman("run", "-d", "--name", mock, "--network", network, "--network-alias", MOCK_ALIAS, MOCK_IMAGE,
                "--port", str(MOCK_PORT), "--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "16")
@@ -142,20 +142,23 @@ async def cluster(tmp_path: Path, *, thresholds: StartupThresholds = FAST) -> As
             port = int(kube.url.rsplit(":", 1)[1])
             player = PodmanCluster(kube, network=network, workdir=tmp_path / "pods", api_host=gateway,
                                    api_port=port, ca=tls.ca)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(player.run)
-                results = tmp_path / "operator-results"
-                operator = Operator(kube, tg, thresholds, ResultsStore(results))
-                operator.start()
-                try:
-                    yield Cluster(kube, operator, player, results)
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await operator.stop()
-                    tg.cancel_scope.cancel()
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(player.run)
+                    results = tmp_path / "operator-results"
+                    operator = Operator(kube, tg, thresholds, ResultsStore(results))
+                    operator.start()
+                    try:
+                        yield Cluster(kube, operator, player, results)
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await operator.stop()
+                        tg.cancel_scope.cancel()
+            finally:
+                # The pods go while the API server still answers their last requests.
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(player.close)
     finally:
-        if player is not None:
-            await anyio.to_thread.run_sync(player.close)
         podman("rm", "-f", "-t", "0", mock, check=False)
         podman("network", "rm", "-f", network, check=False)
 
@@ -187,9 +190,11 @@ async def test_a_run_completes_through_the_operator(tmp_path: Path) -> None:
         assert await profile(kube, "op") == 0
         await kube.wait_until(lambda: terminal(kube, "op"), timeout=RUN_S)
         final = status(kube, "op")
-        assert final["phase"] == "Completed", final
-        assert final.get("phases", {}).get("profiling", {}).get("requestsCompleted") == 40, final
-        assert final["requestsCompleted"] == 40 and final["resultsExported"] is True, final
+        plane = c.player.log_tail("aiperf-op-controller-0-0", CONTROL_PLANE_CONTAINER)
+        why = f"{final}\n--- the control plane's log\n{plane}"
+        assert final["phase"] == "Completed", why
+        assert final.get("phases", {}).get("profiling", {}).get("requestsCompleted") == 40, why
+        assert final["requestsCompleted"] == 40 and final["resultsExported"] is True, why
         assert final["workers"]["totalPods"] == 2, final
         stored = c.results / final["resultsPath"]
         assert final["resultsPath"] == f"{NS}/op/{final['runEpoch']}", final

@@ -196,8 +196,15 @@ class FakeKube:
             self._gc_task = None
         self.store.changed = lambda: None
         if self._runner is not None:
+            server = self._runner.server
+            clients = [h.transport for h in (server.connections if server is not None else []) if h.transport]
             await self._runner.cleanup()
             self._runner = None
+            # A TLS connection whose client vanished (a pod torn down) waits out its close_notify
+            # (30 s) after `cleanup`; end it now, or its socket outlives the event loop.
+            for transport in clients:
+                transport.abort()
+            await asyncio.sleep(0)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
