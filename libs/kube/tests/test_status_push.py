@@ -261,28 +261,59 @@ async def test_run_pushes_on_every_poke_and_ends_when_the_run_is_over(cluster: C
     assert cluster.status() == {"phase": "Cancelled"}
 
 
-class _LosesRaces:
-    """The real client, but its first `losses` status PATCHes answer a failed `test` (what a
-    status write of the operator in between makes the API server say)."""
+def _refusal(status: int, reason: str, message: str) -> ApiRejected:
+    return ApiRejected(status, json.dumps({"kind": "Status", "status": "Failure", "code": status,
+                                           "reason": reason, "message": message}))
 
-    def __init__(self, client: InClusterClient, losses: int) -> None:
-        self._client, self.losses = client, losses
+
+LOST_RACE = ApiRejected(422, json.dumps({"reason": "Invalid", "message": "the request is invalid",
+                                         "details": {"causes": [{"message": "testing value /status/phase failed"}]}}))
+"""What a status write of the operator in between makes the API server say to a fenced push."""
+
+
+class _Refuses:
+    """The real client, but its first status PATCHes answer `refusals`, one each."""
+
+    def __init__(self, client: InClusterClient, refusals: list[ApiRejected]) -> None:
+        self._client, self.refusals = client, list(refusals)
 
     async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        if method == "PATCH" and path.endswith("/status") and self.losses > 0:
-            self.losses -= 1
-            raise ApiRejected(422, json.dumps({"reason": "Invalid", "message": "the request is invalid",
-                                               "details": {"causes": [{"message": "testing value /status/phase failed"}]}}))
+        if method == "PATCH" and path.endswith("/status") and self.refusals:
+            raise self.refusals.pop(0)
         return await self._client.request(method, path, **kwargs)
 
 
 @pytest.mark.anyio
 async def test_the_final_push_is_tried_again_until_it_lands_within_its_deadline(cluster: Cluster) -> None:
     async with cluster.client() as client:
-        racing = _LosesRaces(client, losses=7)  # more than one push's attempts (3)
+        racing = _Refuses(client, [LOST_RACE] * 7)  # more than one push's attempts (3)
         reporter = StatusReporter(client=racing, job=JobRef(name=NAME, namespace=NS, uid=cluster.uid),
                                   snapshot=lambda: snapshot(SystemState.DONE), clock=lambda: NOW)
         assert await reporter.push() is False  # dropped after its attempts
         assert await reporter.flush(timeout_s=30, retry_s=0.01) is True
-    assert racing.losses == 0 and cluster.status()["subPhase"] == "done"
+    assert racing.refusals == [] and cluster.status()["subPhase"] == "done"
     assert cluster.status()["phases"]["main"]["requestsCompleted"] == 40
+
+
+@pytest.mark.anyio
+async def test_the_final_push_outlasts_an_api_server_that_says_not_now(cluster: Cluster) -> None:
+    """Throttling (429) and server errors (5xx) pass: the final counts still land. A refusal that
+    is no passing trouble (here the CRD's schema) ends the flush at once."""
+    busy = [_refusal(429, "TooManyRequests", "too many requests, please try again later"),
+            _refusal(500, "InternalError", "Internal error occurred: etcdserver: leader changed"),
+            _refusal(503, "ServiceUnavailable", "the server is currently unable to handle the request")]
+    assert all(r.transient and not r.lost_race for r in busy) and not LOST_RACE.transient
+    async with cluster.client() as client:
+        flaky = _Refuses(client, busy)
+        reporter = StatusReporter(client=flaky, job=JobRef(name=NAME, namespace=NS, uid=cluster.uid),
+                                  snapshot=lambda: snapshot(SystemState.DONE), clock=lambda: NOW)
+        with structlog.testing.capture_logs() as logs:
+            assert await reporter.flush(timeout_s=30, retry_s=0.01) is True
+        assert flaky.refusals == [] and cluster.status()["subPhase"] == "done"
+        assert {e["log_level"] for e in logs if e["event"] == "status.rejected"} == {"warning"}
+
+        bad = [AIPerfJobStatus(sub_phase=SystemState.DONE, requests_per_second=-1.0)]  # the CRD says >= 0
+        invalid = cluster.reporter(client, state=bad)
+        assert await invalid.flush(timeout_s=30, retry_s=0.01) is False
+    sent = {"op": "add", "path": "/status/requestsPerSecond", "value": -1.0}
+    assert len([r for r in cluster.kube.requests_for("PATCH") if sent in r.body]) == 1  # not tried again

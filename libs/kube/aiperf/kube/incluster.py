@@ -69,6 +69,12 @@ class ApiRejected(Exception):
         return self.status == 409 or (self.status == 422 and "testing value" in self.message
                                       and "failed" in self.message)
 
+    @property
+    def transient(self) -> bool:
+        """True for an answer that says "not now" rather than "no": 429 (API Priority and
+        Fairness throttling) and 5xx (an API server or etcd in trouble, restarting, timing out)."""
+        return self.status == 429 or self.status >= 500
+
 
 @dataclass(frozen=True)
 class InClusterConfig:

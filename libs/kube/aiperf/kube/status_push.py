@@ -20,7 +20,8 @@ So a push computed before the operator finished the run fails its `test` and cha
 `subPhase` is never resurrected after Completed, Failed or Cancelled. A lost race (409, or 422
 for a failed `test`) is logged at debug and the push is recomputed from a fresh read (up to
 `attempts` times, then dropped); a CR already in a terminal phase, deleted or replaced ends the
-reporter quietly. Any other rejection is logged at error with the response body and raised
+reporter quietly. Any other rejection is logged with the response body (at warning when it is
+transient: 429, 5xx; else at error) and raised
 (`ApiRejected`; no answer at all: `KubeUnreachable`) from `push`; `run` logs it and tries again
 on the next tick, so status is advisory: it never stops the benchmark.
 """
@@ -175,17 +176,18 @@ class StatusReporter:
 
     async def flush(self, *, timeout_s: float = 30.0, retry_s: float = 0.5) -> bool:
         """One last push (the run's final counts), tried again every `retry_s` while it is
-        dropped (lost races) or the API server does not answer, for at most `timeout_s`; True
-        when it landed. Never raises for the API: a rejection (logged by `push`) ends it at
-        once, a finished reporter (terminal, deleted or replaced CR) quietly, a deadline passed
-        with a warning."""
+        dropped (lost races), the API server does not answer or answers "not now" (429, 5xx:
+        `ApiRejected.transient`), for at most `timeout_s`; True when it landed. Never raises for
+        the API: another rejection (logged by `push`) ends it at once, a finished reporter
+        (terminal, deleted or replaced CR) quietly, a deadline passed with a warning."""
         with anyio.move_on_after(timeout_s):
             while not self.finished:
                 try:
                     if await self.push():
                         return True
-                except ApiRejected:
-                    return False
+                except ApiRejected as exc:
+                    if not exc.transient:
+                        return False
                 except KubeUnreachable:
                     pass
                 if not self.finished:
@@ -263,7 +265,7 @@ class StatusReporter:
             raise
 
     def _log_rejected(self, method: str, exc: ApiRejected) -> None:
-        log.error("status.rejected", method=method, namespace=self._job.namespace, name=self._job.name,
+        (log.warning if exc.transient else log.error)("status.rejected", method=method, namespace=self._job.namespace, name=self._job.name,
                   status=exc.status, body=exc.body)
 
     def _finish(self, event: str, **fields: Any) -> None:
