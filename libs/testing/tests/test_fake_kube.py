@@ -159,6 +159,21 @@ async def test_a_dict_sent_as_json_patch_is_400_like_the_real_server(api: ApiCli
     assert exc.value.status == 400
 
 
+async def test_nan_or_infinity_in_a_body_is_400_like_the_real_server(api: ApiClient) -> None:
+    """Go's JSON decoder takes no NaN or Infinity, which Python's `json.dumps` writes by default."""
+    custom = CustomObjectsApi(api)
+    await custom.create_namespaced_custom_object(*JS, "bench", "jobsets", jobset("j"))
+    for value in (float("nan"), float("inf"), float("-inf")):
+        with pytest.raises(ApiException) as exc:
+            await custom.patch_namespaced_custom_object(*JS, "bench", "jobsets", "j", [
+                {"op": "add", "path": "/metadata/annotations", "value": {"x": "1"}},
+                {"op": "add", "path": "/spec/x", "value": value}])
+        assert exc.value.status == 400
+    with pytest.raises(ApiException) as exc:
+        await custom.create_namespaced_custom_object(*JS, "bench", "jobsets", {**jobset("k"), "x": float("nan")})
+    assert exc.value.status == 400
+
+
 async def test_merge_patch_and_strategic_merge_patch(kube: FakeKube, api: ApiClient) -> None:
     custom, core = CustomObjectsApi(api), CoreV1Api(api)
     body = jobset("j")

@@ -97,6 +97,11 @@ __all__ = ["ApiError", "FakeKube", "KindInfo", "ProxyHandler", "RecordedRequest"
 _AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 
+def _not_json(constant: str) -> Any:
+    """NaN, Infinity, -Infinity: Python's json reads them, Go's (the API server's) refuses them."""
+    raise ValueError(f"{constant} is not JSON")
+
+
 @dataclass(frozen=True)
 class RecordedRequest:
     """One request as the server saw it: `path` is URL-decoded, `body` parsed when JSON."""
@@ -394,7 +399,7 @@ class FakeKube:
         body: Any = None
         if raw:
             try:
-                body = json.loads(raw)
+                body = json.loads(raw, parse_constant=_not_json)
             except ValueError:
                 body = raw.decode("utf-8", "replace")
         self.requests.append(RecordedRequest(request.method, request.path, dict(request.query),
