@@ -9,9 +9,9 @@ its accounting is balanced or its problems are named.
 The phase is found from the controller's `system.state` log lines (`--log-level info`, on the
 CLI's stderr) and the timing-manager's log, never by sleeping. Configure and finalize would
 be over in well under a second, so they are held open: the records-manager, whose answer both
-need (its `ProfileConfigure`, its `Finalize`), is stopped (SIGSTOP) before the phase starts and
-continued (SIGCONT) once the target is killed; it stays stopped for milliseconds, far under
-any command timeout. Warmup is held open by its duration (8 s in a config file); the other
+need (its `ProfileConfigure`, its `Finalize`), is stopped (SIGSTOP) before it is asked (for
+configure: while the dataset is built, see `CONFIGURE_ENTRIES`) and continued (SIGCONT) once
+the target is killed; it stays stopped for milliseconds, far under any command timeout. Warmup is held open by its duration (8 s in a config file); the other
 phases run without a warmup.
 """
 
@@ -38,6 +38,10 @@ STOP_BOUND_S = 20.0
 PHASE_BOUND_S = 90.0
 """From the start of the command to the phase the kill waits for (start-up on a busy machine)."""
 HOLDER = "records-manager"
+CONFIGURE_ENTRIES = 8000
+"""Conversations of the configure runs' dataset. Building them (~1.7 s on the 2-core CI host)
+keeps configure open from `system.all_registered` (every service's RUNNING sent) while the test
+stops the holder; the default 100 (~40 ms) did not, and configure often ended before the kill."""
 
 SERVICES = ["timing-manager", "dataset-manager", "records-manager", "api", "event-bus-proxy",
             "worker-group-manager-g0", "worker-g0-0", "record-processor-g0-0"]
@@ -135,9 +139,11 @@ def _inject(run: WatchedRun, phase: str, target: str) -> None:
         try:
             wait_for(lambda: run.logged("system.state", state="configuring"), PHASE_BOUND_S, "configuring")
             _signal(run.pid_of(target), signal.SIGKILL)
+            # Checked while the holder is still stopped: once continued, configure may end at
+            # once (the target may have answered its part before the kill), before its verdict.
+            assert not run.logged("system.state", state="ready"), "configure ended before the kill"
         finally:
             _signal(holder, signal.SIGCONT)
-        assert not run.logged("system.state", state="ready"), "configure ended before the kill"
     elif phase == "warmup":
         wait_for(lambda: _phase_started(run.artifacts, "warmup"), PHASE_BOUND_S, "the warmup phase")
         wait_for(lambda: jsonl_count(run.artifacts) >= 1, PHASE_BOUND_S, "the first warmup record")
@@ -157,7 +163,8 @@ def _inject(run: WatchedRun, phase: str, target: str) -> None:
 def check_kill_in_phase(tmp_path: Path, phase: str, target: str) -> None:
     """The whole case: a run whose `target` is killed in `phase`, and what must follow."""
     artifacts, config = tmp_path / "a", tmp_path / "config.json"
-    body = {"model": "mock", "profiling": PROFILING, **({"warmup": WARMUP} if phase == "warmup" else {})}
+    body = {"model": "mock", "profiling": PROFILING, **({"warmup": WARMUP} if phase == "warmup" else {}),
+            **({"datasets": [{"type": "synthetic", "entries": CONFIGURE_ENTRIES}]} if phase == "configure" else {})}
     config.write_text(json.dumps({"schemaVersion": "2.0", "benchmark": body}))
     with running_mock("--ttft-ms", "5", "--itl-ms", "2", "--output-tokens", "16") as server:
         run = WatchedRun(server.url, artifacts, config)
