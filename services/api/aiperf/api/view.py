@@ -63,10 +63,12 @@ class RunView:
         return str(self.state) if self.state is not None else UNKNOWN_STATE
 
     def apply(self, event: Event) -> None:
-        """Record `event` and wake every watcher. Events the api does not show are ignored
-        (no version bump)."""
+        """Record `event` and wake every watcher. Events the api does not show, and the
+        controller's repeats of the state it already has, are ignored (no version bump)."""
         match event:
             case SystemStateChanged():
+                if (event.state, event.reason) == (self.state, self.reason):
+                    return
                 self.state, self.reason = event.state, event.reason
             case Progress():
                 self._progress[event.phase] = event

@@ -28,6 +28,9 @@ from aiperf.system_controller.startup_trace import StartupTrace
 from aiperf.system_controller.zygote_launcher import ZygoteLauncher
 from aiperf.zygote_process import ZYGOTE_ENV, ZygoteProcess
 
+STATE_EVERY_S = 1.0
+"""How often the controller repeats its state on the event bus (`repeat_state`)."""
+
 
 class EventSource(Protocol):
     """Event-bus broadcasts, one at a time (`aiperf.comms.Subscriber`)."""
@@ -156,7 +159,10 @@ async def _run_system(config: RunConfig, *, config_path: str, launcher: Launcher
                     bus_events = await stack.enter_async_context(
                         Subscriber(ctx, connect=bus, topics=topics()))
                     tg.start_soon(_follow_server_metrics, metrics, fetch, bus_events, baseline)
-                verdict = await controller.run()
+                async with anyio.create_task_group() as repeating:
+                    repeating.start_soon(repeat_state, events.publish, lambda: controller.state)
+                    verdict = await controller.run()
+                    repeating.cancel_scope.cancel()
                 if verdict.exit_codes and None not in verdict.exit_codes.values():
                     # Every local service has exited, the event-bus-proxy too: the last states
                     # broadcast have nowhere to go; closing must not wait for them.
@@ -169,6 +175,19 @@ async def _run_system(config: RunConfig, *, config_path: str, launcher: Launcher
         if trace is not None:
             trace.mark("controller sockets closed")
         return verdict
+
+
+async def repeat_state(publish: Callable[[Event], Awaitable[None]], state: Callable[[], SystemState], *,
+                       every_s: float = STATE_EVERY_S) -> None:
+    """Broadcast `SystemStateChanged(state())` every `every_s` seconds until cancelled.
+
+    A state is broadcast once when it changes; a subscriber whose subscription had not yet
+    reached the publisher through the proxy then (ZMQ's slow joiner: the api subscribes as it
+    starts, and a run now goes from all registered to profiling in ~50 ms) would miss it and
+    read "unknown" until the next change. The repeat bounds that to `every_s`."""
+    while True:
+        await anyio.sleep(every_s)
+        await publish(SystemStateChanged(state=state()))
 
 
 def _also_traced(on_controller: Callable[[SystemController], None] | None,
