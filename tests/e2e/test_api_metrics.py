@@ -29,6 +29,9 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | N
 def test_metrics_during_a_real_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     requests = ("aiperf_requests_total", (("phase", "profiling"),))
     progress = ("aiperf_phase_requests_completed", (("phase", "profiling"),))
+    # The controller broadcasts its state and repeats it every STATE_EVERY_S (1 s), so the api
+    # may learn it up to then after a change, but while requests flow it does learn it.
+    profiling = ("aiperf_run_state", (("state", "profiling"),))
     # The api's port, held for it: nothing else takes it before the api listens.
     with held_port() as port, running_mock("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "4",
                                            "--error-rate", "0.2", "--seed", "3") as mock:
@@ -41,7 +44,7 @@ def test_metrics_during_a_real_run(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
         def scraped_requests() -> bool:
             samples = scrape(url)
-            if samples is not None and samples.get(requests, 0) > 0 and progress in samples:
+            if samples is not None and samples.get(requests, 0) > 0 and progress in samples and profiling in samples:
                 seen.append(samples)
             return bool(seen) or proc.poll() is not None
 
@@ -57,9 +60,7 @@ def test_metrics_during_a_real_run(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     ttft = samples[("aiperf_time_to_first_token_seconds_count", (("phase", "profiling"),))]
     assert ttft + errors == counted
     assert samples[("aiperf_time_to_first_token_seconds_bucket", (("le", "+Inf"), ("phase", "profiling")))] == ttft
-    # The controller broadcasts its state: while requests flow the run is profiling.
-    assert [labels for (name, labels), v in samples.items() if name == "aiperf_run_state"] == [
-        (("state", "profiling"),)]
+    assert [labels for (name, labels), v in samples.items() if name == "aiperf_run_state"] == [profiling[1]]
     assert 0 < samples[progress] <= 60
     assert samples[("aiperf_phase_requests_expected", (("phase", "profiling"),))] == 60
     # The run's own record agrees with what /metrics counted so far.
