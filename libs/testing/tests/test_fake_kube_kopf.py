@@ -8,6 +8,7 @@ import json
 import threading
 from typing import Any
 
+import aiohttp
 import kopf
 import pytest
 from _widgets import WIDGET_CRD, W, widget
@@ -109,3 +110,19 @@ async def test_kopf_rejected_writes_are_422_like_a_real_server(kube: FakeKube, a
         await CustomObjectsApi(api).create_namespaced_custom_object(*W, widget("good", 2))
         await kube.wait_until(lambda: ("create", {"size": 2, "mode": "fast"}) in seen)
     assert [s for s in seen if s[0] == "create"] == [("create", {"size": 2, "mode": "fast"})]
+
+
+async def test_a_session_a_handler_left_open_is_closed_as_kopf_stops(caplog: pytest.LogCaptureFixture) -> None:
+    """Its sockets would outlive kopf's event loop and be collected later with a ResourceWarning
+    (an error in whichever test runs then)."""
+    registry = kopf.OperatorRegistry()
+    opened: list[aiohttp.ClientSession] = []
+
+    @kopf.on.startup(registry=registry)
+    async def open_and_forget(**_: Any) -> None:
+        opened.append(aiohttp.ClientSession())
+
+    async with FakeKube(namespaces=["bench"]) as kube, KopfOnFakeKube(kube, registry=registry, namespaces=["bench"]):
+        assert len(opened) == 1 and not opened[0].closed
+    assert opened[0].closed
+    assert any("left open as kopf stopped" in r.getMessage() for r in caplog.records)

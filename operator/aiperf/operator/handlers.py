@@ -72,12 +72,14 @@ class _Holder:
 
     async def close(self, timeout: float) -> None:
         api, self.api, self.reconciler, self.sweeps = self.api, None, None, None
-        if self._busy:
-            self._idle = asyncio.Event()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._idle.wait(), timeout)
-        if api is not None:
-            await api.close()
+        try:
+            if self._busy:
+                self._idle = asyncio.Event()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._idle.wait(), timeout)
+        finally:  # also when the cleanup is cancelled while it waits: no connection left open
+            if api is not None:
+                await api.close()
 
 
 CLOSE_TIMEOUT_S = 10.0

@@ -21,17 +21,22 @@ block stops kopf and waits for it; an error that stopped kopf early is raised th
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+import aiohttp
 import anyio
 import kopf
 from kopf._cogs.structs.credentials import Vault  # not re-exported; operator(vault=...) is public
 
 from aiperf.testing.fake_kube import FakeKube
+
+log = logging.getLogger("aiperf.testing.fake_kube_kopf")
 
 
 def fast_settings() -> kopf.OperatorSettings:
@@ -130,3 +135,16 @@ class KopfOnFakeKube:
                 task.cancel()
             await asyncio.gather(*leftovers, return_exceptions=True)
             await vault.close()
+            await _close_sessions_left_open()
+
+
+async def _close_sessions_left_open() -> None:
+    """Close the aiohttp sessions of this event loop still open as kopf has stopped (a handler's
+    client whose cleanup a stopping kopf cut short, an orphaned timer's): the loop ends next, and
+    their sockets would be collected later with a ResourceWarning, failing whichever test runs
+    then. Each one is logged at warning."""
+    loop = asyncio.get_running_loop()
+    for session in [o for o in gc.get_objects() if isinstance(o, aiohttp.ClientSession)]:
+        if not session.closed and session._loop is loop:  # noqa: SLF001 - no public accessor
+            log.warning("an aiohttp session was left open as kopf stopped: %r", session)
+            await session.close()
