@@ -77,6 +77,11 @@ def network_gateway(network: str) -> str:
     return str(info["subnets"][0]["gateway"])
 
 
+def _exited(container: dict[str, Any]) -> bool:
+    """A container of `podman ps -a --format json` has exited."""
+    return bool(container.get("Exited") or container.get("State") == "exited")
+
+
 @dataclass
 class _PlayedPod:
     namespace: str
@@ -274,7 +279,7 @@ class PodmanCluster:
         states = {name: c for c in json.loads(out) for name in c.get("Names") or []}
         for pod, container in running:
             c = states.get(f"{pod}-{container}")
-            if c is not None and (c.get("Exited") or c.get("State") == "exited"):
+            if c is not None and _exited(c):
                 logs = podman("logs", f"{pod}-{container}", check=False)
                 self.logs[(pod, container)] = logs.stdout + logs.stderr
         return states
@@ -309,7 +314,7 @@ class PodmanCluster:
             c = states.get(f"{played.name}-{container}")
             if c is None or container in played.ended:
                 continue
-            if c.get("Exited") or c.get("State") == "exited":
+            if _exited(c):
                 played.ended[container] = int(c["ExitCode"])
                 self._set_terminated(played, container, int(c["ExitCode"]))
         if len(played.ended) == len(played.containers):

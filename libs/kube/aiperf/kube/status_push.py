@@ -265,8 +265,9 @@ class StatusReporter:
             raise
 
     def _log_rejected(self, method: str, exc: ApiRejected) -> None:
-        (log.warning if exc.transient else log.error)("status.rejected", method=method, namespace=self._job.namespace, name=self._job.name,
-                  status=exc.status, body=exc.body)
+        level = log.warning if exc.transient else log.error
+        level("status.rejected", method=method, namespace=self._job.namespace, name=self._job.name,
+              status=exc.status, body=exc.body)
 
     def _finish(self, event: str, **fields: Any) -> None:
         if not self.finished:
