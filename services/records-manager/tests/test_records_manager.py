@@ -95,6 +95,25 @@ async def test_finalize_waits_for_every_record_and_writes_exports(tmp_path: Path
     assert exported == msgspec.to_builtins(accounting(10, 9, 1).phases[Phase.PROFILING])
 
 
+async def test_a_response_without_valid_content_is_failed_in_the_accounting_as_in_the_metrics(
+        tmp_path: Path) -> None:
+    """The worker returned all 10 credits as ok; two responses had no content (the
+    record-processor's error): one accounting says ok 8 + failed 2, the metrics' error count too."""
+    empty = ErrorDetails(type="InvalidInferenceResultError", message="No responses with actual content")
+    records = [record(i) for i in range(8)] + [
+        msgspec.structs.replace(record(i, error=True), error=empty, response_error=True) for i in (8, 9)]
+    result = await run_finalize(tmp_path, records, accounting(10, 10, 0))
+    assert result.balanced, result.problems
+    assert result.error_request_count == 2 and result.request_count == 8
+    assert result.accounting is not None
+    counts = result.accounting.phases[Phase.PROFILING]
+    assert (counts.ok, counts.failed) == (8, 2)
+    assert result.accounting_line == ("profiling: issued 10 = ok 8 + failed 2 + cancelled 0 "
+                                      "(of the failed, 2 answered without valid content)")
+    exported = json.loads((tmp_path / "profile_export_aiperf.json").read_text())["aiperf_extensions"]
+    assert exported["accounting"]["profiling"]["ok"] == 8 and exported["accounting"]["profiling"]["failed"] == 2
+
+
 async def test_each_record_of_a_batch_counts_in_order_in_progress_and_jsonl(tmp_path: Path) -> None:
     class Events:
         def __init__(self) -> None:

@@ -46,7 +46,12 @@ from aiperf.metrics import (
     write_summary_csv,
     write_summary_json,
 )
-from aiperf.records_manager.accounting import accounting_line, balance_problems, missing_records
+from aiperf.records_manager.accounting import (
+    accounting_line,
+    balance_problems,
+    missing_records,
+    with_response_errors,
+)
 from aiperf.runtime import UnknownCommand
 
 log = structlog.get_logger("aiperf.records_manager")
@@ -100,6 +105,7 @@ class RecordsManager:
         self._write_error = ""
         self._seen: Counter[str] = Counter()
         self._errors: Counter[str] = Counter()
+        self._response_errors: Counter[str] = Counter()
         self._first_start_wall_ns = math.inf
         self._arrived = anyio.Event()
         self._loads: dict[str, ClientLoad] = {}
@@ -133,7 +139,7 @@ class RecordsManager:
                 self._writer.write_many(records)
             except OSError as exc:
                 self._give_up_records(exc)
-        seen, errors, loads = self._seen, self._errors, self._loads
+        seen, errors, loads, response_errors = self._seen, self._errors, self._loads, self._response_errors
         first_start = self._first_start_wall_ns
         for record in records:
             seen[record.phase] += 1
@@ -144,6 +150,8 @@ class RecordsManager:
                     loads[record.worker_id] = load
             if record.error is not None:
                 errors[record.phase] += 1
+                if record.response_error:
+                    response_errors[record.phase] += 1
             start = record.metadata.get("request_start_ns") or record.start_wall_ns
             if isinstance(start, int) and start and start < first_start:
                 first_start = start
@@ -205,6 +213,8 @@ class RecordsManager:
         if self._write_error:
             raise ExportError(f"cannot write the exports: {self._write_error}")
         seen = {Phase(p): n for p, n in self._seen.items()}
+        response_errors = {Phase(p): n for p, n in self._response_errors.items()}
+        phases = with_response_errors(phases, response_errors)
         problems = balance_problems(phases, seen, records_may_be_lost=bool(lost_groups))
         missing = missing_records(phases, seen) if lost_groups else {}
         prof = phases.get(Phase.PROFILING, PhaseAccounting())
@@ -236,13 +246,14 @@ class RecordsManager:
         lost_line = (f"; records lost with pods {', '.join(lost_groups)}: "
                      f"{ {str(p): n for p, n in missing.items()} }" if missing else "")
         return Finalized(
-            table=table, accounting_line=accounting_line(phases) + lost_line,
+            table=table, accounting_line=accounting_line(phases, response_errors) + lost_line,
             balanced=not problems, problems=problems, overhead_line="\n".join(
                 filter(None, (overhead_line(summary), saturation_line(saturation)))),
             startup_s=startup_s, request_count=summary.request_count,
             error_request_count=summary.error_request_count, artifact_dir=str(self._dir),
             files=[SUMMARY_JSON, SUMMARY_CSV, *([RECORDS_JSONL] if self._writer is not None else []),
-                   CONSOLE_TXT])
+                   CONSOLE_TXT],
+            accounting=msgspec.structs.replace(accounting, phases=phases))
 
 
 def render_table(summary: Summary, width: int = 120) -> str:
