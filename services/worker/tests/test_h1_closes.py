@@ -30,11 +30,13 @@ HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nKeep-Alive: time
         b"Transfer-Encoding: chunked\r\n\r\n")
 FULL = HEAD + b"%x\r\n%s\r\n0\r\n\r\n" % (len(BODY), BODY)
 
-ANSWER, CLOSE_AFTER = "answer", "answer then close"
+ANSWER, CLOSE_AFTER, CLOSE_LATE = "answer", "answer then close", "answer then close late"
 Action = str | tuple[int, bool]
 """What the server does with one request: `ANSWER` (the whole response, connection kept),
-`CLOSE_AFTER` (the whole response, then a FIN without saying so), or `(n, reset)`: the first n
-bytes of the response, then a reset (True) or a FIN (False)."""
+`CLOSE_AFTER` (the whole response, then a FIN without saying so), `CLOSE_LATE` (the same, but
+the FIN leaves only when the next request arrives or 0.2 s later: a client that reuses the
+connection at once always loses the race), or `(n, reset)`: the first n bytes of the response,
+then a reset (True) or a FIN (False)."""
 
 
 def _read_request(conn: socket.socket) -> bool:
@@ -82,8 +84,14 @@ class _Server:
                 if action == ANSWER:
                     conn.sendall(self.response)
                     continue
-                size, reset = (len(self.response), False) if action == CLOSE_AFTER else action
+                size, reset = (len(self.response), False) if action in (CLOSE_AFTER, CLOSE_LATE) else action
                 conn.sendall(self.response[:size])
+                if action == CLOSE_LATE:
+                    conn.settimeout(0.2)
+                    try:
+                        conn.recv(1, socket.MSG_PEEK)
+                    except TimeoutError:
+                        pass
                 if reset:
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 break
@@ -147,6 +155,33 @@ def test_the_servers_keep_alive_timeout_and_max_are_honoured() -> None:
     with _serving(lambda conn, n: ANSWER, FULL.replace(b"max=100", b"max=0")) as (server, url):
         assert asyncio.run(run(url, (0.0, 0.0))) == [False, False]  # max=0: no more requests there
     assert server.requests == [1, 1]
+
+
+def test_a_server_that_closes_after_every_streamed_response_is_learned() -> None:
+    """llama.cpp's server closes each connection right after a streamed response though its
+    headers promise keep-alive: after the first time the pool sees it, streamed exchanges no
+    longer leave their connection for reuse (no retries), non-streamed ones still do."""
+    async def run(url: str) -> tuple[list[Exchange], list[Exchange]]:
+        async with H1Transport() as transport:
+            streamed = [await _post(transport, url) for _ in range(6)]
+            plain = []
+            for _ in range(3):
+                ex = Exchange()
+                await transport.post(ex, url, b"{}", {}, streaming=False)
+                plain.append(ex)
+            return streamed, plain
+
+    closes = {"n": 0}
+
+    def plan(conn: int, n: int) -> Action:  # streamed requests end with a close, others do not
+        closes["n"] += 1
+        return CLOSE_LATE if closes["n"] <= 6 else ANSWER
+
+    with _serving(plan) as (server, url):
+        streamed, plain = asyncio.run(run(url))
+    assert all(ex.error is None for ex in streamed + plain)
+    assert sum(ex.retries for ex in streamed) <= 1  # at most one before it was learned
+    assert [ex.reused for ex in plain] == [False, True, True]
 
 
 def test_a_retried_request_starts_its_timing_at_the_second_send() -> None:

@@ -23,7 +23,8 @@ max=0`). A server can still close a connection just as the request goes out; whe
 reused connection meets EOF or a reset before any byte of the response, it is sent once more on
 a new connection (the server cannot have answered it), its timing restarts at that second send,
 and the wire trace says so (`HttpTrace.retries`, `retry_reason`). Any other early close is a
-transport error.
+transport error. A server seen closing connections right after streamed responses (llama.cpp
+does, whatever its Keep-Alive header says) gets no more reuse after streamed responses.
 
 Must be used inside one running asyncio event loop (uvloop in production).
 """
@@ -39,10 +40,13 @@ from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 import httptools
+import structlog
 
 from aiperf.config import MAX_RESPONSE_BYTES_ENV, READ_IDLE_TIMEOUT_ENV, HttpOptions
 from aiperf.messages import ErrorDetails
 from aiperf.worker.exchange import DEFAULT_LIMITS, KEEPALIVE_S, Exchange
+
+log = structlog.get_logger("aiperf.worker.h1")
 
 _perf_ns = time.perf_counter_ns
 _mono = time.monotonic
@@ -54,6 +58,11 @@ _Key = tuple[str, str, int]
 """(scheme, host, port) of a pool."""
 
 
+PREMATURE_CLOSE_S = 1.0
+"""A server that closes a kept connection within this long of a streamed response (found closed
+at reuse, or closing a reused one unanswered) closes after every streamed response (llama.cpp's
+cpp-httplib does, though it answers `Keep-Alive: timeout=5, max=100`): the pool stops keeping
+that server's connections after streamed responses."""
 KEEPALIVE_MARGIN_S = 1.0
 """A connection is not reused once idle for the server's `Keep-Alive: timeout` minus this (at
 most half the timeout): the server's idle clock started before ours, when it sent the end."""
@@ -76,7 +85,7 @@ class _Conn(asyncio.Protocol):
     for one chunk at the end (not streaming)."""
 
     __slots__ = ("transport", "sock", "connected_ns", "served", "idle_since", "lost", "server_idle_s",
-                 "_ex", "_parser", "_done", "_parts", "_size", "_cap", "_streaming", "_headers_done",
+                 "last_streamed", "_ex", "_parser", "_done", "_parts", "_size", "_cap", "_streaming", "_headers_done",
                  "_complete", "_eof_body", "_last_read", "_timer", "_idle_s", "_loop", "_keep", "_now",
                  "_clock")
 
@@ -86,6 +95,7 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.sock = sock
         self.server_idle_s = math.inf
+        self.last_streamed = False  # the last exchange that ended here was a streaming one
         self.connected_ns = 0
         self.served = 0
         self.idle_since = 0.0
@@ -252,6 +262,7 @@ class _Conn(asyncio.Protocol):
     def _finish(self) -> None:
         ex = self._ex
         assert ex is not None
+        self.last_streamed = self._streaming
         if not self._streaming:
             parts = self._parts
             ex.chunks.append(parts[0] if len(parts) == 1 else b"".join(parts))
@@ -280,15 +291,17 @@ class _Conn(asyncio.Protocol):
             else:
                 done.set_exception(failure)
 
-    def reusable(self, now: float, horizon: float) -> bool:
-        """Whether this idle connection may carry another exchange at `now` (monotonic s): not
-        closed (a non-blocking peek, ~2 us, sees a close the event loop has not processed yet),
-        idle since after `horizon` (our keep-alive) and for less than the server's keep-alive."""
-        if self.lost or self.idle_since <= horizon or now - self.idle_since >= self.server_idle_s:
-            return False
+    def expired(self, now: float, horizon: float) -> bool:
+        """Whether this idle connection is past its keep-alive at `now` (monotonic s): idle
+        since before `horizon` (ours) or for the server's keep-alive."""
+        return self.idle_since <= horizon or now - self.idle_since >= self.server_idle_s
+
+    def open(self) -> bool:
+        """Whether the server has not closed this idle connection: the close the event loop
+        processed, or one still unread in the socket (a non-blocking peek, ~2 us)."""
         sock = self.sock
-        if sock is None:
-            return True
+        if self.lost or sock is None:
+            return not self.lost
         try:
             sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except BlockingIOError:
@@ -296,6 +309,12 @@ class _Conn(asyncio.Protocol):
         except OSError:
             return False  # reset
         return False  # EOF, or bytes nobody asked for: either way not a clean connection
+
+    def close(self) -> None:
+        """Close the connection (gracefully: after what is written)."""
+        if self.transport is not None and not self.lost:
+            self.transport.close()
+        self.lost = True
 
     def release(self) -> bool:
         """After the exchange: True when the connection may carry another one."""
@@ -326,6 +345,7 @@ class H1Transport:
         self._idle: dict[_Key, list[_Conn]] = {}
         self._dns: dict[tuple[str, int], tuple[float, list[tuple[int, tuple[str, int]]]]] = {}
         self._targets: dict[str, tuple[_Key, bytes]] = {}
+        self._closes_after_stream: set[_Key] = set()
 
     async def __aenter__(self) -> H1Transport:
         return self
@@ -384,6 +404,7 @@ class H1Transport:
                 except _Failure as failure:
                     if attempt or not failure.retriable:
                         raise
+                    self._closed_early(key, conn)
                     conn.release()
                     conn = None
                     ex.restart(failure.message)
@@ -396,8 +417,11 @@ class H1Transport:
         finally:
             ex.end_ns = _perf_ns()
             if conn is not None and conn.release():
-                conn.idle_since = self._monotonic()
-                self._idle.setdefault(key, []).append(conn)
+                if streaming and key in self._closes_after_stream:
+                    conn.close()
+                else:
+                    conn.idle_since = self._monotonic()
+                    self._idle.setdefault(key, []).append(conn)
 
     async def _acquire(self, ex: Exchange, key: _Key, url: str) -> _Conn:
         idle = self._idle.get(key)
@@ -406,11 +430,21 @@ class H1Transport:
             horizon = now - self._keepalive_s
             while idle:
                 conn = idle.pop()
-                if conn.reusable(now, horizon):
-                    return conn
-                if conn.transport is not None and not conn.lost:
-                    conn.transport.close()
+                if not conn.expired(now, horizon):
+                    if conn.open():
+                        return conn
+                    self._closed_early(key, conn)
+                conn.close()
         return await self._connect(ex, key, url)
+
+    def _closed_early(self, key: _Key, conn: _Conn) -> None:
+        """The server closed `conn` while it was kept for reuse: learn a server that closes
+        after every streamed response (`PREMATURE_CLOSE_S`)."""
+        if (conn.last_streamed and key not in self._closes_after_stream
+                and self._monotonic() - conn.idle_since < PREMATURE_CLOSE_S):
+            self._closes_after_stream.add(key)
+            log.info("http.closes_after_stream", host=key[1], port=key[2],
+                     note="the server closes connections after streamed responses; not reusing them")
 
     async def _connect(self, ex: Exchange, key: _Key, url: str) -> _Conn:
         scheme, host, port = key
