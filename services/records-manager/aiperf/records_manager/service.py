@@ -62,6 +62,8 @@ RECORDS_JSONL = "profile_export.jsonl"
 CONSOLE_TXT = "profile_export_console.txt"
 RECORDS_WAIT_S = 30.0
 """How long `finalize` waits for the record of every returned credit."""
+IDENTIFY_WAIT_S = 3.0
+"""How long `finalize` waits for the server's identity when the probe is still running."""
 LOST_POD_RECORDS_WAIT_S = 5.0
 """The same when pods were lost: some records went with their record-processor."""
 
@@ -89,15 +91,22 @@ class RecordsManager:
     if the run is cancelled), unless the benchmark's export level is `summary`. `Finalize` waits (bounded) for one record per returned credit,
     then writes the summary (JSON, CSV) and the console tables (`profile_export_console.txt`).
     `t0_wall_ns` (0: unknown) is when the command started, for the start-up figure;
-    `osl_mismatch` decides `osl_mismatch_count` (None: AIPerf's defaults).
+    `osl_mismatch` decides `osl_mismatch_count` (None: AIPerf's defaults). `identify` (blocking,
+    run once in a worker thread when `run` starts) tells what the server is
+    (`aiperf.servermetrics.identity`); the summary exports it as `aiperf_extensions.server`
+    (None when the probe failed or had not ended `IDENTIFY_WAIT_S` into `Finalize`).
     """
 
     def __init__(self, *, benchmark: Benchmark, run_id: str, t0_wall_ns: int, records: RecordSource,
                  events: EventSink | None, artifact_dir: Path, progress_interval_s: float = 1.0,
                  wall_clock: Callable[[], int] = time.time_ns,
-                 osl_mismatch: OslMismatchThresholds | None = None) -> None:
+                 osl_mismatch: OslMismatchThresholds | None = None,
+                 identify: Callable[[], dict[str, Any]] | None = None) -> None:
         self._benchmark, self._run_id, self._t0_wall_ns = benchmark, run_id, t0_wall_ns
         self._osl_mismatch = osl_mismatch
+        self._identify = identify
+        self._server: dict[str, Any] | None = None
+        self._identified = anyio.Event()
         self._records, self._events = records, events
         self._dir, self._interval, self._wall = artifact_dir, progress_interval_s, wall_clock
         self._aggregator = Aggregator()
@@ -116,6 +125,8 @@ class RecordsManager:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._progress_loop)
+                if self._identify is not None:
+                    tg.start_soon(self._identify_server, self._identify)
                 task_status.started()
                 while True:
                     try:
@@ -156,6 +167,15 @@ class RecordsManager:
             if isinstance(start, int) and start and start < first_start:
                 first_start = start
         self._first_start_wall_ns = first_start
+
+    async def _identify_server(self, identify: Callable[[], dict[str, Any]]) -> None:
+        try:
+            self._server = await anyio.to_thread.run_sync(identify, abandon_on_cancel=True)
+            log.info("records.server", server=self._server.get("server"), version=self._server.get("version"))
+        except Exception as exc:  # what the server is must never cost the run its results
+            log.warning("records.identify_failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._identified.set()
 
     def _give_up_records(self, exc: OSError) -> None:
         """Stop writing the jsonl after a failed write: its file goes (a cut line must not pass
@@ -205,6 +225,9 @@ class RecordsManager:
         if wait is None:
             wait = LOST_POD_RECORDS_WAIT_S if lost_groups else RECORDS_WAIT_S
         await self._wait_for_records({p: c.returned for p, c in phases.items()}, wait)
+        if self._identify is not None:
+            with anyio.move_on_after(IDENTIFY_WAIT_S):
+                await self._identified.wait()
         if self._writer is not None:
             try:
                 self._writer.flush()
@@ -231,7 +254,7 @@ class RecordsManager:
                   "accounting_problems": problems, "startup_to_first_request_s": startup_s,
                   "stopped_reason": accounting.stopped_reason,
                   "records_lost_with_pods": {str(p): n for p, n in missing.items()}, "lost_groups": lost_groups,
-                  "client_saturation": saturation}
+                  "client_saturation": saturation, "server": self._server}
         start = dt.datetime.fromtimestamp((prof.start_wall_ns or self._wall()) / 1e9, dt.UTC)
         end = dt.datetime.fromtimestamp((prof.end_wall_ns or self._wall()) / 1e9, dt.UTC)
         input_config = msgspec.to_builtins(self._benchmark)
