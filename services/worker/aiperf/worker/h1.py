@@ -32,6 +32,7 @@ Must be used inside one running asyncio event loop (uvloop in production).
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import socket
 import ssl
@@ -467,7 +468,7 @@ class H1Transport:
                         sock.close()
                         raise
                     _, conn = await loop.create_connection(
-                        lambda: _Conn(loop, sock=sock), sock=sock, ssl=context,
+                        functools.partial(_Conn, loop, sock=sock), sock=sock, ssl=context,
                         server_hostname=host if context is not None else None)
                     return conn
                 except OSError as exc:
