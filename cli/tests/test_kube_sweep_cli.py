@@ -51,7 +51,7 @@ async def test_dry_run_prints_a_valid_aiperfsweep_and_calls_nothing(aiperf: Run,
     assert (body["kind"], body["metadata"]["name"]) == (SWEEP_KIND, "sw") and validate_resource(body) == []
     spec = body["spec"]
     assert spec["sweep"] == {"type": "grid", "cooldownSeconds": 5.0, "parameters": {
-        "phases.profiling.concurrency": [2, 4, 8], "datasets.0.prompts.isl.mean": [64, 128]}}
+        "phases.profiling.concurrency": [2, 4, 8], "datasets.main.prompts.isl.mean": [64, 128]}}
     assert spec["multiRun"] == {"numRuns": 3, "minRuns": 2}
     assert spec["benchmark"]["phases"][0]["concurrency"] == 2  # the first value in the base benchmark
 

@@ -36,11 +36,13 @@ def test_objects_in_creation_order_each_controlled_by_the_cr() -> None:
 
 def test_the_envelope_reaches_the_pods() -> None:
     plan = plan_job(body(image="reg.example/aiperf/all:1", resourceMode="burstable", ttlSecondsAfterFinished=5,
-                         secrets={"apiKey": {"name": "llm", "key": "k"}},
+                         imagePullPolicy="Always",
                          podTemplate={"serviceAccountName": "runner", "priorityClassName": "batch",
                                       "nodeSelector": {"pool": "bench"},
                                       "env": [{"name": "A", "value": "1"},
-                                              {"name": "B", "valueFrom": {"secretKeyRef": {"name": "s", "key": "b"}}}]}),
+                                              {"name": "B", "valueFrom": {"secretKeyRef": {"name": "s", "key": "b"}}},
+                                              {"name": "AIPERF_INJECTED_API_KEY",
+                                               "valueFrom": {"secretKeyRef": {"name": "llm", "key": "k"}}}]}),
                      defaults=Defaults())
     assert [o["kind"] for o in plan.objects][0] == "Role"  # a named ServiceAccount is not created
     jobset = plan.objects[-1]
@@ -49,6 +51,7 @@ def test_the_envelope_reaches_the_pods() -> None:
     assert pod["priorityClassName"] == "batch" and pod["nodeSelector"] == {"pool": "bench"}
     assert pod["serviceAccountName"] == "runner"
     assert {c["image"] for c in pod["containers"]} == {"reg.example/aiperf/all:1"}
+    assert {c["imagePullPolicy"] for c in pod["containers"]} == {"Always"}
     # burstable; the results sidecar keeps its small fixed limits (it only serves files)
     # Only the fixed-size helpers (results sidecar, server-metrics manager) carry their own limits.
     assert all("limits" not in c["resources"] for c in pod["containers"]
@@ -59,6 +62,56 @@ def test_the_envelope_reaches_the_pods() -> None:
                for c in rj["template"]["spec"]["template"]["spec"]["containers"] if c["name"][len("worker-"):].isdigit()]
     assert workers and all({"name": "AIPERF_API_KEY", "valueFrom": {"secretKeyRef": {"name": "llm", "key": "k"}}}
                            in c["env"] for c in workers)
+    # the endpoint's Secret goes to the workers only, under our name
+    assert "AIPERF_INJECTED_API_KEY" not in env and "AIPERF_API_KEY" not in env
+
+
+def test_the_pod_template_takes_effect_in_every_pod_and_container() -> None:
+    template = {"volumes": [{"name": "cache", "persistentVolumeClaim": {"claimName": "hf"}}],
+                "volumeMounts": [{"name": "cache", "mountPath": "/models", "readOnly": True}],
+                "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+                "podSecurityContext": {"runAsNonRoot": True, "fsGroup": 1000},
+                "containerSecurityContext": {"readOnlyRootFilesystem": True},
+                "initContainers": [{"name": "fetch", "image": "busybox:1.36", "command": ["true"]}],
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}],
+                "hostAliases": [{"ip": "10.0.0.5", "hostnames": ["llm.internal"]}], "dnsPolicy": "ClusterFirst",
+                "terminationGracePeriodSeconds": 20, "runtimeClassName": "gvisor", "schedulerName": "bench",
+                "extraPodSpec": {"hostname": "bench"}}
+    plan = plan_job(body(podTemplate=template, keepFailedPods=True), defaults=Defaults())
+    jobset = plan.objects[-1]
+    assert "ttlSecondsAfterFinished" not in jobset["spec"]  # keepFailedPods: the pods stay until the CR goes
+    pods = [rj["template"]["spec"]["template"]["spec"] for rj in jobset["spec"]["replicatedJobs"]]
+    assert len(pods) == 2
+    for pod in pods:
+        assert {"name": "cache", "persistentVolumeClaim": {"claimName": "hf"}} in pod["volumes"]
+        assert pod["affinity"] == template["affinity"] and pod["initContainers"] == template["initContainers"]
+        assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True,
+                                          "fsGroup": 1000}
+        assert (pod["hostAliases"], pod["dnsPolicy"], pod["terminationGracePeriodSeconds"], pod["runtimeClassName"],
+                pod["schedulerName"], pod["hostname"]) == (template["hostAliases"], "ClusterFirst", 20, "gvisor",
+                                                           "bench", "bench")
+        assert pod["topologySpreadConstraints"] == template["topologySpreadConstraints"]
+        for container in pod["containers"]:
+            assert {"name": "cache", "mountPath": "/models", "readOnly": True} in container["volumeMounts"]
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True and context["allowPrivilegeEscalation"] is False
+
+
+@pytest.mark.parametrize(("template", "words"), [
+    ({"volumes": [{"name": "ipc", "emptyDir": {}}]}, "volumes 'ipc': the name of one of aiperf's own volumes"),
+    ({"volumes": [{"name": "v", "emptyDir": {}}], "volumeMounts": [{"name": "v", "mountPath": "/aiperf/x"}]},
+     "volumeMounts 'v': /aiperf/x is where aiperf mounts its own volumes"),
+    ({"containerSecurityContext": {"privileged": True}}, "privileged and allowPrivilegeEscalation are refused"),
+])
+def test_a_pod_template_that_would_break_the_pods_is_refused(template: dict[str, Any], words: str) -> None:
+    with pytest.raises(InvalidSpec, match=words):
+        plan_job(body(podTemplate=template), defaults=Defaults())
+
+
+def test_resource_mode_none_sets_no_resources_and_timeout_zero_is_none() -> None:
+    plan = plan_job(body(resourceMode="none", timeoutSeconds=0), defaults=Defaults())
+    pod = plan.objects[-1]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    assert all(c["resources"] == {} for c in pod["containers"])
 
 
 def test_the_controller_pod_names_its_cr_and_no_worker_pod_does() -> None:
@@ -89,7 +142,7 @@ def test_the_operator_defaults_name_the_images() -> None:
 
 
 @pytest.mark.parametrize(("spec", "words"), [
-    ({"benchmark": {"models": ["m"]}, "workersPerPod": 0}, "spec.workersPerPod"),
+    ({"benchmark": {"models": ["m"]}, "connectionsPerWorker": 0}, "spec.connectionsPerWorker"),
     ({"benchmark": {"models": ["m"], "bogus": 1}}, "spec.benchmark"),
     ({"benchmark": {"models": ["m"], "datasets": [{"type": "file", "path": "/x.jsonl", "format": "single_turn"}]}},
      "spec.benchmark"),
@@ -100,15 +153,20 @@ def test_a_bad_spec_is_one_line_naming_the_field(spec: dict[str, Any], words: st
     assert words in str(exc.value) and "\n" not in str(exc.value)
 
 
-@pytest.mark.parametrize(("workers", "per_worker", "expected"), [(None, 4, 3), (None, 16, 1), (5, 4, 5), (None, None, 1)])
+@pytest.mark.parametrize(("workers", "per_worker", "runtime", "expected"), [
+    (None, 4, {}, 3), (None, 16, {}, 1), (5, 4, {}, 5), (None, None, {}, 1),
+    (None, 1, {}, 10),  # 10 workers: one pod of 10 (AIPerf's default workers per pod)
+    (None, 1, {"workersPerPod": 4}, 12),  # needs 10, rounded up to whole pods of 4
+    (None, None, {"workersMin": 3}, 3), (7, 1, {"workersPerPod": 4}, 7),  # a given total is taken as written
+])
 def test_connections_per_worker_sizes_a_run_without_a_worker_count(workers: int | None, per_worker: int | None,
-                                                                  expected: int) -> None:
+                                                                  runtime: dict[str, Any], expected: int) -> None:
     spec = job()["spec"]
     spec["benchmark"]["phases"] = [{"type": "concurrency", "name": "warmup", "concurrency": 2, "requests": 4},
                                    {"type": "concurrency", "name": "profiling", "concurrency": 10, "requests": 20}]
-    spec["benchmark"]["runtime"] = {"workers": workers} if workers else {}
+    spec["benchmark"]["runtime"] = {**({"workers": workers} if workers else {}), **runtime}
     if per_worker:
         spec["connectionsPerWorker"] = per_worker
     cr = {**job(), "spec": spec}
     cr["metadata"]["uid"] = "u1"
-    assert plan_job(cr, defaults=Defaults(total_workers=1)).settings.total_workers == expected
+    assert plan_job(cr, defaults=Defaults()).settings.total_workers == expected

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import msgspec
@@ -58,6 +58,7 @@ from aiperf.kube.client import (
 )
 from aiperf.kube.containers import CONTROL_PLANE_CONTAINER
 from aiperf.kube.names import jobset_name
+from aiperf.kube.settings import derived_total_workers
 from aiperf.results.keys import is_key
 
 EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR = 0, 1, 2
@@ -104,6 +105,11 @@ def offline_namespace(target: KubeTarget) -> str:
         return "default"
 
 
+PULL_POLICIES: dict[str, Literal["Always", "IfNotPresent", "Never"]] = {
+    "always": "Always", "ifnotpresent": "IfNotPresent", "never": "Never"}
+"""`--image-pull-policy` values (any case, AIPerf's `if-not-present` too) -> Kubernetes' names."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Deployment:
     """One run ready to create: its settings, benchmark, objects (creation order) and their YAML."""
@@ -115,16 +121,23 @@ class Deployment:
 
 
 def _settings(target: KubeTarget, deploy: KubeDeployFlags, resources: dict[str, ContainerResources], *,
-              require_api_key: bool) -> KubeSettings:
+              require_api_key: bool, benchmark: Benchmark) -> KubeSettings:
     """KubeSettings from the flags: FlagError for a malformed value (or --image beside
-    --image-registry/--image-tag), KubeConfigError for an invalid one."""
+    --image-registry/--image-tag), KubeConfigError for an invalid one. Without --total-workers,
+    the run gets AIPerf's count for `benchmark` (`derived_total_workers`)."""
     if deploy.image is not None and (deploy.image_registry, deploy.image_tag) != DEFAULT_IMAGE_PARTS:
         raise FlagError("--image names the one image of every container; leave out --image-registry/--image-tag "
                         "(they build per-service image names)")
+    policy = PULL_POLICIES.get(deploy.image_pull_policy.replace("-", "").lower())
+    if policy is None:
+        raise FlagError(f"--image-pull-policy {deploy.image_pull_policy}: expected Always, IfNotPresent or Never")
     return KubeSettings(
         name=deploy.name, namespace=offline_namespace(target), image_registry=deploy.image_registry,
-        image_tag=deploy.image_tag, image=deploy.image, image_pull_policy=deploy.image_pull_policy,
-        total_workers=deploy.total_workers, workers_per_pod=deploy.workers_per_pod,
+        image_tag=deploy.image_tag, image=deploy.image, image_pull_policy=policy,
+        total_workers=deploy.total_workers or derived_total_workers(
+            peak_concurrency=max((p.concurrency or 1 for p in benchmark.phases), default=1),
+            workers_per_pod=deploy.workers_per_pod, workers_min=benchmark.runtime.workers_min),
+        workers_per_pod=deploy.workers_per_pod,
         record_processors_per_pod=deploy.record_processors_per_pod, resources=resources,
         env_vars=parse_mapping("--env-vars", deploy.env_vars),
         env_from_secrets=parse_mapping("--env-from-secrets", deploy.env_from_secrets),
@@ -150,9 +163,9 @@ def build_deployment(target: KubeTarget, deploy: KubeDeployFlags, flags: Profile
     """
     built = build_benchmark(flags, LocalFlags(ui="none"))
     dataset = built.benchmark.dataset
-    if isinstance(dataset, FileDataset):
+    if isinstance(dataset, FileDataset) and dataset.path is not None:
         raise ConfigError(f"--input-file {dataset.path}: not supported with aiperf kube yet (the file "
-                          "would have to be in every pod); use a synthetic dataset")
+                          "would have to be in every pod); use a synthetic dataset or inline records")
     secrets = built.secrets
     try:
         resources = {k: msgspec.convert(v, ContainerResources)
@@ -160,7 +173,8 @@ def build_deployment(target: KubeTarget, deploy: KubeDeployFlags, flags: Profile
     except msgspec.ValidationError as exc:
         raise FlagError(f"--resources: {exc}") from None
     try:
-        settings = _settings(target, deploy, resources, require_api_key=secrets.api_key is not None)
+        settings = _settings(target, deploy, resources, require_api_key=secrets.api_key is not None,
+                             benchmark=built.benchmark)
     except KubeConfigError as exc:
         raise KubeConfigError(_flag_names(str(exc))) from None
     # t0 stays 0 and the run id is the name: equal flags give byte-equal manifests.

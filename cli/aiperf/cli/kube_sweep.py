@@ -38,7 +38,7 @@ from aiperf.cli.kube_operator import build_job
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import ProfileFlags
-from aiperf.cli.sweep_options import sweep_parameters
+from aiperf.cli.sweep_options import MultiRunFlags, sweep_parameters
 from aiperf.config import ConfigError
 from aiperf.kube import KubeConfigError, ops
 from aiperf.kube.client import KubeClusterError, KubeError
@@ -51,16 +51,17 @@ Kind = Literal["job", "sweep"]
 FIELD_PATHS = {
     "concurrency": "phases.profiling.concurrency", "request_rate": "phases.profiling.rate",
     "request_count": "phases.profiling.requests", "benchmark_duration": "phases.profiling.duration",
-    "isl": "datasets.0.prompts.isl.mean", "osl": "datasets.0.prompts.osl.mean",
-    "num_dataset_entries": "datasets.0.entries",
+    "isl": "datasets.{dataset}.prompts.isl.mean", "osl": "datasets.{dataset}.prompts.osl.mean",
+    "num_dataset_entries": "datasets.{dataset}.entries",
 }
-"""Where each sweepable flag's field lives in the benchmark document."""
+"""Where each sweepable flag's field lives in the benchmark document (AIPerf's paths; the
+dataset by its name)."""
 _TERMINAL = ("Completed", "Failed", "Cancelled")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SweepOptions:
-    """The sweep flags of `kube sweep`."""
+    """The sweep flags of `kube sweep` (`multi_run`: more `spec.multiRun` fields, camelCase)."""
 
     sweep_values: list[str] | None
     sweep_type: Literal["grid", "zip"]
@@ -69,6 +70,20 @@ class SweepOptions:
     trial_cooldown: float
     min_runs: int
     max_runs: int | None
+    multi_run: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, multi: MultiRunFlags) -> SweepOptions:
+        """The options of `aiperf profile`'s multi-run and sweep flags (as `kube generate` takes them)."""
+        extra = {wire: value for field, wire in (("confidence_level", "confidenceLevel"),
+                                                 ("set_consistent_seed", "setConsistentSeed"),
+                                                 ("vary_seed_per_trial", "varySeedPerTrial"),
+                                                 ("profile_run_disable_warmup_after_first", "disableWarmupAfterFirst"))
+                 if (value := getattr(multi, field)) is not None}
+        return cls(sweep_values=multi.sweep_values, sweep_type=multi.sweep_type or "grid",
+                   cooldown=multi.parameter_sweep_cooldown_seconds or 0.0, trials=multi.num_profile_runs or 1,
+                   trial_cooldown=multi.profile_run_cooldown_seconds or 0.0, min_runs=1, max_runs=None,
+                   multi_run=extra)
 
 
 def child_name(sweep: str, variation: int, trial: int) -> str:
@@ -81,16 +96,21 @@ def build_sweep(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags
     """The AIPerfSweep of the flags and the number of runs it plans; raises FlagError or
     KubeConfigError (one line) for anything that would not run."""
     swept = sweep_parameters(options.sweep_values)
-    if not swept:
-        raise FlagError("kube sweep: give at least one comma list, e.g. --concurrency 4,8,16")
+    if not swept and options.trials < 2:
+        raise FlagError("kube sweep: give at least one comma list, e.g. --concurrency 4,8,16 (or several trials)")
     base = dataclasses.replace(flags, **{field: values[0] for field, values in swept.items()})  # type: ignore[arg-type]
     job = build_job(build_deployment(target, deploy, base), log_level=deploy.log_level)
     spec = dict(job["spec"])
     spec.pop("ttlSecondsAfterFinished", None)  # the sweep's own TTL: the operator's default
-    spec["sweep"] = {"type": options.sweep_type, "parameters": {FIELD_PATHS[f]: v for f, v in swept.items()}}
+    dataset = spec["benchmark"]["datasets"][0]["name"]
+    if swept:
+        spec["sweep"] = {"type": options.sweep_type,
+                         "parameters": {FIELD_PATHS[f].format(dataset=dataset): v for f, v in swept.items()}}
+    else:  # repeated runs of one benchmark, written as AIPerf writes them
+        spec["sweep"] = {"type": "scenarios", "runs": [{"name": "base"}]}
     if options.cooldown:
         spec["sweep"]["cooldownSeconds"] = options.cooldown
-    multi: dict[str, Any] = {}
+    multi: dict[str, Any] = dict(options.multi_run)
     if options.trials != 1:
         multi["numRuns"] = options.trials
     if options.trial_cooldown:
@@ -115,6 +135,21 @@ def build_sweep(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags
         raise FlagError(f"--max-runs {options.max_runs}: the sweep plans {len(plan.runs)} runs "
                         f"({len(plan.variations)} variations x {options.trials} trials); raise it or sweep less")
     return body, len(plan.runs)
+
+
+def generate_sweep(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, multi: MultiRunFlags,
+                   output: str | None, *, operator: bool) -> int:
+    """`kube generate` with sweep or multi-run flags: print the AIPerfSweep (operator mode only:
+    the sweep-controller runs the children). Exit 2 for a mistake in the flags."""
+
+    def work() -> int:
+        if not operator:
+            raise FlagError("a sweep or repeated runs on Kubernetes run through the operator: add --operator "
+                            "(or use `aiperf kube sweep`)")
+        body, _ = build_sweep(target, deploy, flags, SweepOptions.of(multi))
+        return write_output(yaml.safe_dump(body, sort_keys=False), output)
+
+    return guarded(work)
 
 
 def sweep_command(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, options: SweepOptions, *,

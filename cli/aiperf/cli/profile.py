@@ -97,8 +97,9 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     if trace is not None:
         trace.mark("cli: flags parsed, benchmark built")
     dataset = benchmark.dataset
-    if isinstance(dataset, FileDataset) and not Path(dataset.path).expanduser().exists():
-        print(f"error: --input-file {dataset.path}: no such file or folder", file=sys.stderr)
+    path = dataset.path if isinstance(dataset, FileDataset) else None
+    if path is not None and not Path(path).expanduser().exists():
+        print(f"error: --input-file {path}: no such file or folder", file=sys.stderr)
         return EXIT_USER_ERROR
     url = benchmark.endpoint.url
     if (why := reachable(url)) is not None:

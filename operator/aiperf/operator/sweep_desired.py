@@ -27,11 +27,17 @@ from typing import Any
 import msgspec
 
 from aiperf.config import ConfigError
-from aiperf.config.loader import describe_error
 from aiperf.config.sweep import Plan
 from aiperf.kube.config_map import ARTIFACT_DIR
 from aiperf.kube.containers import ARTIFACTS_VOLUME, results_container
-from aiperf.kube.crd_model import API_GROUP, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec, decode_spec
+from aiperf.kube.crd_model import (
+    API_GROUP,
+    SWEEP_KIND,
+    AIPerfJobSpec,
+    AIPerfSweepSpec,
+    JobSpecSchema,
+    decode_spec,
+)
 from aiperf.kube.jobset import JOBSET_API_VERSION
 from aiperf.kube.names import PREFIX
 from aiperf.kube.sweep_executor import CHILD_FIELDS, plan_for, run_benchmark
@@ -78,20 +84,20 @@ def owner_reference(body: Mapping[str, Any]) -> Obj:
 
 
 def decode(spec: Any) -> AIPerfSweepSpec:
-    """The typed spec; raises `InvalidSpec` naming the field."""
+    """The decoded spec; raises `InvalidSpec` naming the field."""
     try:
         decoded = decode_spec(spec, SWEEP_KIND)
-    except msgspec.ValidationError as exc:
-        where, what = describe_error(exc)
-        raise InvalidSpec(f"spec.{where}: {what}" if where else f"spec: {what}") from None
+    except ConfigError as exc:
+        raise InvalidSpec(str(exc)) from None
     assert isinstance(decoded, AIPerfSweepSpec)
     return decoded
 
 
 def _child_spec(spec: AIPerfSweepSpec) -> AIPerfJobSpec:
     """The deployment envelope every child gets, as an AIPerfJob spec (for `settings_for`)."""
-    raw = msgspec.to_builtins(spec)
-    return msgspec.convert({k: raw[k] for k in (*CHILD_FIELDS, "benchmark") if k in raw}, AIPerfJobSpec)
+    raw = msgspec.to_builtins(spec.envelope)
+    envelope = msgspec.convert({**{k: raw[k] for k in CHILD_FIELDS if k in raw}, "benchmark": {}}, JobSpecSchema)
+    return AIPerfJobSpec(envelope=envelope, benchmark=spec.benchmark)
 
 
 def plan_sweep(body: Mapping[str, Any], *, defaults: Defaults, epoch: str = "") -> SweepPlan:
@@ -135,8 +141,8 @@ def _role_rules(name: str) -> list[Obj]:
 
 def sweep_image(spec: AIPerfSweepSpec, defaults: Defaults) -> str:
     """The sweep-controller's image: `spec.image`, else `<registry>/aiperf/sweep-controller:<tag>`."""
-    if spec.image:
-        return spec.image
+    if spec.envelope.image:
+        return spec.envelope.image
     path = f"{PREFIX}/sweep-controller:{defaults.image_tag}"
     return f"{defaults.image_registry.rstrip('/')}/{path}" if defaults.image_registry else path
 

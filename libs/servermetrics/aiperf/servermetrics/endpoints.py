@@ -1,5 +1,5 @@
-"""Which endpoints a run scrapes (AIPerf 0.13's rule): `<endpoint base url>/metrics` always,
-plus every `server_metrics.urls` entry; none when `server_metrics.enabled` is false."""
+"""Which endpoints a run scrapes: the server's own `/metrics` (at the root of the endpoint URL)
+always, plus every `server_metrics.urls` entry; none when `server_metrics.enabled` is false."""
 
 from __future__ import annotations
 
@@ -21,4 +21,4 @@ def endpoints_of(benchmark: Benchmark) -> list[str]:
     spec = benchmark.server_metrics
     if not spec.enabled:
         return []
-    return list(dict.fromkeys([benchmark.endpoint.url + "/metrics", *map(metrics_url, spec.urls)]))
+    return list(dict.fromkeys([benchmark.endpoint.metrics_url(), *map(metrics_url, spec.urls)]))

@@ -35,7 +35,8 @@ log = structlog.get_logger("aiperf.api")
 SUMMARY_JSON = "profile_export_aiperf.json"
 EXPORT_FILES = frozenset({SUMMARY_JSON, "profile_export_aiperf.csv", "profile_export.jsonl", "inputs.json",
                           "profile_export_console.txt", "profile_export_raw.jsonl", "server_metrics_export.json",
-                          "server_metrics_export.csv"})
+                          "server_metrics_export.csv", "profile_export_aiperf_timeslices.json",
+                          "profile_export_aiperf_timeslices.csv", "gpu_telemetry_export.jsonl"})
 """The export files `/api/results/files/{name}` serves; any other name is refused."""
 
 DATASET_FILES = frozenset({"dataset.dat", "index.dat"})

@@ -37,9 +37,10 @@ def arrival_offsets_ns(*, rate: float, mode: RateMode, smoothness: float = 1.0,
         t += gap * NS_PER_S
 
 
-def fixed_offsets_ns(timestamps_ms: Sequence[float | None]) -> list[tuple[int, int]]:
-    """(offset ns from the earliest timestamp, conversation index), in send order (stable
-    for equal times). Raises `UserError` when a conversation has no timestamp."""
+def fixed_offsets_ns(timestamps_ms: Sequence[float | None], *, auto_offset: bool = True) -> list[tuple[int, int]]:
+    """(offset ns from the earliest timestamp, or from 0 without `auto_offset`, conversation
+    index), in send order (stable for equal times). Raises `UserError` when a conversation has no
+    timestamp."""
     missing = [i for i, ts in enumerate(timestamps_ms) if ts is None or math.isnan(ts)]
     if missing:
         raise UserError(f"--fixed-schedule: {len(missing)} conversation(s) have no timestamp "
@@ -47,7 +48,7 @@ def fixed_offsets_ns(timestamps_ms: Sequence[float | None]) -> list[tuple[int, i
     stamps = [float(ts) for ts in timestamps_ms if ts is not None]
     if not stamps:
         return []
-    base = min(stamps)
+    base = min(stamps) if auto_offset else 0.0
     order = sorted(range(len(stamps)), key=lambda i: stamps[i])
     return [(round((stamps[i] - base) * 1_000_000), i) for i in order]
 

@@ -37,7 +37,7 @@ def strategy_for(phase: Phase, *, seed: int | None) -> Strategy:
     if isinstance(phase, ConcurrencyPhase):
         return ClosedLoop(users=phase.concurrency)
     if isinstance(phase, FixedSchedulePhase):
-        return Paced(fixed=True, arrivals=_trace_arrivals)
+        return Paced(fixed=True, arrivals=TraceArrivals(auto_offset=phase.auto_offset), auto_offset=phase.auto_offset)
     assert isinstance(phase, RatePhase)
     return Paced(fixed=False, arrivals=RateArrivals(phase, seed))
 
@@ -85,9 +85,15 @@ class Arrivals(Protocol):
     def __call__(self, count: int, stamps: list[float | None], /) -> Iterator[tuple[int, int]]: ...
 
 
-def _trace_arrivals(count: int, stamps: list[float | None], /) -> Iterator[tuple[int, int]]:
-    """Arrivals of a fixed-schedule phase: the trace timestamps (`UserError` when one is missing)."""
-    return iter(fixed_offsets_ns(stamps))
+class TraceArrivals:
+    """Arrivals of a fixed-schedule phase: the trace timestamps (`UserError` when one is missing),
+    relative to the earliest (`auto_offset`) or to 0."""
+
+    def __init__(self, *, auto_offset: bool) -> None:
+        self._auto_offset = auto_offset
+
+    def __call__(self, count: int, stamps: list[float | None], /) -> Iterator[tuple[int, int]]:
+        return iter(fixed_offsets_ns(stamps, auto_offset=self._auto_offset))
 
 
 class RateArrivals:
@@ -110,10 +116,11 @@ class RateArrivals:
 class Paced:
     """First turns at their arrival times (sent `send_ahead_ns` early; the worker waits for the
     exact time); each later turn of a conversation in its own task, after the previous turn
-    returned and then its delay (or, `fixed`, at its trace timestamp)."""
+    returned and then its delay (or, `fixed`, at its trace timestamp, relative to the earliest
+    with `auto_offset`)."""
 
-    def __init__(self, *, fixed: bool, arrivals: Arrivals) -> None:
-        self.fixed, self._arrivals = fixed, arrivals
+    def __init__(self, *, fixed: bool, arrivals: Arrivals, auto_offset: bool = True) -> None:
+        self.fixed, self._arrivals, self._auto_offset = fixed, arrivals, auto_offset
 
     async def run(self, issuer: CreditIssuer) -> None:
         ledger, conversations = issuer.ledger, issuer.conversations
@@ -137,7 +144,7 @@ class Paced:
     async def _follow_up(self, issuer: CreditIssuer, entry: InFlight, turns: Sequence[TurnTiming],
                          t0: int, stamps: list[float | None]) -> None:
         ledger = issuer.ledger
-        base_ms = min((t for t in stamps if t is not None), default=0.0)
+        base_ms = min((t for t in stamps if t is not None), default=0.0) if self._auto_offset else 0.0
         for turn in range(1, len(turns)):
             await entry.done.wait()
             if entry.outcome == "lost":
@@ -157,4 +164,4 @@ class Paced:
             entry = next_entry
 
 
-__all__ = ["Arrivals", "ClosedLoop", "Paced", "RateArrivals", "Strategy", "strategy_for"]
+__all__ = ["Arrivals", "ClosedLoop", "Paced", "RateArrivals", "Strategy", "TraceArrivals", "strategy_for"]

@@ -9,6 +9,7 @@ dataset, one payload build, the HTTP exchange (every network read kept as raw by
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -239,9 +240,9 @@ class Worker:
         streaming = endpoint.streaming and kind is not EndpointType.EMBEDDINGS
         self.close()
         self._target = _Target(
-            reader=reader, builder=PayloadBuilder.of(endpoint, self._model), url=endpoint.url + path_of(kind),
+            reader=reader, builder=PayloadBuilder.of(endpoint, self._model), url=endpoint.request_url(path_of(kind)),
             headers={"Content-Type": "application/json", **self._settings.headers},
-            streaming=streaming, endpoint=str(kind), model=self._model, timeout_s=endpoint.timeout,
+            streaming=streaming, endpoint=str(kind), model=self._model, timeout_s=endpoint.timeout or math.inf,
             keeps_history=kind is EndpointType.CHAT)
         self._configured.set()
         log.info("worker.configured", url=self._target.url, streaming=streaming, dataset=directory)
