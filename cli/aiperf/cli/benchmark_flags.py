@@ -207,7 +207,7 @@ def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
     if not prompts:
         spec.pop("prompts")
     _set(spec, "entries", flags.num_dataset_entries)
-    if flags.request_count is not None and "entries" not in spec and spec.get("type", "synthetic") == "synthetic":
+    if (flags.request_count or 0) >= 1 and "entries" not in spec and spec.get("type", "synthetic") == "synthetic":
         spec["entries"] = flags.request_count  # AIPerf's CLI: one distinct prompt per request
     for field, key, attr in (("conversation_turn_mean", "turns", "mean"),
                              ("conversation_turn_stddev", "turns", "stddev"),

@@ -52,7 +52,6 @@ from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
-import numpy as np
 import structlog
 
 from aiperf.config import Benchmark
@@ -197,6 +196,8 @@ def metric_stats(times: Sequence[int], values: Sequence[float], start_ns: int | 
                  *, counter: bool, unit: str) -> dict[str, Any] | None:
     """One metric's stats over `[start_ns, end_ns]` (see the module doc), AIPerf's JSON keys; None
     when the window holds no value."""
+    import numpy as np  # not at import: the CLI's process runs the collector and never loads numpy
+
     ts, vs = np.asarray(times, dtype=np.int64), np.asarray(values, dtype=float)
     inside = np.ones(ts.size, dtype=bool)
     if start_ns is not None:
