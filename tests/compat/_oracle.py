@@ -123,6 +123,13 @@ def distribution(d: Any) -> Any:
     return (*body, bounds) if bounds != (None, None) else body
 
 
+def _ramp(r: Any) -> Any:
+    """A ramp as (duration s, strategy): AIPerf writes `{duration, strategy}`, ours `{duration}`."""
+    if r is None:
+        return None
+    return (float(r["duration"]), r.get("strategy", "linear"))
+
+
 def _phase(p: dict[str, Any]) -> dict[str, Any]:
     kind = p.get("kind") or p.get("name")
     cancellation = p.get("cancellation") or {}
@@ -136,6 +143,7 @@ def _phase(p: dict[str, Any]) -> dict[str, Any]:
         "grace_period": (30.0 if grace is None else float(grace)) if p.get("duration") else grace,
         "cancellation": (float(cancellation.get("rate", 0.0)), float(cancellation.get("delay", 0.0))),
         "excluded": kind == "warmup" if p.get("exclude_from_results") is None else bool(p["exclude_from_results"]),
+        "concurrency_ramp": _ramp(p.get("concurrency_ramp")), "rate_ramp": _ramp(p.get("rate_ramp")),
     }
     if p["type"] == "gamma":
         out["smoothness"] = float(p.get("smoothness") or 1.0)

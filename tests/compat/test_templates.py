@@ -29,21 +29,17 @@ TEMPLATES = (
 REFUSED = {
     "audio_multimodal": "datasets[0].audio: not supported (synthetic audio is not built)",
     "embeddings": "datasets[0].prompts.batch_size: not supported (several inputs per request are not built)",
-    "env_var_production": "phases[1].rate_ramp: not supported (request-rate ramps are not built yet)",
     "http_trace_metrics": "artifacts.show_trace_timing: not supported (the HTTP trace timing table is not built)",
-    "jinja2_variables": "phases[1].rate_ramp: not supported (request-rate ramps are not built yet)",
     "kv_cache_test": "phases[0].type: 'user_centric': not supported (user-centric rate phases are not built yet)",
     "long_context": "phases[0].prefill_concurrency: not supported (prefill concurrency limits are not built yet)",
     "multi_turn_conversation": "endpoint.connection_reuse: 'sticky-user-sessions': not supported",
     "multi_url_load_balancing": "endpoint.urls: 4 URLs: not supported (one URL per benchmark yet)",
     "multimodal_vision": "datasets[0].images: not supported (synthetic images are not built)",
     "public_dataset": "datasets[0].type: public: not supported (public datasets (sharegpt, ...) are not built",
-    "ramping": "phases[0].concurrency_ramp: not supported (concurrency ramps are not built yet)",
     "speed_bench_sweep": "datasets[0].format: 'speed_bench_coding': not supported",
     "sweep_with_plot": "plot: a plot block: not supported (`aiperf plot` draws its fixed set of plots",
     "trace_replay": "server_metrics.formats: parquet: not supported (server metrics are written as json and csv)",
     "user_files": "artifacts.user_files: not supported (user files in the artifact folder are not built yet)",
-    "warmup_profiling": "phases[1].rate_ramp: not supported (request-rate ramps are not built yet)",
 }
 """Templates that use a feature we do not build yet, with the line `config validate` prints."""
 

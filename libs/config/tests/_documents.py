@@ -15,8 +15,9 @@ non_negative = st.floats(min_value=0, max_value=1e6, allow_nan=False)
 length = st.fixed_dictionaries({"mean": st.floats(min_value=1, max_value=1e5)}, optional={"stddev": non_negative})
 stop = st.one_of(st.fixed_dictionaries({"requests": positive}),
                  st.fixed_dictionaries({"duration": positive_float}, optional={"grace_period": non_negative}))
+ramp = st.fixed_dictionaries({"duration": positive_float})
 common = st.fixed_dictionaries({}, optional={
-    "concurrency": positive,
+    "concurrency": positive, "concurrency_ramp": ramp,
     "cancellation": st.fixed_dictionaries({}, optional={"rate": st.floats(0, 100), "delay": non_negative})})
 
 
@@ -26,6 +27,8 @@ def phase(draw: st.DrawFn, name: str) -> dict[str, Any]:
     out: dict[str, Any] = {"type": kind, "name": name, **draw(stop), **draw(common)}
     if kind != "concurrency":
         out["rate"] = draw(positive_float)
+        if draw(st.booleans()):
+            out["rate_ramp"] = draw(ramp)
     if kind == "gamma" and draw(st.booleans()):
         out["smoothness"] = draw(positive_float)
     return out
@@ -55,4 +58,7 @@ def benchmark_documents(draw: st.DrawFn) -> dict[str, Any]:
         "phases": phases,
         "slos": draw(st.dictionaries(st.sampled_from(GOODPUT_METRICS), positive_float, max_size=3)),
         "random_seed": draw(st.none() | st.integers(0, 2**32)),
+        "artifacts": draw(st.fixed_dictionaries({}, optional={"slice_duration": positive_float})),
+        "gpu_telemetry": draw(st.fixed_dictionaries({}, optional={
+            "enabled": st.booleans(), "urls": st.lists(st.just("http://node:9400/metrics"), max_size=2)})),
     }

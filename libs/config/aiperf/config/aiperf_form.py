@@ -124,7 +124,8 @@ def to_aiperf_body(benchmark: Benchmark) -> tuple[dict[str, Any], int | None]:
                                 ("slos", dict(benchmark.slos), {}),
                                 ("tokenizer", _compact(benchmark.tokenizer), {}),
                                 ("runtime", _compact(benchmark.runtime), _compact(Runtime())),
-                                ("serverMetrics", _compact(benchmark.server_metrics), _compact(ServerMetrics()))):
+                                ("serverMetrics", _compact(benchmark.server_metrics), _compact(ServerMetrics())),
+                                ("gpuTelemetry", _compact(benchmark.gpu_telemetry), {})):
         if value != default:
             body[key] = value
     if benchmark.logging.level is not None:

@@ -295,12 +295,22 @@ class Cancellation(_Spec, frozen=True, kw_only=True):
 DEFAULT_GRACE_PERIOD_S = 30.0
 
 
+class Ramp(_Spec, frozen=True, kw_only=True):
+    """A value ramped up to its target over `duration` seconds (AIPerf's `concurrencyRamp`,
+    `rateRamp`; a number or `"60s"` is the duration), linearly (`strategy: linear`, AIPerf's
+    default): concurrency in steps of 1 from 1, evenly spaced; a rate from target x 0.1 s /
+    duration, raised every 0.1 s."""
+
+    duration: PositiveFloat
+
+
 class _PhaseBase(_Spec, tag_field="type", frozen=True, kw_only=True):
     """Fields every phase has. A phase stops after `requests` credits or after `duration`
     seconds, whichever comes first (after a duration it waits `grace_period` seconds, default 30,
     for requests in flight). `kind` may be left out for the canonical names `warmup` and
     `profiling`; `exclude_from_results` follows the kind (warmup is excluded, profiling is not)
-    and may only say so."""
+    and may only say so. `concurrency_ramp` raises the concurrency (a closed loop's users, a rate
+    phase's cap; nothing without one) from 1 to `concurrency` over its duration."""
 
     name: PhaseName = "profiling"
     kind: PhaseKind | None = None
@@ -309,6 +319,7 @@ class _PhaseBase(_Spec, tag_field="type", frozen=True, kw_only=True):
     duration: PositiveFloat | None = None
     grace_period: NonNegativeFloat | None = None
     concurrency: PositiveInt | None = None
+    concurrency_ramp: Ramp | None = None
     cancellation: Cancellation = Cancellation()
 
     def __post_init__(self) -> None:
@@ -347,9 +358,10 @@ class ConcurrencyPhase(_PhaseBase, tag="concurrency", frozen=True, kw_only=True)
 
 class RatePhase(_PhaseBase, frozen=True, kw_only=True):
     """Open loop: new conversations arrive at `rate` per second; `concurrency`, when set, caps the
-    requests in flight."""
+    requests in flight; `rate_ramp` raises the rate to `rate` over its duration."""
 
     rate: PositiveFloat
+    rate_ramp: Ramp | None = None
 
 
 class PoissonPhase(RatePhase, tag="poisson", frozen=True, kw_only=True):

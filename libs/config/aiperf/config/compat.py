@@ -57,6 +57,7 @@ class Unbuilt:
 _TRACE = "trace replay knobs beyond the recorded timestamps are not built"
 _AGENTIC = "agentic trajectory replay is not built"
 _ADAPTIVE = "adaptive scaling of a phase is not built"
+_RAMP = "only linear ramps are built (AIPerf 0.13.0 itself ramps linearly whatever the strategy)"
 
 UNBUILT: dict[str, Unbuilt] = {
     # -- whole sections --------------------------------------------------------------------------
@@ -130,10 +131,10 @@ UNBUILT: dict[str, Unbuilt] = {
     "datasets[].filters": Unbuilt("public datasets are not built"),
     # -- phases ----------------------------------------------------------------------------------
     "phases[].sessions": Unbuilt("stopping after a number of sessions is not built yet"),
-    "phases[].concurrency_ramp": Unbuilt("concurrency ramps are not built yet"),
     "phases[].prefill_concurrency": Unbuilt("prefill concurrency limits are not built yet"),
     "phases[].prefill_ramp": Unbuilt("prefill concurrency ramps are not built yet"),
-    "phases[].rate_ramp": Unbuilt("request-rate ramps are not built yet"),
+    "phases[].concurrency_ramp.strategy": Unbuilt(_RAMP, _is("linear")),
+    "phases[].rate_ramp.strategy": Unbuilt(_RAMP, _is("linear")),
     "phases[].rate_series": Unbuilt("piecewise request-rate series are not built"),
     "phases[].sla": Unbuilt("per-phase SLA checks are not built"),
     "phases[].seamless": Unbuilt("seamless phase transitions (no drain between phases) are not built"),

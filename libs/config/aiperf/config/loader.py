@@ -183,6 +183,14 @@ def _dataset(value: Any, where: str) -> Any:
     return data
 
 
+def _ramp(value: Any) -> Any:
+    """A ramp: a number or duration string is its duration (AIPerf's shorthand)."""
+    if value is None or isinstance(value, dict):
+        return value if value is None else {**value, **(
+            {"duration": parse_duration(value["duration"])} if "duration" in value else {})}
+    return {"duration": parse_duration(value)}
+
+
 def _phase(value: Any, where: str, name: str | None = None) -> Any:
     if not isinstance(value, dict):
         return value
@@ -196,6 +204,11 @@ def _phase(value: Any, where: str, name: str | None = None) -> Any:
             data[key] = parse_duration(data[key])
             if data[key] in ("inf", "infinity") or (_number(data[key]) and math.isinf(data[key])):
                 raise _not_supported(f"{where}.{key}", "inf", "give a finite number of seconds")
+    for key in ("concurrency_ramp", "rate_ramp", "prefill_ramp"):
+        if key in data:
+            data[key] = _ramp(data[key])
+    if "prefill_ramp" in data and data.get("prefill_concurrency") is None:
+        del data["prefill_ramp"]  # it ramps prefill_concurrency: without one it does nothing (AIPerf's reading)
     kind = data.get("type")
     if isinstance(kind, str) and kind not in PHASE_TYPES:
         reason = ("user-centric rate phases are not built yet" if kind == "user_centric"
