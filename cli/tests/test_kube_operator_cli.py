@@ -82,6 +82,28 @@ async def test_the_aiperfjob_runs_the_benchmark_direct_mode_runs(aiperf: Run) ->
     assert decode_spec(job["spec"], "AIPerfJob").benchmark == expected
 
 
+def test_a_job_with_user_files_carries_their_variables() -> None:
+    from aiperf.cli.kube_commands import Deployment
+    from aiperf.cli.kube_operator import build_job
+    from aiperf.config.loader import normalize
+    from aiperf.config.templating import render_document
+    from aiperf.kube import KubeSettings
+
+    document, _ = normalize(render_document({"variables": {"n": 2, "total": "{{ n * 4 }}"}, "benchmark": {
+        "model": "m", "profiling": {"type": "concurrency", "concurrency": "{{ total }}", "requests": 10},
+        "artifacts": {"userFiles": [{"path": "run.json", "content": {"total": "{{ total }}"}}]}}}, {}))
+    benchmark = decode_benchmark(document)
+    settings = KubeSettings(name="demo", namespace=NS, total_workers=1)
+    job = build_job(Deployment(settings=settings, benchmark=benchmark, objects=[], yaml=""))
+    assert job["spec"]["variables"] == {"n": 2, "total": 8}
+    assert job["spec"]["benchmark"]["phases"][0]["concurrency"] == 8  # rendered when read
+    assert job["spec"]["benchmark"]["artifacts"]["userFiles"] == [
+        {"path": "run.json", "format": "json", "content": {"total": "{{ total }}"}}]  # rendered at the run's start
+    assert validate_resource(job) == []
+    decoded = decode_spec(job["spec"], "AIPerfJob").benchmark
+    assert (decoded.variables, decoded.artifacts.user_files) == (benchmark.variables, benchmark.artifacts.user_files)
+
+
 async def test_generate_operator_to_a_file(aiperf: Run, tmp_path: Path) -> None:
     out = tmp_path / "job.yaml"
     written = await aiperf("kube", "generate", *BENCH, *DEPLOY, "--operator", "--output", str(out))

@@ -66,6 +66,20 @@ def test_the_envelope_reaches_the_pods() -> None:
     assert "AIPERF_INJECTED_API_KEY" not in env and "AIPERF_API_KEY" not in env
 
 
+def test_user_files_reach_the_run_with_their_variables_and_the_control_plane_knows_its_namespace() -> None:
+    spec = body(variables={"label": "dense", "n": 4, "total": "{{ n * 8 }}"})
+    spec["spec"]["benchmark"]["artifacts"] = {"userFiles": [
+        {"path": "meta.json", "content": {"label": "{{ label }}", "total": "{{ total }}", "job": "{{ job_name }}"}}]}
+    plan = plan_job(spec, defaults=Defaults())
+    config = run_config_for("run", plan.spec)
+    assert config.benchmark.variables == {"label": "dense", "n": 4, "total": 32}
+    (entry,) = config.benchmark.artifacts.user_files
+    assert entry.content == {"label": "{{ label }}", "total": "{{ total }}", "job": "{{ job_name }}"}  # at the run's start
+    pod = plan.objects[-1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    (control,) = (c for c in pod["containers"] if c["name"] == "control-plane")
+    assert {"name": "AIPERF_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}} in control["env"]
+
+
 def test_the_pod_template_takes_effect_in_every_pod_and_container() -> None:
     template = {"volumes": [{"name": "cache", "persistentVolumeClaim": {"claimName": "hf"}}],
                 "volumeMounts": [{"name": "cache", "mountPath": "/models", "readOnly": True}],

@@ -39,7 +39,6 @@ REFUSED = {
     "speed_bench_sweep": "datasets[0].format: 'speed_bench_coding': not supported",
     "sweep_with_plot": "plot: a plot block: not supported (`aiperf plot` draws its fixed set of plots",
     "trace_replay": "server_metrics.formats: parquet: not supported (server metrics are written as json and csv)",
-    "user_files": "artifacts.user_files: not supported (user files in the artifact folder are not built yet)",
 }
 """Templates that use a feature we do not build yet, with the line `config validate` prints."""
 

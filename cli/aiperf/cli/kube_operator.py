@@ -114,6 +114,8 @@ def build_job(deployment: Deployment, *, log_level: str = "info") -> dict[str, A
     spec: dict[str, Any] = {"benchmark": body}
     if seed is not None:
         spec["randomSeed"] = seed
+    if benchmark.variables:  # what artifacts.userFiles render with when the run starts
+        spec["variables"] = dict(benchmark.variables)
     if s.image is not None:
         spec["image"] = s.image
     spec["imagePullPolicy"] = s.image_pull_policy

@@ -30,6 +30,7 @@ from aiperf.config import (
     ServiceCounts,
     dump_run_config,
 )
+from aiperf.config.user_files import write_user_files
 from aiperf.runtime import addressing_of, configure_logging
 from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report
@@ -110,6 +111,11 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         print(f"error: --artifact-dir {benchmark.artifacts.dir}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    try:
+        write_user_files(benchmark, out)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
     try:
         metrics, http = MetricsOptions.from_env(os.environ), HttpOptions.from_env(os.environ)

@@ -423,13 +423,35 @@ profile_export.jsonl (one line per request); `raw` also profile_export_raw.jsonl
 response bytes as received, with their arrival times)."""
 
 
+class UserFile(_Spec, frozen=True, kw_only=True):
+    """A file written into the artifact folder before the run starts (AIPerf's
+    `artifacts.user_files`; `aiperf.config.user_files`): `path` relative to the folder, `format`
+    json/yaml (structured `content`) or text (a string), every string a Jinja2 template."""
+
+    path: str
+    format: Literal["json", "yaml", "text"]
+    content: Any
+
+    def __post_init__(self) -> None:
+        from aiperf.config.user_files import check_path
+
+        if (why := check_path(self.path)) is not None:
+            raise ValueError(f"path: {why}: {self.path!r}")
+        if self.format == "text" and not isinstance(self.content, str):
+            raise ValueError(f"content: format text needs a string ({self.path!r})")
+        if self.format != "text" and isinstance(self.content, str):
+            raise ValueError(f"content: format {self.format} needs structured content, or format: text "
+                             f"({self.path!r})")
+
+
 class Artifacts(_Spec, frozen=True, kw_only=True):
     """Where the results go (`--artifact-dir`) and how much (`export_level`, from AIPerf's
     `records: false` and `raw: true`); `keep_dataset` also keeps the dataset's working files
     (`dataset/*.dat`) there (`--keep-dataset-files`); `auto_plot` draws the plots once the
     exports are written (`--auto-plot`), and with `plot_required` a plot that fails fails the
     run; `slice_duration` (seconds, AIPerf's `--slice-duration`) also writes the profiling
-    phase's metrics per window of that length (`profile_export_aiperf_timeslices.json/.csv`)."""
+    phase's metrics per window of that length (`profile_export_aiperf_timeslices.json/.csv`);
+    `user_files` are written into the folder before the run starts (`UserFile`)."""
 
     dir: Annotated[str, Meta(min_length=1)] = "artifacts"
     keep_dataset: bool = False
@@ -437,6 +459,7 @@ class Artifacts(_Spec, frozen=True, kw_only=True):
     auto_plot: bool = False
     plot_required: bool = False
     slice_duration: PositiveFloat | None = None
+    user_files: list[UserFile] = []
 
     def __post_init__(self) -> None:
         if self.plot_required and not self.auto_plot:
@@ -505,7 +528,8 @@ class Benchmark(_Spec, frozen=True, kw_only=True):
 
     Rules beyond single fields: one model, one dataset; phases are an optional warmup followed
     by exactly one profiling phase with distinct names; a fixed-schedule phase needs a file
-    dataset."""
+    dataset. `variables` are the config's (the envelope's `variables`, resolved), kept for the
+    templates of `artifacts.user_files` only (the reader renders every other template)."""
 
     models: Annotated[list[ModelName], Meta(min_length=1, max_length=1)]
     endpoint: Endpoint = Endpoint()
@@ -521,6 +545,7 @@ class Benchmark(_Spec, frozen=True, kw_only=True):
     random_seed: int | None = None
     server_metrics: ServerMetrics = ServerMetrics()
     gpu_telemetry: GpuTelemetry = GpuTelemetry()
+    variables: dict[str, Any] = {}
 
     def __post_init__(self) -> None:
         kinds = [p.role for p in self.phases]

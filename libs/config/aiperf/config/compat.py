@@ -157,7 +157,6 @@ UNBUILT: dict[str, Unbuilt] = {
     "artifacts.prefix": Unbuilt("renaming the export files is not built"),
     "artifacts.trace": Unbuilt("HTTP trace data in profile_export.jsonl is not built"),
     "artifacts.show_trace_timing": Unbuilt("the HTTP trace timing table is not built"),
-    "artifacts.user_files": Unbuilt("user files in the artifact folder are not built yet"),
     "artifacts.export_outputs_json": Unbuilt("outputs.json is not built"),
     # -- tokenizer, runtime, server metrics ------------------------------------------------------
     "tokenizer.revision": Unbuilt("tokenizers are read from local files, never downloaded", _is("main")),

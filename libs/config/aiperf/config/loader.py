@@ -32,6 +32,7 @@ from aiperf.config.benchmark import Benchmark
 from aiperf.config.compat import check_supported
 from aiperf.config.errors import ConfigError
 from aiperf.config.templating import render_document
+from aiperf.config.user_files import check_user_files
 
 __all__ = [
     "ConfigError", "Secrets", "decode_benchmark", "describe_error", "load_document", "normalize", "normalize_partial",
@@ -348,6 +349,9 @@ def _artifacts(value: Any) -> Any:
         data["export_level"] = "raw" if raw else "summary"
     if "slice_duration" in data:
         data["slice_duration"] = parse_duration(data["slice_duration"])
+    if isinstance(data.get("user_files"), list):  # AIPerf's default format: text for a string, else json
+        data["user_files"] = [{**f, "format": "text" if isinstance(f.get("content"), str) else "json"}
+                              if isinstance(f, dict) and f.get("format") is None else f for f in data["user_files"]]
     return data
 
 
@@ -412,7 +416,7 @@ def normalize(document: Any) -> tuple[dict[str, Any], Secrets]:
     if not isinstance(document, dict):
         raise ConfigError("a benchmark config must be a mapping (YAML or JSON object)")
     doc = _snake_keys(document)
-    envelope_seed = None
+    envelope_seed = variables = None
     if "benchmark" in doc:
         version = str(doc.get("schema_version", "2.0"))
         if version not in ("2", "2.0"):
@@ -429,6 +433,7 @@ def normalize(document: Any) -> tuple[dict[str, Any], Secrets]:
             raise ConfigError(f"unknown top-level key(s) {', '.join(unknown)}; expected benchmark, "
                               "schemaVersion, randomSeed, variables, sweep, multiRun")
         envelope_seed = doc.get("random_seed")
+        variables = doc.get("variables")
         doc = doc["benchmark"]
         if not isinstance(doc, dict):
             raise ConfigError("benchmark: must be a mapping")
@@ -438,6 +443,8 @@ def normalize(document: Any) -> tuple[dict[str, Any], Secrets]:
     _canonical_models(body)
     if envelope_seed is not None:
         body.setdefault("random_seed", envelope_seed)
+    if variables and (body.get("artifacts") or {}).get("user_files"):
+        body.setdefault("variables", variables)  # what the user files render with, at the run's start
     return body, Secrets(api_key=secrets.get("api_key"), headers=secrets.get("headers", {}))
 
 
@@ -490,6 +497,11 @@ def decode_benchmark(document: dict[str, Any], *, source: str = "") -> Benchmark
     if infinite is not None:
         prefix = "".join(f"{part}: " for part in (source, infinite) if part)
         raise ConfigError(f"{prefix}expected a finite number")
+    if benchmark.artifacts.user_files:
+        try:
+            check_user_files(benchmark)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}" if source else str(exc)) from None
     return benchmark
 
 

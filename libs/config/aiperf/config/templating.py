@@ -29,7 +29,8 @@ from typing import Any
 
 from aiperf.config.errors import ConfigError
 
-__all__ = ["coerce_scalar", "has_templates", "render_document", "render_string", "substitute_env"]
+__all__ = ["coerce_scalar", "has_templates", "jinja_environment", "render_document", "render_string",
+           "substitute_env"]
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([^}]*))?\}")
 _UNTERMINATED = re.compile(r"\$\{[^}\n]*$")
@@ -99,7 +100,9 @@ def has_templates(value: Any) -> bool:
     return False
 
 
-def _environment() -> Any:
+def jinja_environment() -> Any:
+    """The Jinja2 environment every template here renders in: an immutable sandbox, strict
+    about unknown names, no autoescaping, trailing newlines kept."""
     from jinja2 import StrictUndefined
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -117,7 +120,7 @@ def render_string(text: str, context: Mapping[str, Any], where: str = "", *, env
     if not _is_template(text):
         return text
     try:
-        rendered = (env or _environment()).from_string(text).render(**context)
+        rendered = (env or jinja_environment()).from_string(text).render(**context)
     except (jinja2.TemplateError, TypeError, ValueError, ZeroDivisionError, ArithmeticError) as exc:
         raise ConfigError(f"{where + ': ' if where else ''}{text!r}: {exc}") from None
     return coerce_scalar(rendered)
@@ -127,8 +130,12 @@ def _where(path: tuple[str, ...]) -> str:
     return "".join(p if p.startswith("[") or not i else f".{p}" for i, p in enumerate(path))
 
 
+def _snake(key: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower()
+
+
 def _render(value: Any, context: Mapping[str, Any], path: tuple[str, ...], env: Any) -> Any:
-    keys = tuple(p for p in path if not p.startswith("["))
+    keys = tuple(_snake(p) for p in path if not p.startswith("["))
     if keys and (keys[-1] in _SKIP_FIELDS or any(keys[:len(p)] == p for p in _SKIP_PATHS)):
         return value
     if isinstance(value, str):
@@ -201,7 +208,7 @@ def render_document(document: Any, environ: Mapping[str, str]) -> Any:
     document = substitute_env(document, environ)
     if not isinstance(document, dict) or not has_templates(document):
         return document
-    env = _environment()
+    env = jinja_environment()
     variables = document.get("variables") or {}
     if not isinstance(variables, dict):
         raise ConfigError("variables: must be a mapping of name -> value")

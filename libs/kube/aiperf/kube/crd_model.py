@@ -732,16 +732,16 @@ def _refuse_unbuilt(envelope: JobSpecSchema | SweepSpecSchema, kind: str) -> Non
         raise ConfigError("spec.failurePolicy: only an AIPerfSweep's runs follow a failure policy")
 
 
-def read_benchmark(body: Any, random_seed: int | None = None) -> Benchmark:
+def read_benchmark(body: Any, random_seed: int | None = None, variables: Any = None) -> Benchmark:
     """A CR's `spec.benchmark` (rendered) read as a config file's benchmark, `random_seed` the
-    spec's `randomSeed`. Secrets only by reference: an inline API key (other than AIPerf's
+    spec's `randomSeed`, `variables` its `variables` (resolved; for `artifacts.userFiles`). Secrets only by reference: an inline API key (other than AIPerf's
     `<redacted>` placeholder) or header value is refused. Raises `aiperf.config.ConfigError`
     `spec.benchmark[.<path>]: <reason>`."""
     from aiperf.config import decode_benchmark, normalize
     from aiperf.config.loader import REDACTED
 
     try:
-        document, secrets = normalize({"benchmark": body, "random_seed": random_seed})
+        document, secrets = normalize({"benchmark": body, "random_seed": random_seed, "variables": variables})
         benchmark = decode_benchmark(document)
     except ConfigError as exc:
         where, sep, _ = str(exc).partition(": ")
@@ -773,7 +773,7 @@ def decode_spec(spec: Any, kind: str, environ: Mapping[str, str] | None = None) 
     except msgspec.ValidationError as exc:
         raise _spec_error(exc) from None
     _refuse_unbuilt(envelope, kind)
-    benchmark = read_benchmark(envelope.benchmark, envelope.random_seed)
+    benchmark = read_benchmark(envelope.benchmark, envelope.random_seed, envelope.variables)
     if kind == JOB_KIND:
         return AIPerfJobSpec(envelope=envelope, benchmark=benchmark)
     from aiperf.config.sweep import Sweep, decode_block

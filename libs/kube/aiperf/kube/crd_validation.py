@@ -413,7 +413,7 @@ def validate_resource(doc: Any, old: Any = None) -> list[Problem]:
             decode_spec(spec, kind)
         elif isinstance(spec, dict) and "benchmark" in spec:  # the envelope is wrong: still read the benchmark
             rendered = render_document(spec, os.environ)
-            read_benchmark(rendered.get("benchmark"), rendered.get("randomSeed"))
+            read_benchmark(rendered.get("benchmark"), rendered.get("randomSeed"), rendered.get("variables"))
     except ConfigError as exc:
         where, _, what = str(exc).partition(": ")
         out.append(Problem(where, what) if what else Problem("spec", where))

@@ -35,6 +35,7 @@ from typing import Any
 
 from aiperf.config import RunConfig
 from aiperf.config.catalog import Placement, Scale, in_pod
+from aiperf.config.user_files import NAMESPACE_ENV
 from aiperf.kube.config_map import require_secrets
 from aiperf.kube.containers import (
     ARTIFACTS_VOLUME,
@@ -129,12 +130,19 @@ def _replicated_job(settings: KubeSettings, *, job: str, replicas: int, componen
     }
 
 
+NAMESPACE_FIELD_ENV = {"name": NAMESPACE_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+"""`AIPERF_NAMESPACE`: the pod's namespace (downward API)."""
+
+
 def controller_containers(settings: KubeSettings, *, server_metrics: bool = False) -> list[dict[str, Any]]:
     """The controller pod's containers: one per `CONTROLLER_SERVICES` entry (the
     system-controller's named `control-plane`), then the results container, then (when the run
     scrapes server metrics) the `server-metrics-manager` container."""
     return [*(container(settings, name=CONTROL_PLANE_CONTAINER if t is ServiceType.SYSTEM_CONTROLLER else str(t),
-                        service_type=t, service_id=str(t)) for t in CONTROLLER_SERVICES),
+                        service_type=t, service_id=str(t),
+                        # the namespace a user file's templates read (`artifacts.user_files`)
+                        pod_env=[NAMESPACE_FIELD_ENV] if t is ServiceType.SYSTEM_CONTROLLER else ())
+              for t in CONTROLLER_SERVICES),
             results_container(settings, server_metrics=server_metrics),
             *([server_metrics_container(settings)] if server_metrics else [])]
 

@@ -1,11 +1,16 @@
-"""GPU telemetry as AIPerf 0.13.0 exports it: one config file with `gpuTelemetry` (a fake DCGM
-exporter serving dcgm-exporter's default series, `aiperf.mock_server.dcgm`, its gauges fixed and
-its counters growing by a fixed step per scrape) run by AIPerf's `aiperf profile` and by ours
-against the mock: the same `telemetry_data` in `profile_export_aiperf.json` (keys, GPUs,
-metadata, metrics, units and every statistic of the fixed gauges; how many scrapes fell in the
-phase, hence a gauge's `count` and `sum` and a counter's increase, depends on the run's timing),
-the same `gpu_telemetry_export.jsonl` lines (but their timestamps) and the same GPU table in
-`profile_export_aiperf.csv` (but those cells)."""
+"""What a run writes, as AIPerf 0.13.0 writes it: one config file run by AIPerf's `aiperf profile`
+and by ours against the mock, with
+
+- `gpuTelemetry` (a fake DCGM exporter serving dcgm-exporter's default series,
+  `aiperf.mock_server.dcgm`, its gauges fixed and its counters growing by a fixed step per
+  scrape): the same `telemetry_data` in `profile_export_aiperf.json` (keys, GPUs, metadata,
+  metrics, units and every statistic of the fixed gauges; how many scrapes fell in the phase,
+  hence a gauge's `count` and `sum` and a counter's increase, depends on the run's timing), the
+  same `gpu_telemetry_export.jsonl` lines (but their timestamps) and the same GPU table in
+  `profile_export_aiperf.csv` (but those cells);
+- `artifacts.userFiles` (json, yaml and text, with variables and the run's names): the same
+  files, but the run's start time and folder;
+- `artifacts.sliceDuration`: time-sliced files of the same shape (their metrics ours)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +81,28 @@ def oracle() -> Oracle:
     return find_oracle()
 
 
-def test_gpu_telemetry_exports_as_aiperfs(oracle: Oracle, tmp_path: Path) -> None:
+USER_FILES = [
+    {"path": "input_config.json", "content": {"scenario": "{{ label }}", "gpus": "{{ gpus }}", "total": "{{ total }}",
+                                              "model": "{{ model }}", "endpoint": "{{ endpoint_url }}",
+                                              "run": {"job": "{{ job_name }}", "ns": "{{ namespace }}",
+                                                      "epoch": "{{ epoch }}"}, "literal": "42"}},
+    {"path": "meta/run.yaml", "format": "yaml",
+     "content": {"run_id": "{{ job_name }}-{{ epoch }}", "dir": "{{ artifact_dir }}", "tags": ["{{ label }}", "x"]}},
+    {"path": "README.md", "content": "# {{ job_name }} ({{ label }})\n- {{ total }} users on {{ model }}\n"},
+]
+
+
+def _user_files(run: Path) -> dict[str, str]:
+    """The user files of a run folder, its start time and folder masked."""
+    out = {}
+    for name in ("input_config.json", "meta/run.yaml", "README.md"):
+        text = (run / name).read_text()
+        text = re.sub(r"\b1[0-9]{9}\b", "EPOCH", text).replace(str(run.resolve()), "RUN_DIR")
+        out[name] = text
+    return out
+
+
+def test_a_runs_exports_are_aiperfs(oracle: Oracle, tmp_path: Path) -> None:
     tokenizer = oracle.make_tokenizer(tmp_path / "tokenizer")
     with running_mock("--ttft-ms", "10", "--itl-ms", "1", "--output-tokens", "8") as server, \
             running_dcgm(exporter := FakeDcgm(gpus=2, static=True, pod="vllm-0")) as dcgm:
@@ -86,8 +113,10 @@ def test_gpu_telemetry_exports_as_aiperfs(oracle: Oracle, tmp_path: Path) -> Non
             "dataset": {"type": "synthetic", "entries": 10, "prompts": {"isl": 16, "osl": 8}},
             "profiling": {"type": "concurrency", "concurrency": 2, "requests": 20},
             "gpuTelemetry": {"urls": [dcgm]},
-            "runtime": {"workers": 1, "recordProcessors": 1}}}))
-        theirs_dir, ours_dir = tmp_path / "theirs", tmp_path / "ours"
+            "artifacts": {"sliceDuration": 0.25, "userFiles": USER_FILES},
+            "runtime": {"workers": 1, "recordProcessors": 1}},
+            "variables": {"label": "dense", "gpus": 4, "total": "{{ gpus * 8 }}"}}))
+        theirs_dir, ours_dir = tmp_path / "theirs" / "run", tmp_path / "ours" / "run"
         theirs = oracle.run("profile", "--config", str(config), "--ui-type", "none", "--artifact-dir",
                             str(theirs_dir), cwd=tmp_path, timeout=300,
                             # offline, AIPerf's record-processor takes the folder for a Hub repo id
@@ -112,3 +141,18 @@ def test_gpu_telemetry_exports_as_aiperfs(oracle: Oracle, tmp_path: Path) -> Non
     first_theirs, first_ours = lines(theirs_dir)[:2], lines(ours_dir)[:2]
     assert first_ours == first_theirs
     assert _gpu_table(ours_dir / "profile_export_aiperf.csv") == _gpu_table(theirs_dir / "profile_export_aiperf.csv")
+
+    assert _user_files(ours_dir) == _user_files(theirs_dir)
+    assert json.loads((ours_dir / "input_config.json").read_text())["total"] == 32
+
+    slices = {name: json.loads((d / "profile_export_aiperf_timeslices.json").read_text())
+              for name, d in (("theirs", theirs_dir), ("ours", ours_dir))}
+    assert list(slices["ours"]) == list(slices["theirs"]) == ["timeslices", "input_config"]
+    ours_slice, their_slice = slices["ours"]["timeslices"][0], slices["theirs"]["timeslices"][0]
+    assert list(ours_slice)[:2] == list(their_slice)[:2] == ["start_ns", "end_ns"]
+    shared = set(ours_slice) & set(their_slice) - {"start_ns", "end_ns", "is_complete"}
+    assert {"request_latency", "request_count", "request_throughput"} <= shared
+    assert all(set(ours_slice[t]) <= set(their_slice[t]) | {"count"} for t in shared)
+    header = "Timeslice,Start_NS,End_NS,Metric,Unit,Stat,Value"
+    assert (ours_dir / "profile_export_aiperf_timeslices.csv").read_text().splitlines()[0] == header
+    assert (theirs_dir / "profile_export_aiperf_timeslices.csv").read_text().splitlines()[0] == header
