@@ -101,7 +101,8 @@ def test_every_flag_maps_to_a_model_field_and_back() -> None:
     assert not _resolves("phases.profiling.nonsense") and not _resolves("dataset.prompts.isl.skew")
     mapped = set(FLAG_PATHS.values())
     file_only = {"phases.profiling.name", "phases.profiling.kind", "dataset.name", "dataset.random_seed",
-                 "dataset.prompts", "endpoint", "tokenizer", "artifacts", "runtime", "logging", "gpu_telemetry"}
+                 "dataset.prompts", "endpoint", "tokenizer", "artifacts", "runtime", "logging", "gpu_telemetry",
+                 "variables"}
     for name in msgspec.structs.fields(Benchmark):  # every top-level section is reachable from a flag
         assert any(p == name.name or p.startswith(name.name + ".") or p.startswith(name.name.rstrip("s") + ".")
                    for p in mapped | file_only), name.name

@@ -144,6 +144,9 @@ def _phase(p: dict[str, Any]) -> dict[str, Any]:
         "cancellation": (float(cancellation.get("rate", 0.0)), float(cancellation.get("delay", 0.0))),
         "excluded": kind == "warmup" if p.get("exclude_from_results") is None else bool(p["exclude_from_results"]),
         "concurrency_ramp": _ramp(p.get("concurrency_ramp")), "rate_ramp": _ramp(p.get("rate_ramp")),
+        # a prefill ramp without a prefill cap ramps nothing (AIPerf keeps it, we drop it)
+        "prefill_concurrency": p.get("prefill_concurrency"),
+        "prefill_ramp": _ramp(p.get("prefill_ramp")) if p.get("prefill_concurrency") else None,
     }
     if p["type"] == "gamma":
         out["smoothness"] = float(p.get("smoothness") or 1.0)

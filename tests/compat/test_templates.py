@@ -31,7 +31,6 @@ REFUSED = {
     "embeddings": "datasets[0].prompts.batch_size: not supported (several inputs per request are not built)",
     "http_trace_metrics": "artifacts.show_trace_timing: not supported (the HTTP trace timing table is not built)",
     "kv_cache_test": "phases[0].type: 'user_centric': not supported (user-centric rate phases are not built yet)",
-    "long_context": "phases[0].prefill_concurrency: not supported (prefill concurrency limits are not built yet)",
     "multi_turn_conversation": "endpoint.connection_reuse: 'sticky-user-sessions': not supported",
     "multi_url_load_balancing": "endpoint.urls: 4 URLs: not supported (one URL per benchmark yet)",
     "multimodal_vision": "datasets[0].images: not supported (synthetic images are not built)",

@@ -248,6 +248,12 @@ def _phases(doc: dict[str, Any], flags: ProfileFlags) -> None:
                             "--request-rate-mode gamma")
         prof["smoothness"] = flags.arrival_smoothness
     _set(prof, "concurrency", flags.concurrency)
+    _set(prof, "prefill_concurrency", flags.prefill_concurrency)
+    for key, seconds in (("concurrency_ramp", flags.concurrency_ramp_duration),
+                         ("rate_ramp", flags.request_rate_ramp_duration),
+                         ("prefill_ramp", flags.prefill_concurrency_ramp_duration)):
+        if seconds is not None:
+            prof[key] = {"duration": seconds}
     if flags.request_count is not None:
         prof["requests"] = flags.request_count
         prof.pop("duration", None)

@@ -165,8 +165,10 @@ BENCHMARK_MISTAKES = [
     # (change, path, message): the CRD keeps spec.benchmark as written; the model reads it
     (lambda b: b.update(phases={"type": "concurrency"}), "spec.benchmark.phases[0].requests",
      "required (or duration)"),
-    (lambda b: b["phases"][1].update(prefill_concurrency=4), "spec.benchmark.phases[1].prefill_concurrency",
-     "not supported (prefill concurrency limits are not built yet)"),
+    (lambda b: b["phases"][1].update(sessions=4), "spec.benchmark.phases[1].sessions",
+     "not supported (stopping after a number of sessions is not built yet)"),
+    (lambda b: b["phases"][1].update(concurrency=2, prefillConcurrency=4), "spec.benchmark.phases[1].prefill_concurrency",
+     "at most concurrency (2), got 4"),
     (lambda b: b.update(gpuTelemetry={"mode": "realtime_dashboard"}), "spec.benchmark.gpu_telemetry.mode",
      "not supported (the realtime GPU telemetry dashboard is not built)"),
     (lambda b: b["endpoint"].update(apiKey="sk-live"), "spec.benchmark.endpoint.apiKey",

@@ -310,7 +310,10 @@ class _PhaseBase(_Spec, tag_field="type", frozen=True, kw_only=True):
     for requests in flight). `kind` may be left out for the canonical names `warmup` and
     `profiling`; `exclude_from_results` follows the kind (warmup is excluded, profiling is not)
     and may only say so. `concurrency_ramp` raises the concurrency (a closed loop's users, a rate
-    phase's cap; nothing without one) from 1 to `concurrency` over its duration."""
+    phase's cap; nothing without one) from 1 to `concurrency` over its duration.
+    `prefill_concurrency` caps the requests waiting for their first token (AIPerf's prefill
+    slots: taken when a credit is issued, given back when its first content arrives or it
+    returns; at most `concurrency`), and `prefill_ramp` raises that cap from 1 the same way."""
 
     name: PhaseName = "profiling"
     kind: PhaseKind | None = None
@@ -320,6 +323,8 @@ class _PhaseBase(_Spec, tag_field="type", frozen=True, kw_only=True):
     grace_period: NonNegativeFloat | None = None
     concurrency: PositiveInt | None = None
     concurrency_ramp: Ramp | None = None
+    prefill_concurrency: PositiveInt | None = None
+    prefill_ramp: Ramp | None = None
     cancellation: Cancellation = Cancellation()
 
     def __post_init__(self) -> None:
@@ -334,6 +339,12 @@ class _PhaseBase(_Spec, tag_field="type", frozen=True, kw_only=True):
             raise ValueError("grace_period: needs duration")
         if self.needs_stop_condition and self.requests is None and self.duration is None:
             raise ValueError("requests: required (or duration)")
+        if self.prefill_concurrency is not None and self.concurrency is not None \
+                and self.prefill_concurrency > self.concurrency:
+            raise ValueError(f"prefill_concurrency: at most concurrency ({self.concurrency}), "
+                             f"got {self.prefill_concurrency}")
+        if self.prefill_ramp is not None and self.prefill_concurrency is None:
+            raise ValueError("prefill_ramp: needs prefill_concurrency")
 
     needs_stop_condition = True
 

@@ -131,10 +131,9 @@ UNBUILT: dict[str, Unbuilt] = {
     "datasets[].filters": Unbuilt("public datasets are not built"),
     # -- phases ----------------------------------------------------------------------------------
     "phases[].sessions": Unbuilt("stopping after a number of sessions is not built yet"),
-    "phases[].prefill_concurrency": Unbuilt("prefill concurrency limits are not built yet"),
-    "phases[].prefill_ramp": Unbuilt("prefill concurrency ramps are not built yet"),
     "phases[].concurrency_ramp.strategy": Unbuilt(_RAMP, _is("linear")),
     "phases[].rate_ramp.strategy": Unbuilt(_RAMP, _is("linear")),
+    "phases[].prefill_ramp.strategy": Unbuilt(_RAMP, _is("linear")),
     "phases[].rate_series": Unbuilt("piecewise request-rate series are not built"),
     "phases[].sla": Unbuilt("per-phase SLA checks are not built"),
     "phases[].seamless": Unbuilt("seamless phase transitions (no drain between phases) are not built"),

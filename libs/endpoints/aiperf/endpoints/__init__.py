@@ -2,16 +2,16 @@
 
 `PayloadBuilder` formats request bodies on the worker's hot path; `parse_response` turns a
 worker's `RequestRecord` (raw reads + timestamps) into timed content responses, usage and
-errors; `SseParser` is the incremental event-stream parser underneath.
+errors (`FirstContent` spots the first content of a stream as it arrives); `SseParser` is the incremental event-stream parser underneath.
 """
 
 from aiperf.endpoints.kinds import EndpointType, path_of, produces_tokens
 from aiperf.endpoints.parsed import ContentResponse, ParsedResponse, Usage
 from aiperf.endpoints.payload import PayloadBuilder
-from aiperf.endpoints.responses import parse_response
+from aiperf.endpoints.responses import FirstContent, parse_response
 from aiperf.endpoints.sse import SseEvent, SseParser
 
 __all__ = [
-    "ContentResponse", "EndpointType", "ParsedResponse", "PayloadBuilder", "SseEvent", "SseParser",
+    "ContentResponse", "EndpointType", "FirstContent", "ParsedResponse", "PayloadBuilder", "SseEvent", "SseParser",
     "Usage", "parse_response", "path_of", "produces_tokens",
 ]

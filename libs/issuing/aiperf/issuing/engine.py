@@ -31,7 +31,7 @@ from aiperf.issuing.ports import (
     Sleep,
 )
 from aiperf.issuing.schedule import NS_PER_S, fixed_offsets_ns
-from aiperf.issuing.strategies import strategy_for
+from aiperf.issuing.strategies import ramp_open, strategy_for
 from aiperf.issuing.workers import WorkerPool
 from aiperf.messages import (
     CancelCredits,
@@ -236,8 +236,9 @@ class TimingManager:
                         log.info("timing.worker_leaving", worker=worker_id, workers=len(self.pool))
                 case HeldCredits():
                     self._auditor.on_held(message)
-                case FirstToken():
-                    pass  # reserved for prefill-aware pacing
+                case FirstToken(phase=phase, num=num):
+                    if (ledger := self._ledgers.get(phase)) is not None:
+                        ledger.first_token(num)
 
     def _on_return(self, ret: CreditReturn) -> None:
         ledger = self._ledgers.get(ret.phase)
@@ -255,7 +256,8 @@ class TimingManager:
         ledger = PhaseLedger(tag, count=phase.requests,
                              concurrency_cap=phase.concurrency if isinstance(phase, RatePhase) else None,
                              cancel_rate_pct=cancellation.rate,
-                             cancel_delay_ns=round(cancellation.delay * NS_PER_S), seed=self._seed)
+                             cancel_delay_ns=round(cancellation.delay * NS_PER_S), seed=self._seed,
+                             prefill_cap=phase.prefill_concurrency)
         self._ledgers[tag] = self._current = ledger
         ledger.start_ns, ledger.start_wall_ns = self._clock(), self._wall_clock()
         log.info("timing.phase_started", phase=phase.name, type=type(phase).__name__, count=phase.requests,
@@ -273,8 +275,10 @@ class TimingManager:
                 if phase.duration is not None:
                     deadline = ledger.start_ns + round(phase.duration * NS_PER_S)
                     tg.start_soon(self._stop_after, issuer, deadline)
+                if ledger.prefill is not None and phase.prefill_ramp is not None:
+                    await tg.start(ramp_open, issuer, ledger.prefill, phase.prefill_ramp.duration, anyio.CancelScope())
                 await strategy_for(phase, seed=self._seed).run(issuer)
-                tg.cancel_scope.cancel()  # the duration timer
+                tg.cancel_scope.cancel()  # the duration timer and the prefill ramp
         ledger.finish_sending()
         log.info("timing.phase_sending_complete", phase=phase.name, issued=ledger.issued,
                  reason=ledger.stopped_reason or "count")

@@ -59,19 +59,35 @@ class CreditIssuer:
     async def issue(self, index: int, turn: int, *, prefer: str | None, scheduled: int = 0,
                     holds_slot: bool = False) -> InFlight | None:
         """Number, record and send one credit for turn `turn` of conversation `index` to `prefer`
-        (if still connected) or the least-loaded worker; None (and the phase stopped) when no
-        worker is left. A worker found unreachable leaves the pool and the same credit goes to
-        another one. A slot held by the caller (`holds_slot`) is released whenever None is
-        returned."""
+        (if still connected) or the least-loaded worker; None when issuing ended meanwhile, or
+        (and the phase stopped) when no worker is left. With a prefill cap the credit first
+        waits for a prefill slot and asks its worker to report its first token. A worker found
+        unreachable leaves the pool and the same credit goes to another one. A slot held by the
+        caller (`holds_slot`) is released whenever None is returned."""
         ledger, pool = self.ledger, self._pool
+        prefill = ledger.prefill
+        if prefill is not None:
+            try:
+                await prefill.acquire()
+            except BaseException:
+                if holds_slot and ledger.slots is not None:
+                    ledger.slots.release()
+                raise
+            if not ledger.may_issue():
+                prefill.release()
+                if holds_slot and ledger.slots is not None:
+                    ledger.slots.release()
+                return None
         worker = pool.pick(prefer)
         if worker is None:
             if holds_slot and ledger.slots is not None:
                 ledger.slots.release()
+            if prefill is not None:
+                prefill.release()
             ledger.stop(NO_WORKERS)
             return None
         entry = ledger.open(worker=worker, conversation=index, turn=turn, holds_slot=holds_slot,
-                            issued_ns=self.clock())
+                            issued_ns=self.clock(), holds_prefill=prefill is not None)
         pool.charge(worker)
         should_cancel = ledger.should_cancel()
         while True:
@@ -79,7 +95,8 @@ class CreditIssuer:
             credit = Credit(phase=ledger.phase, num=entry.num, conversation_id=self._ids[index],
                             turn_index=turn, issued_at_ns=now, scheduled_at_ns=scheduled,
                             should_cancel=should_cancel,
-                            cancel_after_ns=ledger.cancel_delay_ns if should_cancel else 0)
+                            cancel_after_ns=ledger.cancel_delay_ns if should_cancel else 0,
+                            report_first_token=prefill is not None)
             peer = entry.worker.encode()
             try:
                 try:

@@ -53,6 +53,28 @@ def ramp_steps_s(target: int, ramp_s: float) -> list[float]:
     return [ramp_s * (value - 1) / (target - 1) for value in range(2, target + 1)]
 
 
+async def ramp_open(issuer: CreditIssuer, slots: anyio.Semaphore, ramp_s: float, ramp: anyio.CancelScope, *,
+                    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Hold the cap `slots` at 1 (its other slots taken here), then give them back one at a
+    time over `ramp_s` seconds (`ramp_steps_s`); all at once when `ramp` is cancelled (the
+    phase stopped issuing) or this task is."""
+    held = 0
+    while slots.value > 1:
+        slots.acquire_nowait()
+        held += 1
+    task_status.started()
+    start = issuer.clock()
+    try:
+        with ramp:
+            for at_s in ramp_steps_s(held + 1, ramp_s):
+                await issuer.sleep_until(start + round(at_s * NS_PER_S))
+                slots.release()
+                held -= 1
+    finally:
+        for _ in range(held):
+            slots.release()
+
+
 class ClosedLoop:
     """`users` concurrent users walk the conversations in dataset order (one shared cursor);
     with `ramp_s`, the first starts at once and the others one by one over that many seconds
@@ -164,7 +186,7 @@ class Paced:
         async with anyio.create_task_group() as tg:
             ramp = anyio.CancelScope()
             if self._cap_ramp_s is not None and ledger.slots is not None:
-                await tg.start(self._ramp_cap, issuer, self._cap_ramp_s, ramp)
+                await tg.start(ramp_open, issuer, ledger.slots, self._cap_ramp_s, ramp)
             try:
                 await self._arrive(issuer, tg, t0, stamps)
             finally:
@@ -186,30 +208,6 @@ class Paced:
             turns = conversations.turns(index)
             if len(turns) > 1:
                 tg.start_soon(self._follow_up, issuer, entry, turns, t0, stamps)
-
-    @staticmethod
-    async def _ramp_cap(issuer: CreditIssuer, ramp_s: float, ramp: anyio.CancelScope, *,
-                        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """The concurrency cap held at 1 (its other slots taken here), then given back one slot
-        at a time over `ramp_s` seconds (`ramp_steps_s`); all at once when `ramp` is cancelled
-        (the arrivals ended)."""
-        slots = issuer.ledger.slots
-        assert slots is not None
-        held = 0
-        while slots.value > 1:
-            slots.acquire_nowait()
-            held += 1
-        task_status.started()
-        start = issuer.clock()
-        try:
-            with ramp:
-                for at_s in ramp_steps_s(held + 1, ramp_s):
-                    await issuer.sleep_until(start + round(at_s * NS_PER_S))
-                    slots.release()
-                    held -= 1
-        finally:
-            for _ in range(held):
-                slots.release()
 
     async def _follow_up(self, issuer: CreditIssuer, entry: InFlight, turns: Sequence[TurnTiming],
                          t0: int, stamps: list[float | None]) -> None:
@@ -234,5 +232,5 @@ class Paced:
             entry = next_entry
 
 
-__all__ = ["Arrivals", "ClosedLoop", "Paced", "RateArrivals", "Strategy", "TraceArrivals", "ramp_steps_s",
-           "strategy_for"]
+__all__ = ["Arrivals", "ClosedLoop", "Paced", "RateArrivals", "Strategy", "TraceArrivals", "ramp_open",
+           "ramp_steps_s", "strategy_for"]

@@ -16,6 +16,8 @@ class Credit(Message, frozen=True, kw_only=True):
 
     Times are `time.perf_counter_ns()` of the timing-manager's host.
     `cancel_after_ns` > 0 asks the worker to cancel the request that long after sending it.
+    `report_first_token` asks for a `FirstToken` when the first content of a streamed answer
+    arrives (the credit holds a prefill slot until then).
     """
 
     phase: Phase
@@ -26,6 +28,7 @@ class Credit(Message, frozen=True, kw_only=True):
     scheduled_at_ns: int = 0
     cancel_after_ns: int = 0
     should_cancel: bool = False
+    report_first_token: bool = False
 
 
 class CancelCredits(Message, frozen=True, kw_only=True):
