@@ -12,7 +12,7 @@ import pytest
 
 from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import JOB_KIND
-from aiperf.kube.sidecar import KEEP_SIDECAR_ANNOTATION
+from aiperf.kube.names import KEEP_SIDECAR_ANNOTATION
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_sidecar import FakeSidecar
 

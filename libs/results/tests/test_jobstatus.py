@@ -15,11 +15,10 @@ import aiohttp
 import anyio
 import pytest
 from anyio.abc import SocketAttribute
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.kube.crd import build_crd
 from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
+from aiperf.kubeapi import KubeApi, connect
 from aiperf.results.app import ResultsSource
 from aiperf.results.index import ResultsIndex
 from aiperf.results.jobstatus import JobStatusFeed, snapshot_of
@@ -86,7 +85,7 @@ async def results_server(tmp_path: Path, *, rbac: bool = False, max_sockets: int
         kubeconfig = kube.kubeconfig_path
         if token is not None:
             kubeconfig = str(kube.write_kubeconfig(tmp_path / "kubeconfig", token=token(kube)))
-        api: ApiClient = await new_client_from_config(kubeconfig, persist_config=False)
+        api = await connect(kubeconfig, None)
         async with api, aiohttp.ClientSession() as session, anyio.create_task_group() as tg:
             feed = JobStatusFeed(api=api, max_sockets=max_sockets, clock=lambda: NOW)
             http = HttpServer(app_over(source or LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=0,
@@ -320,7 +319,7 @@ def test_an_unusable_kube_configuration_is_one_line_and_exit_2(tmp_path: Path, m
 
 
 async def test_an_api_server_that_does_not_answer_or_cannot_be_reached_is_a_503(tmp_path: Path) -> None:
-    from kubernetes_asyncio.client import Configuration
+    from kubernetes_asyncio.client import ApiClient, Configuration
 
     async def silent(stream: Any) -> None:
         async with stream:
@@ -331,7 +330,7 @@ async def test_an_api_server_that_does_not_answer_or_cannot_be_reached_is_a_503(
     async with listener, aiohttp.ClientSession() as session, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, silent)
         for port, words in ((silent_port, "did not answer within 0.3 s"), (free_tcp_port(), "")):
-            api = ApiClient(Configuration(host=f"http://127.0.0.1:{port}"))
+            api = KubeApi.over(ApiClient(Configuration(host=f"http://127.0.0.1:{port}")))
             async with api:
                 feed = JobStatusFeed(api=api, read_timeout_s=0.3)
                 http = HttpServer(app_over(LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=0)

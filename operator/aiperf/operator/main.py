@@ -23,9 +23,9 @@ from pathlib import Path
 import kopf
 import structlog
 
-from aiperf.kube.client import KubeError
 from aiperf.kube.crd_model import API_GROUP, API_VERSION
-from aiperf.operator.connection import client_factory, connection_info, load_configuration, pod_namespace
+from aiperf.kubeapi import KubeError, load_configuration
+from aiperf.operator.connection import client_factory, connection_info, pod_namespace
 from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics

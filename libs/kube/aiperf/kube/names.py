@@ -31,10 +31,20 @@ PREFIX = "aiperf"
 CONTROLLER_JOB = "controller"
 WORKERS_JOB = "workers"
 WORKERS_LAST_JOB = "workers-last"
+SWEEP_CONTROLLER = "sweep-controller"
+"""A sweep's JobSet: its one replicated job, its pod's main container, and their component label."""
 POD_NAME_SUFFIX = "-abcde"
 """Stands for the random suffix the Job controller adds to pod names (JobSet's own length check)."""
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+"""The labels JobSet puts on its Jobs and pods: the JobSet's name, the replicated job's name, the
+UID of the JobSet that made them."""
+KEEP_SIDECAR_ANNOTATION = "aiperf.nvidia.com/keep-results-sidecar"
+"""On an AIPerfJob, `"true"`: the operator copies the results but leaves the results sidecar
+running (the attached `aiperf kube profile`, `kube shutdown` or its linger time retires it)."""
 JOB_NAME_ENV, JOB_NAMESPACE_ENV, JOB_UID_ENV = "AIPERF_JOB_NAME", "AIPERF_JOB_NAMESPACE", "AIPERF_JOB_UID"
-"""Operator mode: the AIPerfJob the controller pod reports to (`aiperf.kube.status_push.JobRef`)."""
+"""Operator mode: the AIPerfJob the controller pod reports to (`aiperf.kuberun.status_push.JobRef`)."""
 
 
 def is_dns1123_label(value: str) -> bool:
@@ -80,6 +90,11 @@ def is_image_reference(value: str) -> bool:
 def jobset_name(name: str) -> str:
     """The JobSet (and headless service, Role, RoleBinding) name of run `name`."""
     return f"{PREFIX}-{name}"
+
+
+def sweep_object_name(name: str) -> str:
+    """`aiperf-sweep-<name>`: the ServiceAccount, Role, RoleBinding and JobSet of sweep `name`."""
+    return f"{PREFIX}-sweep-{name}"
 
 
 def curve_secret_name(name: str) -> str:

@@ -25,7 +25,7 @@ Errors: a namespace that is not a DNS-1123 label or a name that is not a DNS-112
 watched), the API server unreachable or refusing 503 (1011) with one line, never a traceback.
 
 The socket follows ONE watch of the job (``fieldSelector=metadata.name=<name>``, reopened from
-the last resourceVersion when the server ends it, `aiperf.kube.watch.follow`): no polling.
+the last resourceVersion when the server ends it, `aiperf.kubeapi.watch`): no polling.
 It sends only when the status changed (a heartbeat annotation alone sends nothing; a slow
 client gets the newest snapshot, never a backlog) and closes with 1000 after the snapshot of a
 terminal phase, at once when the client leaves, with 1013 when `max_sockets` are already open
@@ -35,12 +35,12 @@ terminal phase, at once when the client leaves, with 1013 when `max_sockets` are
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import aclosing
 from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 import structlog
-from kubernetes_asyncio.client import ApiClient
 from litestar import WebSocket, get, websocket
 from litestar.exceptions import (
     ClientException,
@@ -51,13 +51,11 @@ from litestar.exceptions import (
 from litestar.params import FromPath
 from litestar.types import ControllerRouterHandler
 
-from aiperf.kube.client import KubeClusterError
-from aiperf.kube.crd_model import API_GROUP, API_VERSION
 from aiperf.kube.names import is_dns1123_label, is_dns1123_subdomain
-from aiperf.kube.status_push import TERMINAL
-from aiperf.kube.watch import Listing, follow, list_collection
+from aiperf.kubeapi import ApiError, Event, KubeApi, KubeClusterError, Listing, Obj, watch
+from aiperf.kuberun.jobs import JOBS
+from aiperf.kuberun.status_push import TERMINAL
 
-Obj = dict[str, Any]
 log = structlog.get_logger("aiperf.results")
 
 STATUS_PATH = "/api/v1/jobs/{ns}/{name}/status"
@@ -114,7 +112,7 @@ def snapshot_of(job: Obj, *, now: datetime) -> Obj:
 
 def jobs_path(namespace: str) -> str:
     """The AIPerfJob collection of `namespace`."""
-    return f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{namespace}/aiperfjobs"
+    return JOBS.path(namespace)
 
 
 class _Invalid(Exception):
@@ -163,7 +161,7 @@ class JobStatusFeed:
     is a 503, not a hung request); `watch_timeout_s` is how long one watch request lasts before it
     is reopened."""
 
-    def __init__(self, *, api: ApiClient, max_sockets: int = DEFAULT_MAX_SOCKETS,
+    def __init__(self, *, api: KubeApi, max_sockets: int = DEFAULT_MAX_SOCKETS,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC), read_timeout_s: float = 10.0,
                  watch_timeout_s: int = 300) -> None:
         self._api, self._clock, self._watch_timeout_s = api, clock, watch_timeout_s
@@ -183,14 +181,21 @@ class JobStatusFeed:
         _check(ns, name)
         listing: Listing | None = None
         with anyio.move_on_after(self._read_timeout_s) as deadline:
-            listing = await list_collection(self._api, jobs_path(ns), field_selector=f"metadata.name={name}")
-        if deadline.cancelled_caught:
+            listing = await self._list(ns, name)
+        if deadline.cancelled_caught or listing is None:
             raise KubeClusterError(f"the API server did not answer within {self._read_timeout_s:g} s")
-        if listing is None:
-            raise KubeClusterError("the API server does not serve AIPerfJobs: is the aiperf CRD installed?")
         if not listing.items:
             raise _Gone(f"no AIPerfJob {ns}/{name}")
         return Listing(listing.items[:1], listing.resource_version)
+
+    async def _list(self, ns: str, name: str) -> Listing:
+        """The job `ns/name`, alone in a listing (empty when there is none)."""
+        try:
+            return await self._api.list_all(JOBS, ns, field_selector=f"metadata.name={name}")
+        except ApiError as exc:
+            if exc.not_found:
+                raise KubeClusterError("the API server does not serve AIPerfJobs: is the aiperf CRD installed?") from None
+            raise
 
     async def snapshot(self, ns: str, name: str) -> Obj:
         """The job's snapshot now; HTTP 422, 404 or 503 as the module doc says."""
@@ -276,16 +281,15 @@ class JobStatusFeed:
         return outcome
 
     async def _follow(self, ns: str, name: str, start: Listing, latest: _Latest) -> None:
-        def on_list(items: list[Obj]) -> None:
-            latest.put(items[0] if items else None)
-
-        def on_event(kind: str, obj: Obj) -> None:
-            latest.put(None if kind == "DELETED" else obj)
-
+        changes = watch(self._api, jobs_path(ns), start=start, relist=lambda: self._list(ns, name),
+                        field_selector=f"metadata.name={name}", watch_timeout_s=self._watch_timeout_s, resume=True)
         try:
-            await follow(self._api, jobs_path(ns), start, on_list=on_list,
-                         on_event=on_event, field_selector=f"metadata.name={name}",
-                         watch_timeout_s=self._watch_timeout_s)
+            async with aclosing(changes):
+                async for change in changes:
+                    if isinstance(change, Event):
+                        latest.put(None if change.type == "DELETED" else change.object)
+                    else:
+                        latest.put(change.items[0] if change.items else None)
         except KubeClusterError as exc:
             log.warning("results.job_watch_failed", namespace=ns, name=name, error=_line(exc))
             latest.fail(_line(exc))

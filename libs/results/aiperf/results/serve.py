@@ -46,8 +46,7 @@ from aiperf.results.keys import is_key
 from aiperf.results.local import LocalTree
 
 if TYPE_CHECKING:  # kubernetes_asyncio takes seconds to import: only servers given a cluster pay
-    from kubernetes_asyncio.client import ApiClient
-
+    from aiperf.kubeapi import KubeApi
     from aiperf.results.jobstatus import JobStatusFeed
 
 log = structlog.get_logger("aiperf.results")
@@ -118,27 +117,22 @@ def app_over(source: ResultsSource, *, feed: JobStatusFeed | None = None) -> Lit
     return create_app(source, extra_route_handlers=extra, live_progress=feed.progress if feed is not None else None)
 
 
-async def connect_kube(*, in_cluster: bool, kubeconfig: str | None) -> ApiClient | None:
+async def connect_kube(*, in_cluster: bool, kubeconfig: str | None) -> KubeApi | None:
     """The API client the flags ask for (None for neither); the caller closes it. UsageError
     (one line) when it cannot be configured."""
-    from kubernetes_asyncio.client import ApiClient, Configuration
-    from kubernetes_asyncio.config import ConfigException, load_incluster_config
-
-    from aiperf.kube.client import KubeError, load_client
+    from aiperf.kubeapi import KubeError, client_of, connect, load_configuration
 
     if in_cluster:
         if not os.environ.get("KUBERNETES_SERVICE_HOST"):
             raise UsageError("--in-cluster: not running in a Kubernetes pod (KUBERNETES_SERVICE_HOST is not set); "
                              "use --kubeconfig PATH outside a cluster")
-        config = Configuration()
         try:
-            load_incluster_config(client_configuration=config)
-        except ConfigException as exc:
+            return client_of(await load_configuration(None))
+        except KubeError as exc:
             raise UsageError(f"--in-cluster: {exc}") from None
-        return ApiClient(configuration=config)
     if kubeconfig is not None:
         try:
-            return await load_client(kubeconfig, None)
+            return await connect(kubeconfig, None)
         except KubeError as exc:
             raise UsageError(str(exc)) from None
     return None

@@ -3,7 +3,7 @@
 The system-controller is the process that lives from the first registration to the verdict, so
 it reports: `RunTracker` turns what it knows (its `SystemState`, the registrations, the phase and
 progress broadcasts of the event bus, the verdict and the exports) into the controller-owned
-status keys, and `reporting` wires a `aiperf.kube.status_push.StatusReporter` to push them
+status keys, and `reporting` wires a `aiperf.kuberun.status_push.StatusReporter` to push them
 (every few seconds, and at once on a state or phase change) when the environment names the CR.
 Status is advisory: a push that fails is logged and retried, it never fails the benchmark, and
 nothing here is on the credit path (the timing-manager and workers are other processes).
@@ -46,8 +46,8 @@ import structlog
 from aiperf.comms import BadMessage
 from aiperf.config import PhaseKind, RunConfig
 from aiperf.kube.crd_model import AIPerfJobStatus, ControllerFailure, PhaseStatus, WorkersStatus
-from aiperf.kube.incluster import InClusterClient, InClusterConfig, InClusterError
-from aiperf.kube.status_push import JobRef, StatusReporter, timestamp
+from aiperf.kubeapi import InClusterConfig, InClusterError, in_cluster
+from aiperf.kuberun.status_push import JobRef, StatusReporter, timestamp
 from aiperf.messages import (
     Event,
     Phase,
@@ -282,7 +282,7 @@ async def reporting(config: RunConfig, env: Mapping[str, str], *,
     artifacts = Path(config.artifact_dir)
     tracker = RunTracker(config=config, server_metrics=(lambda: read_projection(artifacts))
                          if config.benchmark.server_metrics.enabled else (lambda: None))
-    async with InClusterClient(kube) as client, anyio.create_task_group() as tg:
+    async with in_cluster(kube) as client, anyio.create_task_group() as tg:
         reporter = StatusReporter(client=client, job=job, snapshot=tracker.status)
         tracker.on_change = reporter.poke
         await tg.start(reporter.run)

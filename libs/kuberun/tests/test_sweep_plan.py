@@ -9,7 +9,7 @@ import pytest
 
 from aiperf.config import ConfigError
 from aiperf.kube.crd_model import AIPerfSweepSpec
-from aiperf.kube.sweep_executor import (
+from aiperf.kuberun.sweep_plan import (
     RUN_DIGEST_ANNOTATION,
     SWEEP_LABEL,
     benchmark_of,

@@ -22,7 +22,7 @@ for a failed `test`) is logged at debug and the push is recomputed from a fresh 
 `attempts` times, then dropped); a CR already in a terminal phase, deleted or replaced ends the
 reporter quietly. Any other rejection is logged with the response body (at warning when it is
 transient: 429, 5xx; else at error) and raised
-(`ApiRejected`; no answer at all: `KubeUnreachable`) from `push`; `run` logs it and tries again
+(`ApiError`; no answer at all: `Unreachable`) from `push`; `run` logs it and tries again
 on the next tick, so status is advisory: it never stops the benchmark.
 """
 
@@ -32,19 +32,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
-from urllib.parse import quote
 
 import anyio
 import msgspec
 import structlog
 from anyio.abc import TaskStatus
 
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, AIPerfJobStatus, JobPhase
-from aiperf.kube.incluster import JSON_PATCH, ApiRejected, InClusterError, KubeUnreachable
+from aiperf.kube.crd_model import API_GROUP, AIPerfJobStatus, JobPhase
 from aiperf.kube.names import JOB_NAME_ENV, JOB_NAMESPACE_ENV, JOB_UID_ENV
+from aiperf.kubeapi import JSON_PATCH, ApiError, InClusterError, Obj, Unreachable
+from aiperf.kuberun.jobs import JOBS
 
-Obj = dict[str, Any]
-log = structlog.get_logger("aiperf.kube.status_push")
+log = structlog.get_logger("aiperf.kuberun.status_push")
 
 HEARTBEAT_ANNOTATION = f"{API_GROUP}/controller-heartbeat"
 CONTROLLER_OWNED = ("subPhase", "currentPhase", "phases", "workers", "requestsCompleted", "requestsTotal",
@@ -81,9 +80,7 @@ class JobRef:
 
     def path(self, *, status: bool = False) -> str:
         """The URL path of the CR (of its status subresource when `status`)."""
-        out = (f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{quote(self.namespace, safe='')}"
-               f"/aiperfjobs/{quote(self.name, safe='')}")
-        return out + "/status" if status else out
+        return JOBS.path(self.namespace, self.name, *(("status",) if status else ()))
 
 
 def timestamp(now: datetime) -> str:
@@ -130,7 +127,7 @@ def heartbeat_ops(cr: Mapping[str, Any], *, uid: str, now: datetime) -> list[Obj
 
 
 class KubeRequester(Protocol):
-    """What the reporter needs of a client (`aiperf.kube.incluster.InClusterClient`)."""
+    """What the reporter needs of a client (`aiperf.kubeapi.KubeApi`, e.g. `in_cluster(...)`)."""
 
     async def request(self, method: str, path: str, *, body: Any = None, content_type: str = ...) -> Obj: ...
 
@@ -167,7 +164,7 @@ class StatusReporter:
             self._wake = anyio.Event()
             try:
                 await self.push()
-            except (ApiRejected, KubeUnreachable):
+            except (ApiError, Unreachable):
                 pass  # logged by push; status is advisory, the run goes on
             if self.finished:
                 return
@@ -177,7 +174,7 @@ class StatusReporter:
     async def flush(self, *, timeout_s: float = 30.0, retry_s: float = 0.5) -> bool:
         """One last push (the run's final counts), tried again every `retry_s` while it is
         dropped (lost races), the API server does not answer or answers "not now" (429, 5xx:
-        `ApiRejected.transient`), for at most `timeout_s`; True when it landed. Never raises for
+        `ApiError.transient`), for at most `timeout_s`; True when it landed. Never raises for
         the API: another rejection (logged by `push`) ends it at once, a finished reporter
         (terminal, deleted or replaced CR) quietly, a deadline passed with a warning."""
         with anyio.move_on_after(timeout_s):
@@ -185,10 +182,10 @@ class StatusReporter:
                 try:
                     if await self.push():
                         return True
-                except ApiRejected as exc:
+                except ApiError as exc:
                     if not exc.transient:
                         return False
-                except KubeUnreachable:
+                except Unreachable:
                     pass
                 if not self.finished:
                     await anyio.sleep(retry_s)
@@ -199,7 +196,7 @@ class StatusReporter:
     async def push(self) -> bool:
         """Write the current snapshot and the heartbeat. True when the status landed; False when
         dropped (lost races `attempts` times) or when the reporter is finished. Raises
-        `ApiRejected` for any other rejection and `KubeUnreachable` without an answer (both
+        `ApiError` for any other rejection and `Unreachable` without an answer (both
         logged here, the body included)."""
         async with self._lock:
             if self.finished:
@@ -230,13 +227,13 @@ class StatusReporter:
         """The live CR; None (and finished) when it is gone or is another CR of the same name."""
         try:
             cr = await self._client.request("GET", self._job.path())
-        except ApiRejected as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 self._finish("status.cr_gone")
                 return None
             self._log_rejected("GET", exc)
             raise
-        except KubeUnreachable as exc:
+        except Unreachable as exc:
             log.warning("status.unreachable", error=str(exc))
             raise
         if (cr.get("metadata") or {}).get("uid") != self._job.uid:
@@ -249,7 +246,7 @@ class StatusReporter:
         """Apply `ops`; the object as written, or None after a lost race (the next try re-reads)."""
         try:
             return await self._client.request("PATCH", path, body=ops, content_type=JSON_PATCH)
-        except ApiRejected as exc:
+        except ApiError as exc:
             self._live = None
             if exc.lost_race:
                 log.debug("status.lost_race", path=path, status=exc.status, message=exc.message)
@@ -259,12 +256,12 @@ class StatusReporter:
                 return None
             self._log_rejected("PATCH", exc)
             raise
-        except KubeUnreachable as exc:
+        except Unreachable as exc:
             self._live = None
             log.warning("status.unreachable", error=str(exc))
             raise
 
-    def _log_rejected(self, method: str, exc: ApiRejected) -> None:
+    def _log_rejected(self, method: str, exc: ApiError) -> None:
         level = log.warning if exc.transient else log.error
         level("status.rejected", method=method, namespace=self._job.namespace, name=self._job.name,
               status=exc.status, body=exc.body)

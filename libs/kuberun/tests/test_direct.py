@@ -1,20 +1,17 @@
-"""Direct-mode operations against the fake API server: results, and the exact requests made."""
+"""Direct-mode runs (`aiperf.kuberun.direct`) against the fake API server: results, and the exact
+requests made."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from kubernetes_asyncio.client import ApiClient
 
-from aiperf.kube import client as kube_client
-from aiperf.kube import ops
-from aiperf.kube.client import KubeError, load_client, resolve_namespace
-from aiperf.kube.ops import JobState
+from aiperf.kubeapi import JOBSETS, MAX_BROKEN_WATCHES, KubeApi, KubeError, connect
+from aiperf.kuberun import direct
+from aiperf.kuberun.direct import JobState
 from aiperf.testing.fake_kube import FakeKube
 
 pytestmark = pytest.mark.anyio
@@ -38,9 +35,8 @@ async def kube() -> AsyncIterator[FakeKube]:
 
 
 @pytest.fixture
-async def api(kube: FakeKube) -> AsyncIterator[ApiClient]:
-    client = await load_client(kube.kubeconfig_path, None)
-    async with client:
+async def api(kube: FakeKube) -> AsyncIterator[KubeApi]:
+    async with await connect(kube.kubeconfig_path, None) as client:
         yield client
 
 
@@ -77,53 +73,20 @@ def condition(kind: str) -> dict[str, Any]:
     return {"conditions": [{"type": kind, "status": "True"}]}
 
 
-# -- client ------------------------------------------------------------------------------------
-
-async def test_load_client_names_a_missing_kubeconfig_and_an_unknown_context(
-        kube: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(KubeError, match=r"^kubeconfig /nope/config not found; pass --kubeconfig PATH"):
-        await load_client("/nope/config", None)
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
-    with pytest.raises(KubeError, match=r"^no kubeconfig found at .*absent; pass --kubeconfig PATH or set "
-                                        r"KUBECONFIG$"):
-        await load_client(None, None)
-    with pytest.raises(KubeError, match=r"^context 'prod' not found in kubeconfig .*; use one of: fake$"):
-        await load_client(kube.kubeconfig_path, "prod")
-    monkeypatch.setenv("KUBECONFIG", kube.kubeconfig_path)
-    async with await load_client(None, "fake") as client:
-        assert client.configuration.host == kube.url
-    assert resolve_namespace(None, None, None) == NS
-    assert resolve_namespace("other", None, None) == "other"
-    bare = kube.write_kubeconfig(tmp_path / "bare", context="bare")
-    config = json.loads(bare.read_text())
-    del config["contexts"][0]["context"]["namespace"]
-    bare.write_text(json.dumps(config))
-    assert kube_client.context_namespace(str(bare), None) is None
-    assert resolve_namespace(None, str(bare), None) == "default"
-
-
-async def test_ensure_namespace_exists(kube: FakeKube, api: ApiClient) -> None:
-    await ops.ensure_namespace_exists(api, NS)
+async def test_ensure_namespace_exists(kube: FakeKube, api: KubeApi) -> None:
+    await direct.ensure_namespace_exists(api, NS)
     with pytest.raises(KubeError) as exc:
-        await ops.ensure_namespace_exists(api, "absent")
+        await direct.ensure_namespace_exists(api, "absent")
     assert str(exc.value) == "namespace absent does not exist; create it first (it is never created for you)"
     assert [(r.method, r.path) for r in kube.requests] == [
         ("GET", "/api/v1/namespaces/bench"), ("GET", "/api/v1/namespaces/absent")]
 
 
-async def test_a_server_that_is_not_there_is_one_clear_error(tmp_path: Path) -> None:
-    async with FakeKube() as fake:
-        config = fake.write_kubeconfig(tmp_path / "config")
-    async with await load_client(str(config), None) as client:
-        with pytest.raises(KubeError, match=r"^cannot reach the Kubernetes API server at http://127.0.0.1:"):
-            await ops.ensure_namespace_exists(client, NS)
-
-
 # -- create ------------------------------------------------------------------------------------
 
-async def test_create_all_creates_in_dependency_order(kube: FakeKube, api: ApiClient) -> None:
+async def test_create_all_creates_in_dependency_order(kube: FakeKube, api: KubeApi) -> None:
     objects = run_objects()
-    created = await ops.create_all(api, objects)
+    created = await direct.create_all(api, objects)
     assert [o["kind"] for o in created] == ["Role", "RoleBinding", "ConfigMap", "JobSet"]
     assert all(o["metadata"]["uid"] for o in created)
     posts = kube.requests_for("POST")
@@ -137,10 +100,10 @@ async def test_create_all_creates_in_dependency_order(kube: FakeKube, api: ApiCl
 
 
 async def test_create_all_on_an_existing_name_says_to_delete_first_and_rolls_back(
-        kube: FakeKube, api: ApiClient) -> None:
+        kube: FakeKube, api: KubeApi) -> None:
     kube.create(run_objects()[1])  # the ConfigMap of an earlier run is still there
     with pytest.raises(KubeError) as exc:
-        await ops.create_all(api, run_objects())
+        await direct.create_all(api, run_objects())
     assert str(exc.value) == ("ConfigMap aiperf-demo-config already exists in namespace bench; run "
                               "`aiperf kube delete demo -n bench` first (or choose another --name)")
     assert [(r.method, r.path.rsplit("/", 2)[-2:]) for r in kube.requests] == [
@@ -154,18 +117,18 @@ async def test_create_all_on_an_existing_name_says_to_delete_first_and_rolls_bac
     assert kube.get("v1", "ConfigMap", NS, "aiperf-demo-config") is not None  # not ours to remove
 
 
-async def test_create_all_in_a_missing_namespace(kube: FakeKube, api: ApiClient) -> None:
+async def test_create_all_in_a_missing_namespace(kube: FakeKube, api: KubeApi) -> None:
     objects = run_objects()
     for obj in objects:
         obj["metadata"]["namespace"] = "absent"
     with pytest.raises(KubeError, match=r"^namespace absent does not exist; create it first"):
-        await ops.create_all(api, objects)
+        await direct.create_all(api, objects)
     assert len(kube.requests) == 1
 
 
 # -- read --------------------------------------------------------------------------------------
 
-async def test_list_jobs_reports_state_from_jobset_conditions(kube: FakeKube, api: ApiClient) -> None:
+async def test_summaries_report_state_from_jobset_conditions(kube: FakeKube, api: KubeApi) -> None:
     add_jobset(kube, "a-running", {"conditions": [{"type": "Completed", "status": "False"}]})
     add_jobset(kube, "b-done", condition("Completed"))
     add_jobset(kube, "c-failed", condition("Failed"))
@@ -173,28 +136,27 @@ async def test_list_jobs_reports_state_from_jobset_conditions(kube: FakeKube, ap
     add_jobset(kube, "e-terminal", {"terminalState": "Failed"})
     kube.create({"apiVersion": JS_API, "kind": "JobSet", "metadata": {"name": "not-ours", "namespace": NS},
                  "spec": {}})
-    jobs = await ops.list_jobs(api, NS)
+    listing = await api.list_all(JOBSETS, NS, label_selector=direct.RUN_SELECTOR)
+    jobs = sorted(map(direct.summarize, listing.items), key=lambda j: j.name)
     assert [(j.name, j.jobset, j.state) for j in jobs] == [
         ("a-running", "aiperf-a-running", JobState.RUNNING), ("b-done", "aiperf-b-done", JobState.COMPLETED),
         ("c-failed", "aiperf-c-failed", JobState.FAILED),
         ("d-cancelled", "aiperf-d-cancelled", JobState.SUSPENDED),
         ("e-terminal", "aiperf-e-terminal", JobState.FAILED)]
     assert all(j.created and j.uid and j.namespace == NS for j in jobs)
-    assert kube.requests[-1].query == {"labelSelector": "app.kubernetes.io/name=aiperf"}
-    assert [j.name for j in await ops.list_jobs(api, None)] == [j.name for j in jobs]
-    assert kube.requests[-1].path == "/apis/jobset.x-k8s.io/v1alpha2/jobsets"
-    assert await ops.get_jobset(api, "nothing", NS) is None
+    assert kube.requests[-1].query == {"labelSelector": "app.kubernetes.io/name=aiperf", "limit": "500"}
+    assert await direct.get_jobset(api, "nothing", NS) is None
 
 
 # -- watch -------------------------------------------------------------------------------------
 
-async def test_watch_until_completed(kube: FakeKube, api: ApiClient) -> None:
+async def test_watch_until_completed(kube: FakeKube, api: KubeApi) -> None:
     created = add_jobset(kube, "demo")
     seen: list[JobState] = []
     result: list[JobState] = []
 
     async def watch() -> None:
-        result.append(await ops.watch_jobset_until_done(api, "demo", NS, lambda s, _: seen.append(s)))
+        result.append(await direct.watch_jobset_until_done(api, "demo", NS, lambda s, _: seen.append(s)))
 
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
@@ -214,7 +176,7 @@ async def test_watch_until_completed(kube: FakeKube, api: ApiClient) -> None:
         "timeoutSeconds": "300"})
 
 
-async def test_watch_rereads_after_410_and_returns_on_suspend(kube: FakeKube, api: ApiClient) -> None:
+async def test_watch_rereads_after_410_and_returns_on_suspend(kube: FakeKube, api: KubeApi) -> None:
     add_jobset(kube, "demo")
     calls: list[JobState] = []
 
@@ -227,16 +189,16 @@ async def test_watch_rereads_after_410_and_returns_on_suspend(kube: FakeKube, ap
             kube.update(dict(jobset, spec={"replicatedJobs": [], "suspend": True}))
 
     with anyio.fail_after(10):
-        state = await ops.watch_jobset_until_done(api, "demo", NS, on_event)
+        state = await direct.watch_jobset_until_done(api, "demo", NS, on_event)
     assert state == JobState.SUSPENDED and calls == [JobState.RUNNING, JobState.RUNNING, JobState.SUSPENDED]
     assert [(r.method, "watch" in r.query) for r in kube.requests] == [
         ("GET", False), ("GET", True), ("GET", False), ("GET", True)]
 
 
 async def test_watch_fails_clearly_when_the_jobset_is_deleted_or_missing(kube: FakeKube,
-                                                                        api: ApiClient) -> None:
+                                                                        api: KubeApi) -> None:
     with pytest.raises(KubeError, match=r"^no run demo in namespace bench \(JobSet aiperf-demo not found\)$"):
-        await ops.watch_jobset_until_done(api, "demo", NS)
+        await direct.watch_jobset_until_done(api, "demo", NS)
     add_jobset(kube, "demo")
 
     def on_event(state: JobState, jobset: dict[str, Any]) -> None:
@@ -244,62 +206,62 @@ async def test_watch_fails_clearly_when_the_jobset_is_deleted_or_missing(kube: F
 
     deleted = r"^JobSet aiperf-demo was deleted before it finished$"
     with anyio.fail_after(10), pytest.raises(KubeError, match=deleted):
-        await ops.watch_jobset_until_done(api, "demo", NS, on_event)
+        await direct.watch_jobset_until_done(api, "demo", NS, on_event)
 
 
-async def test_watch_of_a_finished_run_returns_at_once(kube: FakeKube, api: ApiClient) -> None:
+async def test_watch_of_a_finished_run_returns_at_once(kube: FakeKube, api: KubeApi) -> None:
     add_jobset(kube, "demo", condition("Failed"))
-    assert await ops.watch_jobset_until_done(api, "demo", NS) == JobState.FAILED
+    assert await direct.watch_jobset_until_done(api, "demo", NS) == JobState.FAILED
     assert len(kube.requests) == 1
 
 
 # -- cancel and delete -------------------------------------------------------------------------
 
-async def test_cancel_suspends_the_jobset_fenced_on_its_uid(kube: FakeKube, api: ApiClient) -> None:
+async def test_cancel_suspends_the_jobset_fenced_on_its_uid(kube: FakeKube, api: KubeApi) -> None:
     created = add_jobset(kube, "demo")
-    assert await ops.cancel(api, "demo", NS) == JobState.SUSPENDED
+    assert await direct.cancel(api, "demo", NS) == JobState.SUSPENDED
     patch = kube.requests_for("PATCH")[0]
     assert (patch.path, patch.content_type, patch.body) == (
         f"{JS_PATH}/aiperf-demo", "application/json-patch+json",
         [{"op": "test", "path": "/metadata/uid", "value": created["metadata"]["uid"]},
          {"op": "add", "path": "/spec/suspend", "value": True}])
     assert kube.get(JS_API, "JobSet", NS, "aiperf-demo")["spec"]["suspend"] is True  # type: ignore[index]
-    assert (await ops.list_jobs(api, NS))[0].state == JobState.SUSPENDED
-    assert await ops.cancel(api, "demo", NS) == JobState.SUSPENDED  # already: nothing patched
+    assert direct.jobset_state(await direct.get_jobset(api, "demo", NS) or {}) == JobState.SUSPENDED
+    assert await direct.cancel(api, "demo", NS) == JobState.SUSPENDED  # already: nothing patched
     assert len(kube.requests_for("PATCH")) == 1
 
 
-async def test_cancel_of_a_finished_or_missing_run(kube: FakeKube, api: ApiClient) -> None:
+async def test_cancel_of_a_finished_or_missing_run(kube: FakeKube, api: KubeApi) -> None:
     add_jobset(kube, "demo", condition("Completed"))
-    assert await ops.cancel(api, "demo", NS) == JobState.COMPLETED
+    assert await direct.cancel(api, "demo", NS) == JobState.COMPLETED
     assert kube.requests_for("PATCH") == []
     with pytest.raises(KubeError, match=r"^no run other in namespace bench"):
-        await ops.cancel(api, "other", NS)
+        await direct.cancel(api, "other", NS)
 
 
 async def test_cancel_never_suspends_a_same_name_replacement(
-        kube: FakeKube, api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+        kube: FakeKube, api: KubeApi, monkeypatch: pytest.MonkeyPatch) -> None:
     stale = add_jobset(kube, "demo")
     kube.store.delete(kube.kind(JS_API, "JobSet"), NS, "aiperf-demo", {})
     add_jobset(kube, "demo")  # recreated between our read and our patch
 
-    async def read_stale(api: ApiClient, name: str, namespace: str) -> dict[str, Any]:
+    async def read_stale(api: KubeApi, name: str, namespace: str) -> dict[str, Any]:
         return stale
 
-    monkeypatch.setattr(ops, "get_jobset", read_stale)
+    monkeypatch.setattr(direct, "get_jobset", read_stale)
     with pytest.raises(KubeError, match=r"^JobSet aiperf-demo was deleted or replaced while cancelling"):
-        await ops.cancel(api, "demo", NS)
+        await direct.cancel(api, "demo", NS)
     assert "suspend" not in kube.get(JS_API, "JobSet", NS, "aiperf-demo")["spec"]  # type: ignore[index]
 
 
 async def test_delete_removes_the_run_objects_foreground_and_skips_missing_ones(
-        kube: FakeKube, api: ApiClient) -> None:
+        kube: FakeKube, api: KubeApi) -> None:
     for obj in run_objects():
         if obj["kind"] != "RoleBinding":
             kube.create(obj)
     uids = {o["kind"]: kube.get(o["apiVersion"], o["kind"], NS, o["metadata"]["name"])["metadata"]["uid"]  # type: ignore[index]
             for o in run_objects() if o["kind"] != "RoleBinding"}
-    deleted = await ops.delete(api, "demo", NS)
+    deleted = await direct.delete(api, "demo", NS)
     assert deleted == ["JobSet/aiperf-demo", "ConfigMap/aiperf-demo-config", "Role/aiperf-demo"]
     requests = kube.requests_for("DELETE")
     assert [r.path for r in requests] == [
@@ -309,40 +271,40 @@ async def test_delete_removes_the_run_objects_foreground_and_skips_missing_ones(
         {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground",
          "preconditions": {"uid": uids[kind]}} for kind in ("JobSet", "ConfigMap", "Role")]
     assert [k for k, _ in kube.store.all_objects() if k[1] not in ("namespaces", "customresourcedefinitions")] == []
-    assert await ops.delete(api, "demo", NS) == []
+    assert await direct.delete(api, "demo", NS) == []
 
 
 async def test_delete_never_removes_a_same_name_replacement(
-        kube: FakeKube, api: ApiClient, monkeypatch: pytest.MonkeyPatch) -> None:
+        kube: FakeKube, api: KubeApi, monkeypatch: pytest.MonkeyPatch) -> None:
     stale = add_jobset(kube, "demo")
     kube.store.delete(kube.kind(JS_API, "JobSet"), NS, "aiperf-demo", {})
     fresh = add_jobset(kube, "demo")  # a new run with the same name
     with pytest.raises(KubeError, match=r"not " + stale["metadata"]["uid"]):
-        await ops.delete(api, "demo", NS, uid=stale["metadata"]["uid"])
+        await direct.delete(api, "demo", NS, uid=stale["metadata"]["uid"])
     assert kube.requests_for("DELETE") == []
     # replaced between the read and the delete: the precondition refuses it (409)
-    real_call = ops._call
+    real_delete = api.delete
 
-    async def call_then_replace(api: ApiClient, method: str, path: str, **kwargs: Any) -> Any:
-        if method == "DELETE" and path.endswith("/jobsets/aiperf-demo"):
+    async def replace_then_delete(resource: Any, namespace: str, name: str, **kwargs: Any) -> bool:
+        if resource is JOBSETS and name == "aiperf-demo":
             kube.store.delete(kube.kind(JS_API, "JobSet"), NS, "aiperf-demo", {})
             add_jobset(kube, "demo")
-        return await real_call(api, method, path, **kwargs)
+        return await real_delete(resource, namespace, name, **kwargs)
 
-    monkeypatch.setattr(ops, "_call", call_then_replace)
+    monkeypatch.setattr(api, "delete", replace_then_delete)
     with pytest.raises(KubeError, match=r"^JobSet bench/aiperf-demo was replaced by a same-name one"):
-        await ops.delete(api, "demo", NS)
+        await direct.delete(api, "demo", NS)
     current = kube.get(JS_API, "JobSet", NS, "aiperf-demo")
     assert current is not None and current["metadata"]["uid"] not in (fresh["metadata"]["uid"], stale["metadata"]["uid"])
 
 
 @pytest.mark.parametrize("garbage", [b'{"type": "MODIFIED", "obj', b"this is not json\n", b"[1, 2]\n"])
-async def test_watch_survives_a_cut_stream_or_a_bad_line(kube: FakeKube, api: ApiClient, garbage: bytes) -> None:
+async def test_watch_survives_a_cut_stream_or_a_bad_line(kube: FakeKube, api: KubeApi, garbage: bytes) -> None:
     add_jobset(kube, "demo")
     result: list[JobState] = []
 
     async def watch() -> None:
-        result.append(await ops.watch_jobset_until_done(api, "demo", NS))
+        result.append(await direct.watch_jobset_until_done(api, "demo", NS))
 
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
@@ -357,7 +319,7 @@ async def test_watch_survives_a_cut_stream_or_a_bad_line(kube: FakeKube, api: Ap
         ("GET", False), ("GET", True), ("GET", False), ("GET", True)]  # read again after the cut
 
 
-async def test_a_watch_that_keeps_breaking_gives_up_with_one_line(kube: FakeKube, api: ApiClient) -> None:
+async def test_a_watch_that_keeps_breaking_gives_up_with_one_line(kube: FakeKube, api: KubeApi) -> None:
     add_jobset(kube, "demo")
     cuts = 0
 
@@ -372,12 +334,12 @@ async def test_a_watch_that_keeps_breaking_gives_up_with_one_line(kube: FakeKube
         async with anyio.create_task_group() as tg:
             tg.start_soon(cutter)
             try:
-                await ops.watch_jobset_until_done(api, "demo", NS)
+                await direct.watch_jobset_until_done(api, "demo", NS)
             except KubeError as exc:
                 errors.append(str(exc))
             tg.cancel_scope.cancel()
-    assert len(errors) == 1 and errors[0].startswith("watching the JobSet failed 5 times in a row"), errors
-    assert cuts == ops.MAX_BROKEN_WATCHES
+    assert len(errors) == 1 and errors[0].startswith("watching JobSet aiperf-demo failed 5 times in a row"), errors
+    assert cuts == MAX_BROKEN_WATCHES
 
 
 # -- pods --------------------------------------------------------------------------------------
@@ -391,25 +353,25 @@ def add_pod(kube: FakeKube, name: str, job: str, phase: str = "Running", contain
         kube.terminate_pod(NS, name, {"c0": 1})
 
 
-async def test_pod_logs(kube: FakeKube, api: ApiClient) -> None:
+async def test_pod_logs(kube: FakeKube, api: KubeApi) -> None:
     add_pod(kube, "p", "workers", containers=2)
     kube.set_pod_log(NS, "p", '{"a": 1}\n', container="c1")
-    assert await ops.pod_logs(api, "p", NS, container="c1") == '{"a": 1}\n'
-    assert await ops.pod_logs(api, "p", NS, container="c1", tail=0) == ""
+    assert await direct.pod_logs(api, "p", NS, container="c1") == '{"a": 1}\n'
+    assert await direct.pod_logs(api, "p", NS, container="c1", tail=0) == ""
     assert kube.requests[-1].query == {"container": "c1", "tailLines": "0"}
     with pytest.raises(KubeError, match=r"^reading the log of pod p failed: a container name must be "):
-        await ops.pod_logs(api, "p", NS)
+        await direct.pod_logs(api, "p", NS)
     with pytest.raises(KubeError, match=r"^pod q not found in namespace bench$"):
-        await ops.pod_logs(api, "q", NS)
+        await direct.pod_logs(api, "q", NS)
 
 
-async def test_a_run_with_its_curve_secret_is_created_and_deleted_whole(kube: FakeKube, api: ApiClient) -> None:
+async def test_a_run_with_its_curve_secret_is_created_and_deleted_whole(kube: FakeKube, api: KubeApi) -> None:
     from aiperf.comms import CurveKeys
     from aiperf.kube import KubeSettings, build_curve_secret
 
     secret = build_curve_secret(KubeSettings(name="demo", namespace=NS), CurveKeys.generate())
-    created = await ops.create_all(api, [*run_objects(), secret])
+    created = await direct.create_all(api, [*run_objects(), secret])
     assert [o["kind"] for o in created] == ["Role", "RoleBinding", "ConfigMap", "Secret", "JobSet"]
-    deleted = await ops.delete(api, "demo", NS)
+    deleted = await direct.delete(api, "demo", NS)
     assert "Secret/aiperf-demo-curve" in deleted
     assert kube.get("v1", "Secret", NS, "aiperf-demo-curve") is None

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from aiperf.kube.incluster import ApiRejected, InClusterClient, InClusterConfig, KubeUnreachable
+from aiperf.kubeapi import ApiError, InClusterConfig, Unreachable, in_cluster
 from aiperf.testing.fake_kube_tls import make_tls_files
 
 pytestmark = pytest.mark.anyio
@@ -93,10 +93,10 @@ async def test_a_pod_reaches_the_api_server_over_verified_tls_with_its_rotating_
         tmp_path: Path, certs: Path, api_server: ApiServer) -> None:
     sa = service_account(tmp_path, certs)
     env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(api_server.port)}
-    async with InClusterClient(InClusterConfig.from_env(env, sa_dir=sa)) as client:
+    async with in_cluster(InClusterConfig.from_env(env, sa_dir=sa)) as client:
         assert (await client.request("GET", OBJ_PATH))["metadata"]["uid"] == "u1"
         (sa / "token").write_text("token-2\n")  # the kubelet rotated it
-        with pytest.raises(ApiRejected) as exc:
+        with pytest.raises(ApiError) as exc:
             await client.request("PATCH", OBJ_PATH + "/status", body=[])
     assert api_server.tokens == ["Bearer token-1", "Bearer token-2"]
     assert exc.value.status == 403 and exc.value.reason == "Forbidden" and not exc.value.lost_race
@@ -107,7 +107,7 @@ async def test_a_server_the_mounted_ca_did_not_sign_is_not_spoken_to(
         tmp_path: Path, certs: Path, api_server: ApiServer) -> None:
     sa = service_account(tmp_path, certs, ca="other")
     env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(api_server.port)}
-    async with InClusterClient(InClusterConfig.from_env(env, sa_dir=sa)) as client:
-        with pytest.raises(KubeUnreachable, match="certificate"):
+    async with in_cluster(InClusterConfig.from_env(env, sa_dir=sa)) as client:
+        with pytest.raises(Unreachable, match="certificate"):
             await client.request("GET", OBJ_PATH)
     assert api_server.tokens == []  # the token never left the pod

@@ -25,8 +25,8 @@ from aiperf.kube.crd_model import (
     PhaseStatus,
     WorkersStatus,
 )
-from aiperf.kube.incluster import ApiRejected, InClusterClient, InClusterConfig, InClusterError
-from aiperf.kube.status_push import (
+from aiperf.kubeapi import ApiError, InClusterConfig, InClusterError, KubeApi, in_cluster
+from aiperf.kuberun.status_push import (
     HEARTBEAT_ANNOTATION,
     JobRef,
     StatusReporter,
@@ -136,15 +136,15 @@ class Cluster:
     def status(self) -> dict[str, Any]:
         return dict(self.cr().get("status") or {})
 
-    def reporter(self, client: InClusterClient, *, uid: str | None = None, name: str = NAME,
+    def reporter(self, client: KubeApi, *, uid: str | None = None, name: str = NAME,
                  state: list[AIPerfJobStatus] | None = None, interval_s: float = 3600) -> StatusReporter:
         """A reporter of the newest entry of `state` (pushes only when told, unless `interval_s`)."""
         held = state if state is not None else [snapshot()]
         return StatusReporter(client=client, job=JobRef(name=name, namespace=NS, uid=uid or self.uid),
                               snapshot=lambda: held[-1], interval_s=interval_s, clock=lambda: NOW)
 
-    def client(self) -> InClusterClient:
-        return InClusterClient(InClusterConfig(server=self.kube.url, token_path=self.token_path, ca_path=None))
+    def client(self) -> KubeApi:
+        return in_cluster(InClusterConfig(server=self.kube.url, token_path=self.token_path, ca_path=None))
 
 
 @pytest.fixture
@@ -216,7 +216,7 @@ async def test_a_rejection_other_than_a_lost_race_is_logged_with_its_body_and_ra
     bad = [AIPerfJobStatus(sub_phase=SystemState.PROFILING, requests_per_second=-1.0)]  # the CRD says >= 0
     async with cluster.client() as client:
         reporter = cluster.reporter(client, state=bad)
-        with structlog.testing.capture_logs() as logs, pytest.raises(ApiRejected) as exc:
+        with structlog.testing.capture_logs() as logs, pytest.raises(ApiError) as exc:
             await reporter.push()
     assert exc.value.status == 422 and not exc.value.lost_race and "requestsPerSecond" in exc.value.body
     (event,) = (e for e in logs if e["event"] == "status.rejected")
@@ -229,7 +229,7 @@ async def test_the_roles_resource_names_hold_another_cr_is_forbidden(cluster: Cl
     cluster.kube.create({"apiVersion": CR_API, "kind": JOB_KIND, "metadata": {"name": "other", "namespace": NS},
                          "spec": {"benchmark": {"models": ["m"]}}})
     async with cluster.client() as client:
-        with pytest.raises(ApiRejected) as exc:
+        with pytest.raises(ApiError) as exc:
             await cluster.reporter(client, name="other").push()
     assert exc.value.status == 403
 
@@ -261,12 +261,12 @@ async def test_run_pushes_on_every_poke_and_ends_when_the_run_is_over(cluster: C
     assert cluster.status() == {"phase": "Cancelled"}
 
 
-def _refusal(status: int, reason: str, message: str) -> ApiRejected:
-    return ApiRejected(status, json.dumps({"kind": "Status", "status": "Failure", "code": status,
+def _refusal(status: int, reason: str, message: str) -> ApiError:
+    return ApiError(status, json.dumps({"kind": "Status", "status": "Failure", "code": status,
                                            "reason": reason, "message": message}))
 
 
-LOST_RACE = ApiRejected(422, json.dumps({"reason": "Invalid", "message": "the request is invalid",
+LOST_RACE = ApiError(422, json.dumps({"reason": "Invalid", "message": "the request is invalid",
                                          "details": {"causes": [{"message": "testing value /status/phase failed"}]}}))
 """What a status write of the operator in between makes the API server say to a fenced push."""
 
@@ -274,7 +274,7 @@ LOST_RACE = ApiRejected(422, json.dumps({"reason": "Invalid", "message": "the re
 class _Refuses:
     """The real client, but its first status PATCHes answer `refusals`, one each."""
 
-    def __init__(self, client: InClusterClient, refusals: list[ApiRejected]) -> None:
+    def __init__(self, client: KubeApi, refusals: list[ApiError]) -> None:
         self._client, self.refusals = client, list(refusals)
 
     async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:

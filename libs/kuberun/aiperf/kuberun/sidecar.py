@@ -3,10 +3,10 @@
 The run is over when the controller pod's `control-plane` container has terminated (its exit
 code is the run's verdict); the JobSet completes only later, once the `results-sidecar`
 container has exited too. The exports are read from that sidecar through the API server's pod
-proxy (`.../pods/POD:9091/proxy/...`, see `aiperf.api.results_app` for its endpoints), which
+proxy (`.../pods/POD:9091/proxy/...`, see the results-sidecar service for its endpoints), which
 reaches only a running container, and the sidecar is retired with `POST /shutdown`.
 
-Every function takes an `ApiClient`; `KubeError` is for what the user can fix (no such run),
+Every function takes a `KubeApi`; `KubeError` is for what the user can fix (no such run),
 `KubeClusterError` for a failure of the cluster or of the sidecar (unreachable, an error answer).
 """
 
@@ -23,35 +23,19 @@ from urllib.parse import quote
 
 import aiohttp
 import anyio
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from aiperf.kube.client import KubeClusterError
 from aiperf.kube.containers import CONTROL_PLANE_CONTAINER, RESULTS_PORT
-from aiperf.kube.names import CONTROLLER_JOB, jobset_name
-from aiperf.kube.ops import (
+from aiperf.kube.names import (
+    CONTROLLER_JOB,
     JOBSET_NAME_LABEL,
+    JOBSET_UID_LABEL,
     REPLICATED_JOB_LABEL,
-    BrokenWatch,
-    JobState,
-    _call,
-    _count_broken,
-    _describe,
-    _error_of,
-    _events,
-    _open,
-    _path,
-    _unreachable,
-    controller_pod,
-    list_pods,
-    watch_jobset_until_done,
+    jobset_name,
 )
+from aiperf.kubeapi import PODS, ApiError, Event, KubeApi, KubeClusterError, Listing, Obj, proxy_path, watch
+from aiperf.kuberun.direct import JobState, controller_pod, list_pods, watch_jobset_until_done
 from aiperf.runtime.errors import root_cause
 
-Obj = dict[str, Any]
-KEEP_SIDECAR_ANNOTATION = "aiperf.nvidia.com/keep-results-sidecar"
-"""On an AIPerfJob, `"true"`: the operator copies the results but leaves the results sidecar
-running (the attached `aiperf kube profile`, `kube shutdown` or its linger time retires it)."""
 RESULT_FILES = ("profile_export_aiperf.json", "profile_export_aiperf.csv", "profile_export.jsonl",
                 "inputs.json", "profile_export_console.txt", "server_metrics_export.json",
                 "server_metrics_export.csv")
@@ -84,34 +68,33 @@ def control_plane_exit(pod: Mapping[str, Any]) -> int | None:
     return None
 
 
-JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
-"""The label JobSet puts on its Jobs and pods: the UID of the JobSet that made them."""
+def _ended(pods: list[Obj]) -> RunEnd | None:
+    """The end of the newest of `pods` (oldest first) whose control plane has terminated."""
+    for pod in reversed(pods):
+        if (code := control_plane_exit(pod)) is not None:
+            return RunEnd(exit_code=code, pod=str(pod["metadata"]["name"]))
+    return None
 
 
-async def controller_end(api: ApiClient, name: str, namespace: str, *,
+async def controller_end(api: KubeApi, name: str, namespace: str, *,
                          jobset_uid: str | None = None) -> RunEnd | None:
     """The run's end as its controller pods show it (the newest pod whose control plane has
     terminated), None while the control plane runs or before there is a controller pod. With
     `jobset_uid`, a pod labelled as made by another JobSet of the same name (an earlier
     incarnation of the run, still terminating) does not count."""
-    for pod in reversed(await list_pods(api, name, namespace, replicated_job=CONTROLLER_JOB)):
-        made_by = (pod["metadata"].get("labels") or {}).get(JOBSET_UID_LABEL)
-        if jobset_uid is not None and made_by is not None and made_by != jobset_uid:
-            continue
-        code = control_plane_exit(pod)
-        if code is not None:
-            return RunEnd(exit_code=code, pod=str(pod["metadata"]["name"]))
-    return None
+    pods = [p for p in await list_pods(api, name, namespace, replicated_job=CONTROLLER_JOB)
+            if jobset_uid is None or (p["metadata"].get("labels") or {}).get(JOBSET_UID_LABEL) in (None, jobset_uid)]
+    return _ended(pods)
 
 
-async def wait_run_end(api: ApiClient, name: str, namespace: str,
+async def wait_run_end(api: KubeApi, name: str, namespace: str,
                        on_event: Callable[[JobState, Obj], None] | None = None, *,
                        watch_timeout_s: int = 300) -> RunEnd:
     """Block until run `name` is over: its control plane has terminated (a watch on the
     controller pods), or its JobSet is Completed, Failed or Suspended (cancelled; the JobSet
-    watch of `aiperf.kube.ops.watch_jobset_until_done`, whose `on_event(state, jobset)` sees
-    every change). KubeError when the run does not exist; KubeClusterError when its JobSet goes
-    away meanwhile or a watch keeps failing. Wrap in `anyio.fail_after` for a deadline."""
+    watch of `aiperf.kuberun.direct.watch_jobset_until_done`, whose `on_event(state, jobset)`
+    sees every change). KubeError when the run does not exist; KubeClusterError when its JobSet
+    goes away meanwhile or a watch keeps failing. Wrap in `anyio.fail_after` for a deadline."""
     ends: list[RunEnd] = []
     try:
         async with anyio.create_task_group() as tg:
@@ -132,79 +115,59 @@ async def wait_run_end(api: ApiClient, name: str, namespace: str,
     return ends[0]
 
 
-async def _watch_control_plane(api: ApiClient, name: str, namespace: str, watch_timeout_s: int) -> RunEnd:
+async def _watch_control_plane(api: KubeApi, name: str, namespace: str, watch_timeout_s: int) -> RunEnd:
     """Return once a controller pod's control plane has terminated: list the controller pods,
-    then watch them from that resourceVersion (listing again after a timeout, 410 or a break)."""
+    then watch them (listing again after any watch error)."""
     selector = f"{JOBSET_NAME_LABEL}={jobset_name(name)},{REPLICATED_JOB_LABEL}={CONTROLLER_JOB}"
-    broken = 0
-    while True:
+
+    async def relist() -> Listing:
         try:
-            listing: Obj = await _call(api, "GET", _path("v1", "pods", namespace), query={"labelSelector": selector})
-        except ApiException as exc:
-            raise KubeClusterError(f"listing the controller pods of run {name} failed: {_describe(exc)}") from None
-        for pod in reversed(listing.get("items") or []):
-            if (code := control_plane_exit(pod)) is not None:
-                return RunEnd(exit_code=code, pod=str(pod["metadata"]["name"]))
-        query = {"watch": "true", "labelSelector": selector, "allowWatchBookmarks": "true",
-                 "resourceVersion": str(listing.get("metadata", {}).get("resourceVersion", "")),
-                 "timeoutSeconds": str(watch_timeout_s)}
-        try:
-            response = await _open(api, _path("v1", "pods", namespace), query)
-            try:
-                if response.status != 200:
-                    raise KubeClusterError(f"watching the controller pods of run {name} failed: "
-                                           f"{_describe(await _error_of(response))}")
-                async with aclosing(_events(response)) as events:
-                    async for event in events:
-                        broken = 0
-                        pod = event.get("object") or {}
-                        if event.get("type") in ("ADDED", "MODIFIED") and (code := control_plane_exit(pod)) is not None:
-                            return RunEnd(exit_code=code, pod=str(pod["metadata"]["name"]))
-                        if event.get("type") == "ERROR":
-                            break  # 410 Expired or another watch error: list again
-            finally:
-                response.release()
-        except (aiohttp.ClientError, TimeoutError, BrokenWatch) as exc:
-            broken = _count_broken(broken, exc)
+            return await api.list_all(PODS, namespace, label_selector=selector)
+        except ApiError as exc:
+            raise KubeClusterError(f"listing the controller pods of run {name} failed: {exc.describe()}") from None
+
+    start = await relist()
+    if (end := _ended(start.items)) is not None:
+        return end
+    changes = watch(api, PODS.path(namespace), start=start, relist=relist, label_selector=selector,
+                    what=f"the controller pods of run {name}", watch_timeout_s=watch_timeout_s)
+    async with aclosing(changes):
+        async for change in changes:
+            pods = [change.object] if isinstance(change, Event) and change.type != "DELETED" else \
+                change.items if isinstance(change, Listing) else []
+            if (end := _ended(pods)) is not None:
+                return end
+    raise AssertionError("a watch ends only by an error")  # pragma: no cover
 
 
-def _proxy(namespace: str, pod: str, path: str) -> str:
-    return _path("v1", "pods", namespace, f"{pod}:{RESULTS_PORT}", "proxy") + path
+async def _read(api: KubeApi, method: str, namespace: str, pod: str, path: str, *, stream: bool = False
+                ) -> aiohttp.ClientResponse:
+    """`method path` on the results sidecar of `pod`; the unread response (any status), to release."""
+    return await api.open(method, proxy_path(PODS, namespace, pod, RESULTS_PORT, path), accept="*/*", stream=stream)
 
 
-async def _request(api: ApiClient, method: str, url: str) -> aiohttp.ClientResponse:
-    """`method url` through the API server; the unread response (any status), to release."""
-    try:
-        response: aiohttp.ClientResponse = await api.call_api(
-            url, method, header_params={"Accept": "*/*"}, auth_settings=["BearerToken"],
-            _return_http_data_only=True, _preload_content=False)
-    except aiohttp.ClientError as exc:
-        raise _unreachable(api, exc) from None
-    return response
-
-
-async def _json(api: ApiClient, namespace: str, pod: str, path: str) -> Any:
-    response = await _open(api, _proxy(namespace, pod, path))
+async def _json(api: KubeApi, namespace: str, pod: str, path: str) -> Any:
+    response = await _read(api, "GET", namespace, pod, path)
     try:
         if response.status != 200:
-            raise _sidecar_error(pod, path, await _error_of(response))
+            raise _sidecar_error(pod, path, ApiError(response.status, await response.read()))
         return await response.json(content_type=None)
     finally:
         response.release()
 
 
-def _sidecar_error(pod: str, what: str, exc: ApiException) -> KubeClusterError:
+def _sidecar_error(pod: str, what: str, exc: ApiError) -> KubeClusterError:
     return KubeClusterError(f"reading {what} from the results sidecar of pod {pod} (port {RESULTS_PORT}) failed: "
-                            f"{_describe(exc)}; it is gone after `aiperf kube shutdown` or its linger time")
+                            f"{exc.describe()}; it is gone after `aiperf kube shutdown` or its linger time")
 
 
-async def sidecar_status(api: ApiClient, namespace: str, pod: str) -> Obj:
+async def sidecar_status(api: KubeApi, namespace: str, pod: str) -> Obj:
     """The sidecar's `/api/status` (`ended`, `exit_code`, `results_ready`, ...)."""
     status: Obj = await _json(api, namespace, pod, "/api/status")
     return status
 
 
-async def wait_sidecar_ended(api: ApiClient, namespace: str, pod: str, *, poll_s: float = 1.0,
+async def wait_sidecar_ended(api: KubeApi, namespace: str, pod: str, *, poll_s: float = 1.0,
                              timeout_s: float = 60.0) -> Obj:
     """Wait until the sidecar says the run has ended (it notices within a few seconds of the
     control plane's exit) and return its status; KubeClusterError after `timeout_s`."""
@@ -215,24 +178,24 @@ async def wait_sidecar_ended(api: ApiClient, namespace: str, pod: str, *, poll_s
     raise KubeClusterError(f"the results sidecar of pod {pod} did not see the run end within {timeout_s:g} s")
 
 
-async def list_exports(api: ApiClient, namespace: str, pod: str) -> list[str]:
+async def list_exports(api: KubeApi, namespace: str, pod: str) -> list[str]:
     """The names of the export files the sidecar has (the run must have ended)."""
     listing = await _json(api, namespace, pod, "/api/results/files")
     return [str(f["name"]) for f in listing.get("files") or []]
 
 
-async def download_export(api: ApiClient, namespace: str, pod: str, file_name: str, dest: Path, *,
+async def download_export(api: KubeApi, namespace: str, pod: str, file_name: str, dest: Path, *,
                           durable: bool = False) -> Path:
     """Download one export file into `dest` whole or not at all (a temporary name, then a
     rename; with `durable` the file is fsynced before the rename). KubeClusterError when the
     sidecar cannot be reached, answers an error, or the transfer breaks."""
-    path = _proxy(namespace, pod, "/api/results/files/" + quote(file_name, safe=""))
     target = dest / file_name
     partial = dest / f".{file_name}.{uuid.uuid4().hex[:8]}.part"
-    response = await _open(api, path)
+    response = await _read(api, "GET", namespace, pod, "/api/results/files/" + quote(file_name, safe=""),
+                           stream=True)
     try:
         if response.status != 200:
-            raise _sidecar_error(pod, file_name, await _error_of(response))
+            raise _sidecar_error(pod, file_name, ApiError(response.status, await response.read()))
         try:
             async with await anyio.open_file(partial, "wb") as out:
                 async for chunk in response.content.iter_chunked(1 << 16):
@@ -261,14 +224,14 @@ class FetchedResults:
     status: Obj
 
 
-async def results_pod(api: ApiClient, name: str, namespace: str) -> str:
+async def results_pod(api: KubeApi, name: str, namespace: str) -> str:
     """The controller pod to read run `name`'s results from: the newest whose control plane has
-    ended, else the running one (`aiperf.kube.ops.controller_pod`)."""
+    ended, else the running one (`aiperf.kuberun.direct.controller_pod`)."""
     end = await controller_end(api, name, namespace)
     return end.pod if end is not None and end.pod is not None else await controller_pod(api, name, namespace)
 
 
-async def fetch_results_from_pods(api: ApiClient, name: str, namespace: str, dest: Path, *,
+async def fetch_results_from_pods(api: KubeApi, name: str, namespace: str, dest: Path, *,
                                   pod: str | None = None, ended_timeout_s: float = 60.0) -> FetchedResults:
     """Download run `name`'s export files from its controller pod's results sidecar into `dest`
     (each whole or not at all), once the sidecar says the run has ended (waiting up to
@@ -284,21 +247,21 @@ async def fetch_results_from_pods(api: ApiClient, name: str, namespace: str, des
                           status=status)
 
 
-async def shutdown_sidecar(api: ApiClient, namespace: str, pod: str) -> bool:
+async def shutdown_sidecar(api: KubeApi, namespace: str, pod: str) -> bool:
     """`POST /shutdown` to the sidecar: it exits 0, the controller Job then completes. True when it
     accepted, False when it was already gone (nothing listens any more)."""
-    response = await _request(api, "POST", _proxy(namespace, pod, "/shutdown"))
+    response = await _read(api, "POST", namespace, pod, "/shutdown")
     try:
         if response.status == 202:
             return True
-        exc = await _error_of(response)
-        if exc.status in (404, 503):
+        if response.status in (404, 503):
             return False
-        raise KubeClusterError(f"shutting down the results sidecar of pod {pod} failed: {_describe(exc)}")
+        error = ApiError(response.status, await response.read())
+        raise KubeClusterError(f"shutting down the results sidecar of pod {pod} failed: {error.describe()}")
     finally:
         response.release()
 
 
-__all__ = ["KEEP_SIDECAR_ANNOTATION", "RESULT_FILES", "FetchedResults", "RunEnd", "control_plane_exit", "controller_end", "download_export",
-           "fetch_results_from_pods", "list_exports", "results_pod", "shutdown_sidecar", "sidecar_status",
-           "wait_run_end", "wait_sidecar_ended"]
+__all__ = ["RESULT_FILES", "FetchedResults", "RunEnd", "control_plane_exit",
+           "controller_end", "download_export", "fetch_results_from_pods", "list_exports", "results_pod",
+           "shutdown_sidecar", "sidecar_status", "wait_run_end", "wait_sidecar_ended"]

@@ -11,11 +11,10 @@ from typing import Any
 
 import anyio
 import pytest
-from kubernetes_asyncio.client import ApiClient
 
-from aiperf.kube import sidecar
-from aiperf.kube.client import KubeClusterError, KubeError, load_client
-from aiperf.kube.ops import JobState
+from aiperf.kubeapi import KubeApi, KubeClusterError, KubeError, connect
+from aiperf.kuberun import sidecar
+from aiperf.kuberun.direct import JobState
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_sidecar import FakeSidecar
 
@@ -39,8 +38,8 @@ async def kube() -> AsyncIterator[FakeKube]:
 
 
 @pytest.fixture
-async def api(kube: FakeKube) -> AsyncIterator[ApiClient]:
-    client = await load_client(kube.kubeconfig_path, None)
+async def api(kube: FakeKube) -> AsyncIterator[KubeApi]:
+    client = await connect(kube.kubeconfig_path, None)
     async with client:
         yield client
 
@@ -63,7 +62,7 @@ def add_jobset(kube: FakeKube, status: dict[str, Any] | None = None) -> None:
 
 
 async def test_the_run_ends_when_the_control_plane_exits_not_when_the_jobset_completes(
-        kube: FakeKube, api: ApiClient) -> None:
+        kube: FakeKube, api: KubeApi) -> None:
     add_jobset(kube)
     add_controller_pod(kube)
     seen: list[JobState] = []
@@ -81,14 +80,14 @@ async def test_the_run_ends_when_the_control_plane_exits_not_when_the_jobset_com
     assert seen[0] == JobState.RUNNING  # the JobSet is still running: the sidecar keeps the pod up
 
 
-async def test_a_jobset_that_ends_first_ends_the_wait(kube: FakeKube, api: ApiClient) -> None:
+async def test_a_jobset_that_ends_first_ends_the_wait(kube: FakeKube, api: KubeApi) -> None:
     add_jobset(kube, {"conditions": [{"type": "Suspended", "status": "True"}]})
     assert await sidecar.wait_run_end(api, "demo", NS) == sidecar.RunEnd(state=JobState.SUSPENDED)
     with pytest.raises(KubeError, match="^no run other in namespace bench"):
         await sidecar.wait_run_end(api, "other", NS)
 
 
-async def test_results_come_from_the_sidecar_after_the_api_container_exited(kube: FakeKube, api: ApiClient,
+async def test_results_come_from_the_sidecar_after_the_api_container_exited(kube: FakeKube, api: KubeApi,
                                                                           tmp_path: Path) -> None:
     add_controller_pod(kube)
     kube.end_container(NS, POD, "control-plane", 0)
@@ -108,7 +107,7 @@ async def test_results_come_from_the_sidecar_after_the_api_container_exited(kube
         await sidecar.fetch_results_from_pods(api, "demo", NS, tmp_path / "again")
 
 
-async def test_a_broken_transfer_leaves_no_file(kube: FakeKube, api: ApiClient, tmp_path: Path) -> None:
+async def test_a_broken_transfer_leaves_no_file(kube: FakeKube, api: KubeApi, tmp_path: Path) -> None:
     add_controller_pod(kube)
     fake = FakeSidecar(FILES, broken=["profile_export.jsonl"])
     kube.register_proxy(NS, POD, 9091, fake)
@@ -120,7 +119,7 @@ async def test_a_broken_transfer_leaves_no_file(kube: FakeKube, api: ApiClient, 
     assert path.read_bytes() == FILES["profile_export.jsonl"] and list(tmp_path.iterdir()) == [path]
 
 
-async def test_results_wait_for_the_sidecar_to_see_the_end(kube: FakeKube, api: ApiClient, tmp_path: Path) -> None:
+async def test_results_wait_for_the_sidecar_to_see_the_end(kube: FakeKube, api: KubeApi, tmp_path: Path) -> None:
     add_controller_pod(kube)
     fake = FakeSidecar(FILES, ended=False)
     kube.register_proxy(NS, POD, 9091, fake)
