@@ -17,9 +17,12 @@ BIN="$CACHE/bin/llama-server"
 if [ -x "$BIN" ] && [ -d "$CACHE/src/vendor/llama.cpp/gguf-py" ]; then
   echo "$CACHE"; exit 0
 fi
-for tool in cmake g++ make; do
-  command -v "$tool" >/dev/null || { echo "llama-server.sh: $tool not found (apt-get install cmake g++ make)" >&2; exit 1; }
-done
+if ! command -v cmake >/dev/null || ! command -v g++ >/dev/null || ! command -v make >/dev/null; then
+  echo "llama-server.sh: installing cmake, g++, make (Debian packages)" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends cmake g++ make >&2
+fi
 
 mkdir -p "$CACHE"
 WORK="$(mktemp -d "$CACHE/.build.XXXXXX")"

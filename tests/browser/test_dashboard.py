@@ -98,6 +98,23 @@ def test_run_page_tables_and_charts_match_the_exports(browser: Browser, results_
     assert_no_console_errors(browser, "run")
 
 
+def test_run_page_shows_what_the_server_is_and_its_metrics(browser: Browser, results_server: str) -> None:
+    ns, name = HISTORY
+    browser.open(f"{results_server}/run?ns={ns}&name={name}&epoch={EPOCHS[0]}")
+    browser.wait(lambda d: d.find_elements("css selector", "#server-metrics tbody tr"), 10, "server metrics")
+    server = json.loads((DATA / "run1" / "profile_export_aiperf.json").read_text())["aiperf_extensions"]["server"]
+    shown = dict(line.split("\t", 1) for line in browser.text("#server").splitlines())
+    assert shown == {"Server": server["server"], "Models": ", ".join(server["models"])}
+    doc = json.loads((DATA / "run1" / "server_metrics_export.json").read_text())
+    rows = browser.driver.find_elements("css selector", "#server-metrics tbody tr")
+    assert len(rows) == sum(len(m["series"]) for m in doc["metrics"].values())
+    name, counter = next((n, m) for n, m in doc["metrics"].items() if m["type"] == "counter")
+    cells = browser.driver.find_element("css selector", f'#server-metrics tr[data-metric="{name}"]').find_elements(
+        "tag name", "td")
+    assert cells[1].text == "counter" and float(cells[3].text) == pytest.approx(counter["series"][0]["stats"]["total"])
+    assert_no_console_errors(browser, "run")
+
+
 def test_comparison_of_two_runs(browser: Browser, results_server: str) -> None:
     ns, name = HISTORY
     browser.open(f"{results_server}/job?ns={ns}&name={name}")

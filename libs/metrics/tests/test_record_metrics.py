@@ -122,6 +122,20 @@ def test_error_record_carries_only_error_isl(make_record: Callable[..., RequestR
     assert out.metrics == {"error_isl": 100}
 
 
+def test_only_an_error_inside_a_succeeded_exchange_is_a_response_error(
+        make_record: Callable[..., RequestRecord]) -> None:
+    empty = _metrics(make_record(1, chunks=[b"data: [DONE]\n\n"]))
+    assert empty.error is not None and empty.error.type == "InvalidInferenceResultError"
+    assert empty.response_error  # the worker returned it as ok: the accounting must move it
+    in_stream = _metrics(make_record(1, chunks=[b'data: {"error": {"message": "x", "type": "Overloaded"}}\n\n']))
+    assert in_stream.error is not None and in_stream.response_error
+    assert not _metrics(make_record(1, status=500, chunks=[b"{}"])).response_error  # failed already
+    cut = make_record(1, error=ErrorDetails(type="ClientPayloadError", message="cut"))
+    assert not _metrics(cut).response_error
+    assert not _metrics(make_record(2, cancelled=True)).response_error
+    assert not _metrics(make_record(1)).response_error
+
+
 def test_cancelled_record(make_record: Callable[..., RequestRecord]) -> None:
     out = _metrics(make_record(2, cancelled=True, input_tokens=None))
     assert out.cancelled and out.metrics == {} and out.metadata["was_cancelled"] is True

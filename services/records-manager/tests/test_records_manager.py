@@ -4,7 +4,10 @@ accounting."""
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -57,10 +60,11 @@ def accounting(issued: int, ok: int, failed: int) -> RunAccounting:
 
 async def run_finalize(tmp_path: Path, records: list[MetricRecord], acct: RunAccounting,
                        records_timeout_s: float = 10.0,
-                       osl_mismatch: OslMismatchThresholds | None = None) -> Finalized:
+                       osl_mismatch: OslMismatchThresholds | None = None,
+                       identify: Callable[[], dict[str, Any]] | None = None) -> Finalized:
     source = Records()
     rm = RecordsManager(benchmark=Benchmark(models=["m"]), run_id="r", t0_wall_ns=0, records=source,
-                        events=None, artifact_dir=tmp_path, osl_mismatch=osl_mismatch)
+                        events=None, artifact_dir=tmp_path, osl_mismatch=osl_mismatch, identify=identify)
     async with anyio.create_task_group() as tg:
         await tg.start(rm.run)
         await rm.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
@@ -93,6 +97,45 @@ async def test_finalize_waits_for_every_record_and_writes_exports(tmp_path: Path
                             "profile_export_console.txt"]
     exported = summary["aiperf_extensions"]["accounting"]["profiling"]
     assert exported == msgspec.to_builtins(accounting(10, 9, 1).phases[Phase.PROFILING])
+
+
+async def test_a_response_without_valid_content_is_failed_in_the_accounting_as_in_the_metrics(
+        tmp_path: Path) -> None:
+    """The worker returned all 10 credits as ok; two responses had no content (the
+    record-processor's error): one accounting says ok 8 + failed 2, the metrics' error count too."""
+    empty = ErrorDetails(type="InvalidInferenceResultError", message="No responses with actual content")
+    records = [record(i) for i in range(8)] + [
+        msgspec.structs.replace(record(i, error=True), error=empty, response_error=True) for i in (8, 9)]
+    result = await run_finalize(tmp_path, records, accounting(10, 10, 0))
+    assert result.balanced, result.problems
+    assert result.error_request_count == 2 and result.request_count == 8
+    assert result.accounting is not None
+    counts = result.accounting.phases[Phase.PROFILING]
+    assert (counts.ok, counts.failed) == (8, 2)
+    assert result.accounting_line == ("profiling: issued 10 = ok 8 + failed 2 + cancelled 0 "
+                                      "(of the failed, 2 answered without valid content)")
+    exported = json.loads((tmp_path / "profile_export_aiperf.json").read_text())["aiperf_extensions"]
+    assert exported["accounting"]["profiling"]["ok"] == 8 and exported["accounting"]["profiling"]["failed"] == 2
+
+
+async def test_the_servers_identity_is_exported_and_a_failing_probe_costs_nothing(tmp_path: Path) -> None:
+    asked = threading.Event()
+
+    def identify() -> dict[str, Any]:
+        asked.set()
+        return {"server": "llama.cpp", "version": "b1"}
+
+    await run_finalize(tmp_path / "a", [record(0)], accounting(1, 1, 0), identify=identify)
+    exported = json.loads((tmp_path / "a" / "profile_export_aiperf.json").read_text())["aiperf_extensions"]
+    assert asked.is_set() and exported["server"] == {"server": "llama.cpp", "version": "b1"}
+
+    def broken() -> dict[str, Any]:
+        raise RuntimeError("a bug in the probe")
+
+    result = await run_finalize(tmp_path / "b", [record(0)], accounting(1, 1, 0), identify=broken)
+    assert result.balanced
+    exported = json.loads((tmp_path / "b" / "profile_export_aiperf.json").read_text())["aiperf_extensions"]
+    assert exported["server"] is None
 
 
 async def test_each_record_of_a_batch_counts_in_order_in_progress_and_jsonl(tmp_path: Path) -> None:

@@ -126,7 +126,10 @@ class CreditsLost(Reply, frozen=True, kw_only=True):
 class Finalized(Reply, frozen=True, kw_only=True):
     """The exports are written. `table` is the console table as text; `balanced` is false when
     the accounting does not add up (`problems` says how); `startup_s` is command start to first
-    request (None when unknown); `files` are the export file names under `artifact_dir`."""
+    request (None when unknown); `files` are the export file names under `artifact_dir`.
+    `accounting`: the run's accounting as exported, where `ok` counts valid responses only (the
+    `Finalize` accounting with each response error moved from ok to failed); None from an older
+    records-manager."""
 
     table: str
     accounting_line: str
@@ -138,6 +141,7 @@ class Finalized(Reply, frozen=True, kw_only=True):
     error_request_count: int = 0
     artifact_dir: str = ""
     files: list[str] = []
+    accounting: RunAccounting | None = None
 
 
 class RawRecordsFlushed(Reply, frozen=True, kw_only=True):

@@ -28,7 +28,10 @@ class HttpTrace(msgspec.Struct, frozen=True, kw_only=True):
     pool wait, no DNS lookup, a reused connection was not connected). `send_*` are the first
     and last writes of this request to the connection's transport, `recv_*` the first and last
     reads from it; `sent_bytes`/`recv_bytes` count what went through them (status line,
-    headers and body, chunked framing included) in `writes`/`reads` calls.
+    headers and body, chunked framing included) in `writes`/`reads` calls. `retries`: times the
+    request was sent again on a new connection because the server closed a reused one before
+    any byte of the response (`retry_reason` says how); the fields above describe the last
+    attempt, whose send is the request's start.
     """
 
     reused: bool = False
@@ -46,6 +49,8 @@ class HttpTrace(msgspec.Struct, frozen=True, kw_only=True):
     recv_bytes: int = 0
     writes: int = 0
     reads: int = 0
+    retries: int = 0
+    retry_reason: str = ""
 
 
 class RequestRecord(Message, frozen=True, kw_only=True):
@@ -110,6 +115,10 @@ class MetricRecord(Message, frozen=True, kw_only=True):
     processor_id: str = ""
     client_load: ClientLoad | None = None
     """Copied from the `RequestRecord` (see there)."""
+    response_error: bool = False
+    """The exchange itself succeeded (no transport error, status < 400: the worker returned the
+    credit as ok) but the response holds an error or no content (`error` says which). The
+    records-manager counts such a request as failed in the accounting, as the metrics do."""
 
 
 class MetricRecordBatch(Message, frozen=True, kw_only=True):

@@ -39,7 +39,8 @@ clock with `record.clock_offset_ns` (local = remote + offset).
   chunks_sent / chunks_received = writes / reads; connection_reused = 1 or 0.
 
 A failed or cancelled request carries only what AIPerf records for errors: `error` and
-`error_isl` (when the ISL is known).
+`error_isl` (when the ISL is known). `response_error` marks an error found in the response of an
+exchange that itself succeeded (the accounting counts it failed too).
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ def compute_metrics(
         error=error,
         cancelled=record.cancelled,
         processor_id=processor_id,
+        response_error=parsed.error is not None and record.error is None and not record.cancelled
+        and record.status < 400,
     )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import msgspec
+
 from aiperf.messages import Phase, PhaseAccounting
 
 
@@ -36,9 +38,29 @@ def missing_records(phases: Mapping[Phase, PhaseAccounting], records_seen: Mappi
     return {p: n for p, n in out.items() if n > 0}
 
 
-def accounting_line(phases: Mapping[Phase, PhaseAccounting]) -> str:
-    """One line per phase: `profiling: issued 100 = ok 97 + failed 3 + cancelled 0 (lost 0)`."""
-    return "; ".join(
-        f"{phase}: issued {c.issued} = ok {c.ok} + failed {c.failed + c.lost} + cancelled {c.cancelled}"
-        + (f" (of the failed, {c.lost} lost with their worker)" if c.lost else "")
-        for phase, c in phases.items())
+def with_response_errors(phases: Mapping[Phase, PhaseAccounting],
+                         response_errors: Mapping[Phase, int]) -> dict[Phase, PhaseAccounting]:
+    """The accounting where `ok` means a valid response: per phase, the requests the worker
+    returned as ok whose response held an error or no content (`MetricRecord.response_error`)
+    move from ok to failed. The balance is unchanged."""
+    out = {}
+    for phase, c in phases.items():
+        moved = min(response_errors.get(phase, 0), c.ok)
+        out[phase] = msgspec.structs.replace(c, ok=c.ok - moved, failed=c.failed + moved) if moved else c
+    return out
+
+
+def accounting_line(phases: Mapping[Phase, PhaseAccounting],
+                    response_errors: Mapping[Phase, int] | None = None) -> str:
+    """One line per phase: `profiling: issued 100 = ok 97 + failed 3 + cancelled 0`, naming the
+    failed that were lost with their worker or answered with an error in a 2xx response."""
+    lines = []
+    for phase, c in phases.items():
+        notes = []
+        if c.lost:
+            notes.append(f"{c.lost} lost with their worker")
+        if answered := (response_errors or {}).get(phase, 0):
+            notes.append(f"{answered} answered without valid content")
+        lines.append(f"{phase}: issued {c.issued} = ok {c.ok} + failed {c.failed + c.lost} + cancelled {c.cancelled}"
+                     + (f" (of the failed, {'; '.join(notes)})" if notes else ""))
+    return "; ".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -11,10 +12,12 @@ from aiperf.messages import MetricRecordBatch, RecordChannel, ServiceType
 from aiperf.metrics import OslMismatchThresholds
 from aiperf.records_manager.service import RecordsManager
 from aiperf.runtime import Service, ServiceContext, service_main
+from aiperf.servermetrics.identity import probe_identity
 
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
-    """Wire the records-manager: `records` PULL (dual bind) and an event-bus publisher."""
+    """Wire the records-manager: `records` PULL (dual bind), an event-bus publisher, and the
+    probe of what the server is."""
     records = await stack.enter_async_context(PullSocket[MetricRecordBatch](
         ctx.zmq, decode=RecordChannel, channel="records",
         bind=ctx.addressing.bind_endpoints(Channel.RECORDS)))
@@ -25,7 +28,7 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
                                    max_tokens=config.metrics.osl_mismatch_max_token_threshold)
     return RecordsManager(benchmark=config.benchmark, run_id=config.run_id, t0_wall_ns=config.t0_wall_ns,
                           records=records, events=events, artifact_dir=Path(config.artifact_dir),
-                          osl_mismatch=limits)
+                          osl_mismatch=limits, identify=functools.partial(probe_identity, config.benchmark.endpoint.url))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,7 +46,12 @@ from aiperf.metrics import (
     write_summary_csv,
     write_summary_json,
 )
-from aiperf.records_manager.accounting import accounting_line, balance_problems, missing_records
+from aiperf.records_manager.accounting import (
+    accounting_line,
+    balance_problems,
+    missing_records,
+    with_response_errors,
+)
 from aiperf.runtime import UnknownCommand
 
 log = structlog.get_logger("aiperf.records_manager")
@@ -57,6 +62,8 @@ RECORDS_JSONL = "profile_export.jsonl"
 CONSOLE_TXT = "profile_export_console.txt"
 RECORDS_WAIT_S = 30.0
 """How long `finalize` waits for the record of every returned credit."""
+IDENTIFY_WAIT_S = 3.0
+"""How long `finalize` waits for the server's identity when the probe is still running."""
 LOST_POD_RECORDS_WAIT_S = 5.0
 """The same when pods were lost: some records went with their record-processor."""
 
@@ -84,15 +91,22 @@ class RecordsManager:
     if the run is cancelled), unless the benchmark's export level is `summary`. `Finalize` waits (bounded) for one record per returned credit,
     then writes the summary (JSON, CSV) and the console tables (`profile_export_console.txt`).
     `t0_wall_ns` (0: unknown) is when the command started, for the start-up figure;
-    `osl_mismatch` decides `osl_mismatch_count` (None: AIPerf's defaults).
+    `osl_mismatch` decides `osl_mismatch_count` (None: AIPerf's defaults). `identify` (blocking,
+    run once in a worker thread when `run` starts) tells what the server is
+    (`aiperf.servermetrics.identity`); the summary exports it as `aiperf_extensions.server`
+    (None when the probe failed or had not ended `IDENTIFY_WAIT_S` into `Finalize`).
     """
 
     def __init__(self, *, benchmark: Benchmark, run_id: str, t0_wall_ns: int, records: RecordSource,
                  events: EventSink | None, artifact_dir: Path, progress_interval_s: float = 1.0,
                  wall_clock: Callable[[], int] = time.time_ns,
-                 osl_mismatch: OslMismatchThresholds | None = None) -> None:
+                 osl_mismatch: OslMismatchThresholds | None = None,
+                 identify: Callable[[], dict[str, Any]] | None = None) -> None:
         self._benchmark, self._run_id, self._t0_wall_ns = benchmark, run_id, t0_wall_ns
         self._osl_mismatch = osl_mismatch
+        self._identify = identify
+        self._server: dict[str, Any] | None = None
+        self._identified = anyio.Event()
         self._records, self._events = records, events
         self._dir, self._interval, self._wall = artifact_dir, progress_interval_s, wall_clock
         self._aggregator = Aggregator()
@@ -100,6 +114,7 @@ class RecordsManager:
         self._write_error = ""
         self._seen: Counter[str] = Counter()
         self._errors: Counter[str] = Counter()
+        self._response_errors: Counter[str] = Counter()
         self._first_start_wall_ns = math.inf
         self._arrived = anyio.Event()
         self._loads: dict[str, ClientLoad] = {}
@@ -110,6 +125,8 @@ class RecordsManager:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._progress_loop)
+                if self._identify is not None:
+                    tg.start_soon(self._identify_server, self._identify)
                 task_status.started()
                 while True:
                     try:
@@ -133,7 +150,7 @@ class RecordsManager:
                 self._writer.write_many(records)
             except OSError as exc:
                 self._give_up_records(exc)
-        seen, errors, loads = self._seen, self._errors, self._loads
+        seen, errors, loads, response_errors = self._seen, self._errors, self._loads, self._response_errors
         first_start = self._first_start_wall_ns
         for record in records:
             seen[record.phase] += 1
@@ -144,10 +161,21 @@ class RecordsManager:
                     loads[record.worker_id] = load
             if record.error is not None:
                 errors[record.phase] += 1
+                if record.response_error:
+                    response_errors[record.phase] += 1
             start = record.metadata.get("request_start_ns") or record.start_wall_ns
             if isinstance(start, int) and start and start < first_start:
                 first_start = start
         self._first_start_wall_ns = first_start
+
+    async def _identify_server(self, identify: Callable[[], dict[str, Any]]) -> None:
+        try:
+            self._server = await anyio.to_thread.run_sync(identify, abandon_on_cancel=True)
+            log.info("records.server", server=self._server.get("server"), version=self._server.get("version"))
+        except Exception as exc:  # what the server is must never cost the run its results
+            log.warning("records.identify_failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._identified.set()
 
     def _give_up_records(self, exc: OSError) -> None:
         """Stop writing the jsonl after a failed write: its file goes (a cut line must not pass
@@ -197,6 +225,9 @@ class RecordsManager:
         if wait is None:
             wait = LOST_POD_RECORDS_WAIT_S if lost_groups else RECORDS_WAIT_S
         await self._wait_for_records({p: c.returned for p, c in phases.items()}, wait)
+        if self._identify is not None:
+            with anyio.move_on_after(IDENTIFY_WAIT_S):
+                await self._identified.wait()
         if self._writer is not None:
             try:
                 self._writer.flush()
@@ -205,6 +236,8 @@ class RecordsManager:
         if self._write_error:
             raise ExportError(f"cannot write the exports: {self._write_error}")
         seen = {Phase(p): n for p, n in self._seen.items()}
+        response_errors = {Phase(p): n for p, n in self._response_errors.items()}
+        phases = with_response_errors(phases, response_errors)
         problems = balance_problems(phases, seen, records_may_be_lost=bool(lost_groups))
         missing = missing_records(phases, seen) if lost_groups else {}
         prof = phases.get(Phase.PROFILING, PhaseAccounting())
@@ -221,7 +254,7 @@ class RecordsManager:
                   "accounting_problems": problems, "startup_to_first_request_s": startup_s,
                   "stopped_reason": accounting.stopped_reason,
                   "records_lost_with_pods": {str(p): n for p, n in missing.items()}, "lost_groups": lost_groups,
-                  "client_saturation": saturation}
+                  "client_saturation": saturation, "server": self._server}
         start = dt.datetime.fromtimestamp((prof.start_wall_ns or self._wall()) / 1e9, dt.UTC)
         end = dt.datetime.fromtimestamp((prof.end_wall_ns or self._wall()) / 1e9, dt.UTC)
         input_config = msgspec.to_builtins(self._benchmark)
@@ -236,13 +269,14 @@ class RecordsManager:
         lost_line = (f"; records lost with pods {', '.join(lost_groups)}: "
                      f"{ {str(p): n for p, n in missing.items()} }" if missing else "")
         return Finalized(
-            table=table, accounting_line=accounting_line(phases) + lost_line,
+            table=table, accounting_line=accounting_line(phases, response_errors) + lost_line,
             balanced=not problems, problems=problems, overhead_line="\n".join(
                 filter(None, (overhead_line(summary), saturation_line(saturation)))),
             startup_s=startup_s, request_count=summary.request_count,
             error_request_count=summary.error_request_count, artifact_dir=str(self._dir),
             files=[SUMMARY_JSON, SUMMARY_CSV, *([RECORDS_JSONL] if self._writer is not None else []),
-                   CONSOLE_TXT])
+                   CONSOLE_TXT],
+            accounting=msgspec.structs.replace(accounting, phases=phases))
 
 
 def render_table(summary: Summary, width: int = 120) -> str:

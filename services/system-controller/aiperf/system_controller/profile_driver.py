@@ -54,8 +54,9 @@ GROUP_MEMBERS = frozenset({ServiceType.WORKER, ServiceType.RECORD_PROCESSOR})
 
 @dataclass(kw_only=True)
 class ProfileOutcome:
-    """What the run produced, for the CLI to print: the timing-manager's accounting and the
-    records-manager's `Finalized` (None until the exports are written)."""
+    """What the run produced, for the CLI to print: the accounting (the timing-manager's, then,
+    once the exports are written, the records-manager's, where ok counts valid responses only)
+    and the records-manager's `Finalized` (None until the exports are written)."""
 
     accounting: RunAccounting | None = None
     results: Finalized | None = None
@@ -140,6 +141,8 @@ class ProfileDriver:
             request_id=control.new_request_id("finalize"), accounting=accounting,
             was_cancelled=was_cancelled, lost_groups=self._lost_groups(control)),
             timeout=FINALIZE_TIMEOUT_S)
+        if self.outcome.results.accounting is not None:  # ok counts valid responses only
+            self.outcome.accounting = self.outcome.results.accounting
         if self._config.benchmark.artifacts.export_level == "raw":
             await self._finalize_raw(control)
         return SystemState.CANCELLED if was_cancelled else SystemState.DONE

@@ -31,7 +31,8 @@ class Exchange:
     __slots__ = ("start_ns", "start_wall_ns", "headers_ns", "end_ns", "status", "chunk_ns",
                  "chunks", "error", "reused", "pool_wait_start_ns", "pool_wait_end_ns", "dns_start_ns",
                  "dns_end_ns", "connect_start_ns", "connected_ns", "send_start_ns", "send_end_ns",
-                 "recv_first_ns", "recv_last_ns", "sent_bytes", "recv_bytes", "writes", "reads")
+                 "recv_first_ns", "recv_last_ns", "sent_bytes", "recv_bytes", "writes", "reads",
+                 "retries", "retry_reason")
 
     def __init__(self) -> None:
         self.start_ns = 0
@@ -49,6 +50,22 @@ class Exchange:
         self.send_start_ns = self.send_end_ns = 0
         self.recv_first_ns = self.recv_last_ns = 0
         self.sent_bytes = self.recv_bytes = self.writes = self.reads = 0
+        self.retries = 0
+        self.retry_reason = ""
+
+    def restart(self, reason: str) -> None:
+        """Forget the first attempt's wire fields before the request is sent again on a new
+        connection (the server closed the reused one before answering): the record describes the
+        attempt that got the response, and says why there was another."""
+        self.reused = False
+        self.pool_wait_start_ns = self.pool_wait_end_ns = 0
+        self.dns_start_ns = self.dns_end_ns = 0
+        self.connect_start_ns = self.connected_ns = 0
+        self.send_start_ns = self.send_end_ns = 0
+        self.recv_first_ns = self.recv_last_ns = 0
+        self.sent_bytes = self.recv_bytes = self.writes = self.reads = 0
+        self.retries += 1
+        self.retry_reason = reason
 
     def http_trace(self) -> HttpTrace | None:
         """The wire trace for the record; None when no byte of the request was written."""
@@ -60,7 +77,7 @@ class Exchange:
             connect_start_ns=self.connect_start_ns, connected_ns=self.connected_ns,
             send_start_ns=self.send_start_ns, send_end_ns=self.send_end_ns, recv_first_ns=self.recv_first_ns,
             recv_last_ns=self.recv_last_ns, sent_bytes=self.sent_bytes, recv_bytes=self.recv_bytes,
-            writes=self.writes, reads=self.reads)
+            writes=self.writes, reads=self.reads, retries=self.retries, retry_reason=self.retry_reason)
 
 
 class Transport(Protocol):

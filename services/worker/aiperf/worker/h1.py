@@ -14,12 +14,26 @@ before the status line, `ClientResponseError` for an unparsable response). Only 
 propagates; a cancelled exchange's connection is closed, never reused. The wire trace
 (`Exchange.http_trace`) is always filled: its cost is a few integer stores per read.
 
+Keep-alive against servers that close connections (llama.cpp's cpp-httplib, nginx, ...): a pooled
+connection is reused only if the server has not closed it (a non-blocking `MSG_PEEK` on the
+socket right before reuse sees a FIN or a reset the event loop has not processed yet), it has
+been idle for less than the server's `Keep-Alive: timeout=N` (minus a margin) and our own
+`keepalive_s`, and the server allowed more requests on it (`Connection: close`, `Keep-Alive:
+max=0`). A server can still close a connection just as the request goes out; when a request on a
+reused connection meets EOF or a reset before any byte of the response, it is sent once more on
+a new connection (the server cannot have answered it), its timing restarts at that second send,
+and the wire trace says so (`HttpTrace.retries`, `retry_reason`). Any other early close is a
+transport error. A server seen closing connections right after streamed responses (llama.cpp
+does, whatever its Keep-Alive header says) gets no more reuse after streamed responses.
+
 Must be used inside one running asyncio event loop (uvloop in production).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import math
 import socket
 import ssl
 import time
@@ -27,10 +41,13 @@ from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 import httptools
+import structlog
 
 from aiperf.config import MAX_RESPONSE_BYTES_ENV, READ_IDLE_TIMEOUT_ENV, HttpOptions
 from aiperf.messages import ErrorDetails
 from aiperf.worker.exchange import DEFAULT_LIMITS, KEEPALIVE_S, Exchange
+
+log = structlog.get_logger("aiperf.worker.h1")
 
 _perf_ns = time.perf_counter_ns
 _mono = time.monotonic
@@ -42,12 +59,23 @@ _Key = tuple[str, str, int]
 """(scheme, host, port) of a pool."""
 
 
-class _Failure(Exception):
-    """Ends an exchange with `ErrorDetails(type, message)`."""
+PREMATURE_CLOSE_S = 1.0
+"""A server that closes a kept connection within this long of a streamed response (found closed
+at reuse, or closing a reused one unanswered) closes after every streamed response (llama.cpp's
+cpp-httplib does, though it answers `Keep-Alive: timeout=5, max=100`): the pool stops keeping
+that server's connections after streamed responses."""
+KEEPALIVE_MARGIN_S = 1.0
+"""A connection is not reused once idle for the server's `Keep-Alive: timeout` minus this (at
+most half the timeout): the server's idle clock started before ours, when it sent the end."""
 
-    def __init__(self, type_: str, message: str) -> None:
+
+class _Failure(Exception):
+    """Ends an exchange with `ErrorDetails(type, message)`. `retriable`: the server closed a
+    reused connection before sending any byte of the response (it cannot have answered)."""
+
+    def __init__(self, type_: str, message: str, *, retriable: bool = False) -> None:
         super().__init__(message)
-        self.type, self.message = type_, message
+        self.type, self.message, self.retriable = type_, message, retriable
 
 
 class _Conn(asyncio.Protocol):
@@ -57,13 +85,18 @@ class _Conn(asyncio.Protocol):
     for that read are joined into one chunk stamped with the read's time (streaming), or kept
     for one chunk at the end (not streaming)."""
 
-    __slots__ = ("transport", "connected_ns", "served", "idle_since", "lost", "_ex", "_parser", "_done",
-                 "_parts", "_size", "_cap", "_streaming", "_headers_done", "_complete", "_eof_body",
-                 "_last_read", "_timer", "_idle_s", "_loop", "_keep", "_now", "_clock")
+    __slots__ = ("transport", "sock", "connected_ns", "served", "idle_since", "lost", "server_idle_s",
+                 "last_streamed", "_ex", "_parser", "_done", "_parts", "_size", "_cap", "_streaming", "_headers_done",
+                 "_complete", "_eof_body", "_last_read", "_timer", "_idle_s", "_loop", "_keep", "_now",
+                 "_clock")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], int] = _perf_ns) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Callable[[], int] = _perf_ns,
+                 sock: socket.socket | None = None) -> None:
         self._loop, self._clock = loop, clock
         self.transport: asyncio.Transport | None = None
+        self.sock = sock
+        self.server_idle_s = math.inf
+        self.last_streamed = False  # the last exchange that ended here was a streaming one
         self.connected_ns = 0
         self.served = 0
         self.idle_since = 0.0
@@ -132,7 +165,7 @@ class _Conn(asyncio.Protocol):
         done = self._done
         if done is None or done.done():
             return
-        if self._eof_body and exc is None:  # body delimited by the close (no length, not chunked)
+        if self._eof_body and self._headers_done and exc is None:  # body delimited by the close
             self._complete = True
             self._keep = False
             if self._streaming and self._parts:
@@ -142,15 +175,36 @@ class _Conn(asyncio.Protocol):
         if self._headers_done:
             reason = f"response payload is not completed: {exc}" if exc else "response payload is not completed"
             self._fail(_Failure("ClientPayloadError", reason))
-        else:
-            reason = f"server disconnected: {exc}" if exc else "server disconnected"
-            self._fail(_Failure("ServerDisconnectedError", reason))
+            return
+        ex = self._ex
+        silent = ex is not None and not ex.reads
+        where = "before any byte of the response" if silent else "before the end of the response headers"
+        reason = f"server disconnected {where}: {exc}" if exc else f"server disconnected {where}"
+        self._fail(_Failure("ServerDisconnectedError", reason,
+                            retriable=silent and ex is not None and ex.reused))
 
     # -- httptools callbacks ------------------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"transfer-encoding" or name.lower() == b"content-length":
+        lower = name.lower()
+        if lower == b"transfer-encoding" or lower == b"content-length":
             self._eof_body = False
+        elif lower == b"keep-alive":
+            self._server_keepalive(value)
+
+    def _server_keepalive(self, value: bytes) -> None:
+        """`Keep-Alive: timeout=N, max=M` (RFC 2068 19.7.1.1): N seconds idle before the server
+        closes; M more requests allowed on this connection (0: none)."""
+        for param in value.split(b","):
+            key, _, number = param.strip().partition(b"=")
+            try:
+                n = float(number)
+            except ValueError:
+                continue
+            if key.lower() == b"timeout" and n > 0:
+                self.server_idle_s = max(n - min(KEEPALIVE_MARGIN_S, n / 2), 0.0)
+            elif key.lower() == b"max" and n <= 0:
+                self.server_idle_s = -1.0  # the server takes no more requests here
 
     def on_headers_complete(self) -> None:
         ex = self._ex
@@ -209,6 +263,7 @@ class _Conn(asyncio.Protocol):
     def _finish(self) -> None:
         ex = self._ex
         assert ex is not None
+        self.last_streamed = self._streaming
         if not self._streaming:
             parts = self._parts
             ex.chunks.append(parts[0] if len(parts) == 1 else b"".join(parts))
@@ -237,6 +292,31 @@ class _Conn(asyncio.Protocol):
             else:
                 done.set_exception(failure)
 
+    def expired(self, now: float, horizon: float) -> bool:
+        """Whether this idle connection is past its keep-alive at `now` (monotonic s): idle
+        since before `horizon` (ours) or for the server's keep-alive."""
+        return self.idle_since <= horizon or now - self.idle_since >= self.server_idle_s
+
+    def open(self) -> bool:
+        """Whether the server has not closed this idle connection: the close the event loop
+        processed, or one still unread in the socket (a non-blocking peek, ~2 us)."""
+        sock = self.sock
+        if self.lost or sock is None:
+            return not self.lost
+        try:
+            sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return True  # nothing to read: open
+        except OSError:
+            return False  # reset
+        return False  # EOF, or bytes nobody asked for: either way not a clean connection
+
+    def close(self) -> None:
+        """Close the connection (gracefully: after what is written)."""
+        if self.transport is not None and not self.lost:
+            self.transport.close()
+        self.lost = True
+
     def release(self) -> bool:
         """After the exchange: True when the connection may carry another one."""
         reusable = self._complete and self._keep and not self.lost
@@ -248,7 +328,6 @@ class _Conn(asyncio.Protocol):
         if not reusable and self.transport is not None and not self.lost:
             self.transport.abort()
             self.lost = True
-        self.idle_since = _mono()
         return reusable
 
 
@@ -256,16 +335,18 @@ class H1Transport:
     """`Transport` over pooled HTTP/1.1 connections, within the response bounds of `limits`.
 
     Connections are kept per (scheme, host, port), unlimited in number, reused last-in
-    first-out, and dropped after `keepalive_s` idle. Call `close()` (or use it as an async
+    first-out, and dropped after `keepalive_s` idle (or the server's shorter keep-alive; see the
+    module doc). `monotonic` is the clock of idle times. Call `close()` (or use it as an async
     context manager) to close the pool."""
 
     def __init__(self, limits: HttpOptions = DEFAULT_LIMITS, *, keepalive_s: float = KEEPALIVE_S,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
-        self._limits, self._keepalive_s = limits, keepalive_s
+                 ssl_context: ssl.SSLContext | None = None, monotonic: Callable[[], float] = _mono) -> None:
+        self._limits, self._keepalive_s, self._monotonic = limits, keepalive_s, monotonic
         self._ssl = ssl_context
         self._idle: dict[_Key, list[_Conn]] = {}
         self._dns: dict[tuple[str, int], tuple[float, list[tuple[int, tuple[str, int]]]]] = {}
         self._targets: dict[str, tuple[_Key, bytes]] = {}
+        self._closes_after_stream: set[_Key] = set()
 
     async def __aenter__(self) -> H1Transport:
         return self
@@ -315,30 +396,56 @@ class H1Transport:
             lines.append(b"Content-Length: %d\r\n\r\n" % len(body))
             lines.append(body)
             request = b"".join(lines)
-            conn = await self._acquire(ex, key, url)
-            await conn.start(ex, request, streaming=streaming, cap=limits.max_response_bytes,
-                             idle_s=limits.read_idle_timeout_s)
+            for attempt in (0, 1):  # a second only when a reused connection closed unanswered
+                conn = await (self._connect(ex, key, url) if attempt else self._acquire(ex, key, url))
+                try:
+                    await conn.start(ex, request, streaming=streaming, cap=limits.max_response_bytes,
+                                     idle_s=limits.read_idle_timeout_s)
+                    break
+                except _Failure as failure:
+                    if attempt or not failure.retriable:
+                        raise
+                    self._closed_early(key, conn)
+                    conn.release()
+                    conn = None
+                    ex.restart(failure.message)
+                    ex.start_wall_ns = time.time_ns()
+                    ex.start_ns = _perf_ns()
         except _Failure as failure:
             ex.error = ErrorDetails(type=failure.type, message=failure.message)
         except (OSError, UnicodeEncodeError) as exc:
             ex.error = ErrorDetails(type=type(exc).__name__, message=str(exc) or type(exc).__name__)
         finally:
             ex.end_ns = _perf_ns()
-            if conn is not None:
-                if conn.release():
+            if conn is not None and conn.release():
+                if streaming and key in self._closes_after_stream:
+                    conn.close()
+                else:
+                    conn.idle_since = self._monotonic()
                     self._idle.setdefault(key, []).append(conn)
 
     async def _acquire(self, ex: Exchange, key: _Key, url: str) -> _Conn:
         idle = self._idle.get(key)
         if idle:
-            horizon = _mono() - self._keepalive_s
+            now = self._monotonic()
+            horizon = now - self._keepalive_s
             while idle:
                 conn = idle.pop()
-                if not conn.lost and conn.idle_since > horizon:
-                    return conn
-                if conn.transport is not None and not conn.lost:
-                    conn.transport.close()
+                if not conn.expired(now, horizon):
+                    if conn.open():
+                        return conn
+                    self._closed_early(key, conn)
+                conn.close()
         return await self._connect(ex, key, url)
+
+    def _closed_early(self, key: _Key, conn: _Conn) -> None:
+        """The server closed `conn` while it was kept for reuse: learn a server that closes
+        after every streamed response (`PREMATURE_CLOSE_S`)."""
+        if (conn.last_streamed and key not in self._closes_after_stream
+                and self._monotonic() - conn.idle_since < PREMATURE_CLOSE_S):
+            self._closes_after_stream.add(key)
+            log.info("http.closes_after_stream", host=key[1], port=key[2],
+                     note="the server closes connections after streamed responses; not reusing them")
 
     async def _connect(self, ex: Exchange, key: _Key, url: str) -> _Conn:
         scheme, host, port = key
@@ -361,7 +468,7 @@ class H1Transport:
                         sock.close()
                         raise
                     _, conn = await loop.create_connection(
-                        lambda: _Conn(loop), sock=sock, ssl=context,
+                        functools.partial(_Conn, loop, sock=sock), sock=sock, ssl=context,
                         server_hostname=host if context is not None else None)
                     return conn
                 except OSError as exc:

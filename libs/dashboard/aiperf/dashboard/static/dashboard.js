@@ -9,6 +9,7 @@
 const CFG = JSON.parse(document.getElementById("dash-config").textContent);
 const SUMMARY = "profile_export_aiperf.json";
 const RECORDS = "profile_export.jsonl";
+const SERVER_METRICS = "server_metrics_export.json";
 const TERMINAL = new Set(["done", "failed", "cancelled", "Completed", "Failed", "Cancelled"]);
 const PERCENTILES = ["p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99"];
 const THROUGHPUT_BINS = 20;
@@ -160,11 +161,12 @@ function errorsByType(records) {
 async function loadRun(ns, name, epoch, files) {
   const has = new Set((files || []).map((f) => f.name));
   const at = (file) => fill(CFG.fileUrl, { ns, name, epoch, file });
-  const [summary, records] = await Promise.all([
+  const [summary, records, serverMetrics] = await Promise.all([
     has.has(SUMMARY) ? getJson(at(SUMMARY)) : null,
     has.has(RECORDS) ? getText(at(RECORDS)).then(parseJsonl) : [],
+    has.has(SERVER_METRICS) ? getJson(at(SERVER_METRICS)) : null,
   ]);
-  return { epoch, summary, records };
+  return { epoch, summary, records, serverMetrics };
 }
 
 async function runsOf(ns, name) {
@@ -381,6 +383,15 @@ async function runPage() {
     points: pct.length * PERCENTILES.length, xValues: PERCENTILES,
   });
   throughputChart(document.getElementById("chart-throughput"), [data]);
+  const serverBody = document.querySelector("#server tbody");
+  for (const [k, v] of serverRows(data.summary)) serverBody.append(el("tr", {}, el("th", {}, k), el("td", {}, fmt(v))));
+  if (!serverBody.children.length) serverBody.append(el("tr", {}, el("td", { colspan: "2" }, "the server did not say")));
+  const metricsBody = document.querySelector("#server-metrics tbody");
+  for (const [name, type, labels, ...stats] of serverMetricRows(data.serverMetrics)) {
+    metricsBody.append(el("tr", { dataset: { metric: name } }, el("td", {}, name), el("td", {}, type), el("td", {}, labels),
+      ...stats.map((v) => el("td", { class: "num" }, fmt(v)))));
+  }
+  if (!metricsBody.children.length) metricsBody.append(el("tr", {}, el("td", { colspan: "8" }, "no server metrics in this run")));
   const errors = errorsByType(data.records);
   const errBody = document.querySelector("#errors tbody");
   for (const [type, count] of errors) errBody.append(el("tr", {}, el("td", {}, type), el("td", { class: "num" }, count)));
@@ -389,6 +400,30 @@ async function runPage() {
     data: [errors.map((_, i) => i), errors.map(([, c]) => c)], labels: ["errors"], xLabel: "error type",
     yLabel: "requests", points: errors.length, bars: true, xValues: errors.map(([t]) => t),
   });
+}
+
+/** What the server said it is (aiperf_extensions.server of the summary), as table rows. */
+function serverRows(summary) {
+  const server = summary && summary.aiperf_extensions && summary.aiperf_extensions.server;
+  if (!server) return [];
+  const rows = [["Server", server.server], ["Version", server.version],
+    ["Models", (server.models || []).join(", ")]];
+  for (const [k, v] of Object.entries(server.llamacpp || {})) rows.push([`llama.cpp ${k}`, typeof v === "object" ? JSON.stringify(v) : v]);
+  return rows.filter(([, v]) => v !== null && v !== undefined && v !== "");
+}
+
+/** One row per series of server_metrics_export.json: counters by total and rate, gauges by
+ * avg and percentiles, histograms by their bucket-derived percentile estimates. */
+function serverMetricRows(doc) {
+  const rows = [];
+  for (const [name, metric] of Object.entries((doc && doc.metrics) || {})) {
+    for (const s of metric.series || []) {
+      const st = s.stats || {};
+      const labels = Object.entries(s.labels || {}).map(([k, v]) => `${k}=${v}`).join(" ");
+      rows.push([name, metric.type, labels, st.total, st.rate, st.avg, st.p50 ?? st.p50_estimate, st.p99 ?? st.p99_estimate]);
+    }
+  }
+  return rows;
 }
 
 const COMPARED = [
