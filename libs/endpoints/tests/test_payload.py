@@ -89,3 +89,13 @@ def test_fast_path_equals_slow_path(kind: EndpointType) -> None:
     assert b[key] is None
     b[key] = a[key]
     assert a == b
+
+
+def test_the_catalog_has_one_entry_per_endpoint_kind() -> None:
+    from aiperf.endpoints import CATALOG, spec_of
+
+    assert [spec.kind for spec in CATALOG] == list(EndpointType)
+    assert len({spec.path for spec in CATALOG}) == len(CATALOG)
+    for spec in CATALOG:
+        assert spec_of(str(spec.kind)) is spec and spec.path.startswith("/")
+        assert spec.produces_tokens == (spec.token_field is not None)  # a limit only where tokens come back
