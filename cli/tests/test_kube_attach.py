@@ -13,7 +13,7 @@ import anyio
 import pytest
 from aiohttp import web
 
-from aiperf.api.server import granian_server
+from aiperf.runtime.http import granian_server
 from aiperf.api.service import Api
 from aiperf.cli.kube_attach import LineRenderer
 from aiperf.cli.kube_runref import resolve

@@ -108,9 +108,10 @@ async def test_the_charts_cluster_role_lets_the_results_server_follow_a_job(tmp_
     import aiohttp
     import anyio
 
-    from aiperf.results.jobstatus import JobStatusFeed
     from aiperf.results.local import LocalTree
-    from aiperf.results.serve import HttpServer, app_over
+    from aiperf.results_server.jobstatus import JobStatusFeed
+    from aiperf.results_server.main import app_over
+    from aiperf.runtime.http import HttpServer
 
     async with FakeKube(namespaces=[NS, RELEASE_NS], rbac=True) as kube:
         token = _install_chart_rbac(kube)

@@ -1,6 +1,6 @@
 """Operator mode for the browser tests: the fake Kubernetes API server with one running
 AIPerfJob (``bench/live``, in this process on a background event loop), the real results server
-reading it (`python -m aiperf.results serve --kubeconfig ...`), and a script that keeps the page's
+reading it (`python -m aiperf.results_server.main --kubeconfig ...`), and a script that keeps the page's
 WebSockets reachable so a test can drop them."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def open_cluster() -> Iterator[Cluster]:
 
 def start_server(base: Path, port: int, kubeconfig: str) -> subprocess.Popen[bytes]:
     """The results server over `base` reading the cluster of `kubeconfig`, once it answers."""
-    proc = subprocess.Popen([sys.executable, "-m", "aiperf.results", "serve", "--base", str(base), "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "aiperf.results_server.main", "--base", str(base), "--port", str(port),
                              "--layout", "volume", "--kubeconfig", kubeconfig],
                             env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

@@ -23,7 +23,7 @@ import msgspec
 import pytest
 from anyio.abc import TaskGroup
 
-from aiperf.api.server import granian_server
+from aiperf.runtime.http import granian_server
 from aiperf.api.service import Api
 from aiperf.comms import RAW_UPLOAD_TOKEN, CurveKeys
 from aiperf.config import Artifacts, Benchmark, CommsOptions, RunConfig, RuntimeOptions, ServiceCounts

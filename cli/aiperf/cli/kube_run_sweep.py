@@ -16,7 +16,8 @@ from aiperf.cli.kube_run_job import OperatorJob, resolve_job
 from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, error
 from aiperf.cli.kube_show import Format, show_sweep
 from aiperf.config.markers import SWEEP_AGGREGATE_FILES
-from aiperf.kube.names import JOBSET_NAME_LABEL, SWEEP_CONTROLLER, sweep_object_name
+from aiperf.config.catalog import SWEEP_CONTROLLER
+from aiperf.kube.names import JOBSET_NAME_LABEL, sweep_object_name
 from aiperf.kubeapi import PODS, KubeApi, KubeError, Obj, uid_of
 from aiperf.kuberun import direct, sidecar
 from aiperf.kuberun.jobs import TERMINAL_PHASES
@@ -86,7 +87,7 @@ class OperatorSweep:
             raise KubeError(f"no sweep-controller pod of sweep {self.name} in namespace {self.namespace}; it is gone "
                             "once the operator harvested the aggregate")
         container = options.container if options.container is not None or options.pod is not None \
-            else SWEEP_CONTROLLER
+            else SWEEP_CONTROLLER.name
         sys.stdout.write(await direct.pod_logs(self.api, pod, self.namespace, container=container, tail=options.tail))
         return EXIT_OK
 

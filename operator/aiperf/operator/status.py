@@ -20,11 +20,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from aiperf.kube.crd_model import JobPhase
+from aiperf.kubeapi import Obj
 from aiperf.kuberun.direct import JobState, jobset_state
 from aiperf.kuberun.jobs import phase_of
 from aiperf.messages import SystemState
 
-Obj = dict[str, Any]
 TERMINAL = frozenset({JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.CANCELLED})
 _RANK = {JobPhase.PENDING: 0, JobPhase.INITIALIZING: 1, JobPhase.RUNNING: 2}
 RUNNING_SUBPHASES = frozenset({SystemState.PROFILING, SystemState.PROCESSING, SystemState.EXPORTING,

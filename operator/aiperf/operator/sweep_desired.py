@@ -27,18 +27,19 @@ from typing import Any
 import msgspec
 
 from aiperf.config import ConfigError
+from aiperf.config.catalog import SWEEP_CONTROLLER
 from aiperf.config.sweep import Plan
 from aiperf.kube.config_map import ARTIFACT_DIR
 from aiperf.kube.containers import ARTIFACTS_VOLUME, results_container
 from aiperf.kube.crd_model import API_GROUP, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec
 from aiperf.kube.jobset import JOBSET_API_VERSION
-from aiperf.kube.names import PREFIX, SWEEP_CONTROLLER, sweep_object_name
+from aiperf.kube.names import image, sweep_object_name
 from aiperf.kubeapi import Obj
 from aiperf.kuberun.sweep_plan import CHILD_FIELDS, plan_for, run_benchmark
 from aiperf.operator.desired import Defaults, InvalidSpec, decode_as, settings_for
 from aiperf.operator.desired import owner_reference as job_owner_reference
 
-SWEEP_COMPONENT = SWEEP_CONTAINER = SWEEP_JOB = SWEEP_CONTROLLER
+SWEEP_COMPONENT = SWEEP_CONTAINER = SWEEP_JOB = SWEEP_CONTROLLER.name
 """The replicated job (and its pods' `jobset.sigs.k8s.io/replicatedjob-name`), container and component."""
 SWEEP_NAME_ENV, SWEEP_NAMESPACE_ENV, SWEEP_UID_ENV, SWEEP_EPOCH_ENV = (
     "AIPERF_SWEEP_NAME", "AIPERF_SWEEP_NAMESPACE", "AIPERF_SWEEP_UID", "AIPERF_SWEEP_EPOCH")
@@ -122,10 +123,7 @@ def _role_rules(name: str) -> list[Obj]:
 
 def sweep_image(spec: AIPerfSweepSpec, defaults: Defaults) -> str:
     """The sweep-controller's image: `spec.image`, else `<registry>/aiperf/sweep-controller:<tag>`."""
-    if spec.image:
-        return spec.image
-    path = f"{PREFIX}/sweep-controller:{defaults.image_tag}"
-    return f"{defaults.image_registry.rstrip('/')}/{path}" if defaults.image_registry else path
+    return spec.image or image(defaults.image_registry, SWEEP_CONTROLLER.name, defaults.image_tag)
 
 
 def _objects(body: Mapping[str, Any], spec: AIPerfSweepSpec, settings: Any, defaults: Defaults,
@@ -151,7 +149,7 @@ def _objects(body: Mapping[str, Any], spec: AIPerfSweepSpec, settings: Any, defa
         "args": ["--artifact-dir", ARTIFACT_DIR],
         "env": [{"name": SWEEP_NAME_ENV, "value": name}, {"name": SWEEP_NAMESPACE_ENV, "value": meta["namespace"]},
                 {"name": SWEEP_UID_ENV, "value": meta["uid"]}, {"name": SWEEP_EPOCH_ENV, "value": epoch}],
-        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "resources": {"requests": dict(SWEEP_CONTROLLER.requests), "limits": dict(SWEEP_CONTROLLER.limits)},
         "volumeMounts": [{"name": ARTIFACTS_VOLUME, "mountPath": ARTIFACT_DIR}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }

@@ -31,8 +31,6 @@ PREFIX = "aiperf"
 CONTROLLER_JOB = "controller"
 WORKERS_JOB = "workers"
 WORKERS_LAST_JOB = "workers-last"
-SWEEP_CONTROLLER = "sweep-controller"
-"""A sweep's JobSet: its one replicated job, its pod's main container, and their component label."""
 POD_NAME_SUFFIX = "-abcde"
 """Stands for the random suffix the Job controller adds to pod names (JobSet's own length check)."""
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -117,7 +115,8 @@ def controller_host(name: str) -> str:
     return f"{pod_hostname(name, CONTROLLER_JOB, 0)}.{jobset_name(name)}"
 
 
-def image(registry: str, service_type: ServiceType, tag: str) -> str:
-    """`<registry>/aiperf/<svc>:<tag>`, or `aiperf/<svc>:<tag>` when `registry` is empty."""
-    path = f"{PREFIX}/{service_type}:{tag}"
+def image(registry: str, service: ServiceType | str, tag: str) -> str:
+    """`<registry>/aiperf/<svc>:<tag>`, or `aiperf/<svc>:<tag>` when `registry` is empty (`svc`:
+    a service type or an auxiliary service's name)."""
+    path = f"{PREFIX}/{service}:{tag}"
     return f"{registry.rstrip('/')}/{path}" if registry else path

@@ -1,7 +1,7 @@
-"""The results server process: `python -m aiperf.results serve --base DIR [--port 8081]
-[--host 127.0.0.1] [--layout auto|volume|local] [--in-cluster | --kubeconfig PATH]` (in the
-operator Deployment's `results-server` container: `aiperf-operator serve-results ... --in-cluster`;
-on a workstation: `aiperf results serve DIR`).
+"""The results server process: `results-server --base DIR [--port 8081] [--host 127.0.0.1]
+[--layout auto|volume|local] [--in-cluster | --kubeconfig PATH]` (its own service and image, an
+auxiliary service of the catalog: the operator Deployment's `results-server` container runs it
+with `--in-cluster`; on a workstation `aiperf results serve DIR` runs it by name).
 
 `--layout volume` serves an operator results volume through its SQLite index
 (`aiperf.results.index`; the index is created or rebuilt there when missing or corrupt);
@@ -10,7 +10,7 @@ layouts it accepts); `auto` (the default) picks `volume` when DIR holds an index
 `<ns>/<name>/<epoch>/` run directory, else `local`. The web dashboard is served at
 ``/dashboard/`` (`aiperf.dashboard`, reading this server's JSON routes). With `--in-cluster`
 (the pod's ServiceAccount) or `--kubeconfig PATH` (its current context) it also serves the live
-status of AIPerfJobs (`aiperf.results.jobstatus`) and the dashboard's job page follows a running
+status of AIPerfJobs (`aiperf.results_server.jobstatus`) and the dashboard's job page follows a running
 job through it; without either those routes are absent. Granian serves the app (embedded, on
 this process's event loop) until SIGINT/SIGTERM. Exit 0 after a signal, 2 for a bad flag, a
 missing DIR or an unusable Kubernetes configuration (one line), 1 when it cannot listen.
@@ -21,19 +21,14 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
-from anyio.abc import TaskStatus
-from granian.constants import Interfaces
-from granian.log import LogLevels
-from granian.server.embed import Server
 from litestar import Litestar
 from litestar.types import ControllerRouterHandler
 
@@ -44,22 +39,18 @@ from aiperf.results.app import ResultsSource, create_app
 from aiperf.results.index import ResultsIndex, keep_from_env
 from aiperf.results.keys import is_key
 from aiperf.results.local import LocalTree
+from aiperf.runtime.http import HttpServer
 
 if TYPE_CHECKING:  # kubernetes_asyncio takes seconds to import: only servers given a cluster pay
     from aiperf.kubeapi import KubeApi
-    from aiperf.results.jobstatus import JobStatusFeed
+    from aiperf.results_server.jobstatus import JobStatusFeed
 
 log = structlog.get_logger("aiperf.results")
 
+PROG = "results-server"
 DEFAULT_PORT = 8081
 DEFAULT_HOST = "127.0.0.1"
 LAYOUTS = ("auto", "volume", "local")
-_STDERR_LOGGING: dict[str, Any] = {
-    "handlers": {
-        "console": {"formatter": "generic", "class": "logging.StreamHandler", "stream": "ext://sys.stderr"},
-        "access": {"formatter": "access", "class": "logging.StreamHandler", "stream": "ext://sys.stderr"},
-    },
-}
 
 
 class UsageError(Exception):
@@ -95,7 +86,7 @@ def dashboard_routes(*, live: bool = False) -> list[ControllerRouterHandler]:
     `live`: its job page follows the job status routes (socket, polling when it drops)."""
     source = DataSource()
     if live:
-        from aiperf.results.jobstatus import SOCKET_PATH, STATUS_PATH
+        from aiperf.results_server.jobstatus import SOCKET_PATH, STATUS_PATH
 
         source = DataSource(status_url=STATUS_PATH, progress_ws_url=SOCKET_PATH)
     return list(web_dashboard_routes(source=source, path="/dashboard"))
@@ -111,7 +102,7 @@ def app_over(source: ResultsSource, *, feed: JobStatusFeed | None = None) -> Lit
     """The results app over `source` (see `build_app`)."""
     extra = dashboard_routes(live=feed is not None)
     if feed is not None:
-        from aiperf.results.jobstatus import job_status_routes
+        from aiperf.results_server.jobstatus import job_status_routes
 
         extra = [*job_status_routes(feed), *extra]
     return create_app(source, extra_route_handlers=extra, live_progress=feed.progress if feed is not None else None)
@@ -138,88 +129,6 @@ async def connect_kube(*, in_cluster: bool, kubeconfig: str | None) -> KubeApi |
     return None
 
 
-def free_tcp_port(host: str = DEFAULT_HOST) -> int:
-    """A TCP port free on `host` right now, not held (a test's port for a server it does not
-    start; `HttpServer(port=0)` holds the port it picks)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-class HttpServer:
-    """Granian (embedded) serving `app` on `host:port` until `stop()`; `run` is started once the
-    port accepts connections. `url` is where to reach it then. `drain` (optional) is awaited
-    before granian stops, up to `drain_timeout_s`: granian's embedded stop does not wait for
-    handlers still running (open WebSockets), so `drain` ends them first.
-
-    Port 0: a free one, picked here (granian cannot be asked for port 0) and held until `run`
-    returns by a socket bound with SO_REUSEADDR that never listens: no other bind or outgoing
-    connection takes it before granian, which binds with SO_REUSEADDR too, listens on it."""
-
-    def __init__(self, app: Litestar, *, host: str, port: int, ready_timeout_s: float = 15.0,
-                 drain: Callable[[], Awaitable[None]] | None = None, drain_timeout_s: float = 10.0) -> None:
-        self._hold: socket.socket | None = None
-        if not port:
-            self._hold = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-            self._hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self._hold.bind((host, 0))
-            port = self._hold.getsockname()[1]
-        self._server = Server(target=app, interface=Interfaces.ASGI, address=host, port=port, websockets=True,
-                              log_level=LogLevels.error, log_dictconfig=_STDERR_LOGGING)
-        self._host, self._port, self._timeout = host, port, ready_timeout_s
-        self._drain, self._drain_timeout = drain, drain_timeout_s
-        self._stop = anyio.Event()
-        connect = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)  # noqa: S104
-        self.url = f"http://{connect}:{port}" if ":" not in connect else f"http://[{connect}]:{port}"
-        self._connect = connect
-
-    def stop(self) -> None:
-        """Ask `run` to stop the server and return (idempotent)."""
-        self._stop.set()
-
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve until `stop()` (once); TimeoutError when it does not listen within the ready
-        timeout, granian's RuntimeError when it cannot bind."""
-        try:
-            await self._run(task_status)
-        finally:
-            if self._hold is not None:
-                self._hold.close()
-
-    async def _run(self, task_status: TaskStatus[None]) -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._serve, tg.cancel_scope)
-            try:
-                with anyio.fail_after(self._timeout):
-                    await _wait_listening(self._connect, self._port)
-                task_status.started()
-                await self._stop.wait()
-            finally:
-                with anyio.CancelScope(shield=True):
-                    if self._drain is not None:
-                        with anyio.move_on_after(self._drain_timeout):
-                            await self._drain()
-                    self._server.stop()
-
-    async def _serve(self, scope: anyio.CancelScope) -> None:
-        with anyio.CancelScope(shield=True):  # granian runs its own shutdown to the end
-            await self._server.serve()
-        if not self._stop.is_set():
-            raise RuntimeError(f"the results server on {self._host}:{self._port} stopped on its own")
-
-
-async def _wait_listening(host: str, port: int) -> None:
-    while True:
-        try:
-            stream = await anyio.connect_tcp(host, port)
-        except OSError:
-            await anyio.sleep(0.02)  # granian's worker binds shortly after serve() starts
-            continue
-        await stream.aclose()
-        return
-
-
 async def serve(app: Litestar, *, host: str, port: int, announce: str = "",
                 drain: Callable[[], Awaitable[None]] | None = None) -> None:
     """Serve `app` until SIGINT/SIGTERM (see `HttpServer`, `drain` too); print `announce` + the
@@ -240,13 +149,10 @@ async def serve(app: Litestar, *, host: str, port: int, announce: str = "",
         tg.cancel_scope.cancel()
 
 
-def build_parser(prog: str = "python -m aiperf.results") -> argparse.ArgumentParser:
-    """`PROG serve ...` (the module's command line)."""
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve_flags(commands.add_parser("serve", help="serve stored results over HTTP"))
-    return parser
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The results server's command line."""
+    return serve_flags(argparse.ArgumentParser(prog=prog, description=__doc__,
+                                               formatter_class=argparse.RawDescriptionHelpFormatter))
 
 
 def serve_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -279,7 +185,7 @@ def run_server(base: Path, *, host: str, port: int, layout: str = "auto", in_clu
             api = await connect_kube(in_cluster=in_cluster, kubeconfig=kubeconfig)
             feed = None
             if api is not None:
-                from aiperf.results.jobstatus import JobStatusFeed
+                from aiperf.results_server.jobstatus import JobStatusFeed
 
                 await stack.enter_async_context(api)
                 feed = JobStatusFeed(api=api)
@@ -304,22 +210,16 @@ def run_server(base: Path, *, host: str, port: int, layout: str = "auto", in_clu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m aiperf.results serve --base DIR ...` (see the module doc)."""
+    """`results-server --base DIR ...` (see the module doc)."""
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
-    return _run(args)
-
-
-def serve_main(argv: Sequence[str], prog: str) -> int:
-    """The serve flags alone, for a host command (`aiperf-operator serve-results ...`)."""
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    return _run(serve_flags(parser).parse_args(list(argv)))
-
-
-def _run(args: argparse.Namespace) -> int:
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     return run_server(Path(args.base), host=args.host, port=args.port, layout=args.layout,
                       in_cluster=args.in_cluster, kubeconfig=args.kubeconfig)
 
 
-__all__ = ["DEFAULT_PORT", "HttpServer", "UsageError", "app_over", "build_app", "connect_kube", "free_tcp_port",
-           "main", "open_source", "run_server", "serve", "serve_flags", "serve_main"]
+__all__ = ["DEFAULT_PORT", "UsageError", "app_over", "build_app", "connect_kube", "main", "open_source", "run_server",
+           "serve", "serve_flags"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,17 +1,24 @@
-"""The HTTP server port of the api service and its granian implementation (embedded mode).
+"""Serving an ASGI app over HTTP from a service (the api, the results sidecar, the results
+server): granian's embedded server, the port it binds, requests in flight, readiness.
 
 Granian's embedded server runs the ASGI app as tasks of the calling asyncio loop; its Rust
-runtime owns the listening socket. `serve()` returns after `stop()`.
+runtime owns the listening socket. `serve()` returns after `stop()`. `EmbeddedServer` is the
+port a service is given (tests inject their own); `HttpServer` is the whole lifecycle for a
+process that only serves: pick and hold a port, listen, report ready, drain, stop.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import socket
+import sys
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import anyio
+from anyio.abc import TaskStatus
 from granian.constants import Interfaces
 from granian.log import LogLevels
 from granian.server.embed import Server
@@ -23,7 +30,7 @@ class AsgiApp(Protocol):
     def __call__(self, scope: Any, receive: Any, send: Any) -> Awaitable[None]: ...
 
 
-class HttpServer(Protocol):
+class EmbeddedServer(Protocol):
     """One HTTP server serving one app: `serve` runs until `stop` is called (it may be called
     before `serve` starts, from the same loop) and raises if the server cannot start."""
 
@@ -32,7 +39,7 @@ class HttpServer(Protocol):
     def stop(self) -> Any: ...
 
 
-ServerFactory = Callable[[AsgiApp, str, int], HttpServer]
+ServerFactory = Callable[[AsgiApp, str, int], EmbeddedServer]
 """``factory(app, host, port)``: a not yet started server for `app` on `host:port`."""
 
 _STDERR_LOGGING: dict[str, Any] = {
@@ -43,7 +50,7 @@ _STDERR_LOGGING: dict[str, Any] = {
 }
 
 
-def granian_server(app: AsgiApp, host: str, port: int) -> HttpServer:
+def granian_server(app: AsgiApp, host: str, port: int) -> EmbeddedServer:
     """Granian's embedded server for `app` on `host:port` (ASGI with lifespan, WebSockets on,
     HTTP/1 and HTTP/2). Its own logs go to stderr (stdout stays free) at level error: the
     "embedded server is experimental" warning would print on every start."""
@@ -72,7 +79,7 @@ def held_port(host: str, port: int = 0) -> Iterator[int]:
         yield hold.getsockname()[1]
 
 
-def free_tcp_port(host: str) -> int:
+def free_tcp_port(host: str = "127.0.0.1") -> int:
     """A TCP port on `host` that is free right now and not held (a test's fixed port; a server
     that picks its own uses `held_port`)."""
     with held_port(host) as port:
@@ -124,3 +131,66 @@ async def wait_listening(host: str, port: int, timeout_s: float) -> None:
                 continue
             await stream.aclose()
             return
+
+
+class HttpServer:
+    """Granian (embedded) serving `app` on `host:port` until `stop()`; `run` is started once the
+    port accepts connections. `url` is where to reach it then. `drain` (optional) is awaited
+    before granian stops, up to `drain_timeout_s`: granian's embedded stop does not wait for
+    handlers still running (open WebSockets), so `drain` ends them first. Port 0: a free one,
+    held (`held_port`) until `run` returns."""
+
+    def __init__(self, app: AsgiApp, *, host: str, port: int, ready_timeout_s: float = 15.0,
+                 drain: Callable[[], Awaitable[None]] | None = None, drain_timeout_s: float = 10.0) -> None:
+        self._holding = contextlib.ExitStack()
+        port = self._holding.enter_context(held_port(host, port))
+        self._server = granian_server(app, host, port)
+        self._host, self._port, self._timeout = host, port, ready_timeout_s
+        self._drain, self._drain_timeout = drain, drain_timeout_s
+        self._stop = anyio.Event()
+        connect = "127.0.0.1" if host in ("0.0.0.0", "") else ("::1" if host == "::" else host)  # noqa: S104
+        self.url = f"http://{connect}:{port}" if ":" not in connect else f"http://[{connect}]:{port}"
+        self._connect = connect
+
+    def stop(self) -> None:
+        """Ask `run` to stop the server and return (idempotent)."""
+        self._stop.set()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until `stop()` (once); TimeoutError when it does not listen within the ready
+        timeout, granian's RuntimeError when it cannot bind."""
+        with self._holding:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._serve)
+                try:
+                    await wait_listening(self._connect, self._port, self._timeout)
+                    task_status.started()
+                    await self._stop.wait()
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        if self._drain is not None:
+                            with anyio.move_on_after(self._drain_timeout):
+                                await self._drain()
+                        self._server.stop()
+
+    async def _serve(self) -> None:
+        with anyio.CancelScope(shield=True):  # granian runs its own shutdown to the end
+            await self._server.serve()
+        if not self._stop.is_set():
+            raise RuntimeError(f"the HTTP server on {self._host}:{self._port} stopped on its own")
+
+
+def exit_now(code: int) -> NoReturn:
+    """Leave the process with `code` without tearing the interpreter down (logs and standard
+    streams flushed first). Granian's Rust threads can outlive its stop; a teardown under them
+    crashed servers after a clean shutdown ("panic in a function that cannot unwind", exit
+    134/139). Nothing is left to clean up by then (a service forked by the zygote ends the same
+    way, see aiperf.runtime.zygote)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+__all__ = ["AsgiApp", "EmbeddedServer", "HttpServer", "InFlight", "ServerFactory", "exit_now", "free_tcp_port",
+           "granian_server", "held_port", "wait_listening"]

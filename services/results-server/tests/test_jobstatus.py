@@ -1,4 +1,4 @@
-"""The job status routes (`aiperf.results.jobstatus`) of the real results server under granian on
+"""The job status routes (`aiperf.results_server.jobstatus`) of the real results server under granian on
 127.0.0.1, reading AIPerfJobs from the fake Kubernetes API server through kubernetes_asyncio, with
 aiohttp as the HTTP and WebSocket client."""
 
@@ -21,9 +21,10 @@ from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
 from aiperf.kubeapi import KubeApi, connect
 from aiperf.results.app import ResultsSource
 from aiperf.results.index import ResultsIndex
-from aiperf.results.jobstatus import JobStatusFeed, snapshot_of
 from aiperf.results.local import LocalTree
-from aiperf.results.serve import HttpServer, app_over, free_tcp_port
+from aiperf.results_server.jobstatus import JobStatusFeed, snapshot_of
+from aiperf.results_server.main import app_over
+from aiperf.runtime.http import HttpServer, free_tcp_port
 from aiperf.testing.fake_kube import FakeKube
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -306,7 +307,7 @@ async def test_a_cut_watch_is_reopened_from_where_it_was_and_no_change_is_lost(t
 
 def test_an_unusable_kube_configuration_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from aiperf.results.serve import run_server
+    from aiperf.results_server.main import run_server
 
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     assert run_server(tmp_path, host="127.0.0.1", port=0, in_cluster=True) == 2

@@ -18,12 +18,11 @@ import aiohttp
 import anyio
 import pytest
 
-from aiperf.api.main import RESULTS_COMMAND
-from aiperf.api.results_main import ResultsServer, build_parser
-from aiperf.api.server import free_tcp_port
 from aiperf.config.markers import END_MARKER, READY_MARKER, SERVER_METRICS_DONE_MARKER
 from aiperf.kube import KubeSettings
 from aiperf.kube.containers import results_container
+from aiperf.results_sidecar.main import ResultsServer, build_parser
+from aiperf.runtime.http import free_tcp_port
 
 pytestmark = pytest.mark.anyio
 
@@ -144,12 +143,12 @@ async def test_the_run_ends_only_once_the_awaited_markers_are_there_too(tmp_path
 
 def test_the_kube_container_starts_this_sidecar_with_flags_it_knows() -> None:
     container = results_container(KubeSettings(name="r", ttl_seconds=120))
-    assert container["args"][0] == RESULTS_COMMAND
-    args = build_parser().parse_args(container["args"][1:])
+    assert container["image"] == "localhost/aiperf/results-sidecar:latest"
+    args = build_parser().parse_args(container["args"])
     assert (args.artifact_dir, args.port, args.controller_health_port, args.linger_s, args.wait_for) == (
         "/aiperf/artifacts", 9091, 8080, 120.0, [])
     scraping = results_container(KubeSettings(name="r", ttl_seconds=120), server_metrics=True)
-    assert build_parser().parse_args(scraping["args"][1:]).wait_for == [SERVER_METRICS_DONE_MARKER]
+    assert build_parser().parse_args(scraping["args"]).wait_for == [SERVER_METRICS_DONE_MARKER]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -159,7 +158,7 @@ def _env(**extra: str) -> dict[str, str]:
 async def test_the_process_serves_its_probes_and_exits_0_on_post_shutdown(tmp_path: Path) -> None:
     finish(tmp_path)
     port, health = free_tcp_port("127.0.0.1"), free_tcp_port("127.0.0.1")
-    argv = [sys.executable, "-m", "aiperf.api.main", RESULTS_COMMAND, "--artifact-dir", str(tmp_path),
+    argv = [sys.executable, "-m", "aiperf.results_sidecar.main", "--artifact-dir", str(tmp_path),
             "--host", "127.0.0.1", "--port", str(port)]
     with subprocess.Popen(argv, env=_env(AIPERF_HEALTH_PORT=str(health)), stderr=subprocess.PIPE) as proc:
         try:

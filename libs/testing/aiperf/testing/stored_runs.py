@@ -1,4 +1,5 @@
-"""Helpers: store runs through the index's writer API, as the operator does."""
+"""Runs stored through the results index's writer API, as the operator stores them (test support of
+the results lib and the results server)."""
 
 from __future__ import annotations
 

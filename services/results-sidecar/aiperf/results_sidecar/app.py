@@ -23,8 +23,8 @@ from litestar.exceptions import ClientException
 from litestar.params import FromPath
 from litestar.response import File
 
-from aiperf.api.app import _MEDIA_TYPES, EXPORT_FILES, _existing_file, _log_unexpected
 from aiperf.config.markers import SWEEP_AGGREGATE_FILES
+from aiperf.results.files import EXPORT_FILES, MEDIA_TYPES, existing_file, unexpected_logger
 
 SERVED_FILES = EXPORT_FILES | frozenset(SWEEP_AGGREGATE_FILES)
 
@@ -90,8 +90,8 @@ def create_results_app(*, artifact_dir: Path, run_end: Callable[[], RunEnd | Non
     @get("/api/results/files/{name:str}")
     async def result_file(name: FromPath[str]) -> File:
         ended()
-        path = await _existing_file(artifact_dir, name, SERVED_FILES)
-        return File(path=path, filename=name, media_type=_MEDIA_TYPES.get(path.suffix))
+        path = await existing_file(artifact_dir, name, SERVED_FILES)
+        return File(path=path, filename=name, media_type=MEDIA_TYPES.get(path.suffix))
 
     @post("/shutdown", status_code=202, sync_to_thread=False)
     def stop() -> dict[str, bool]:
@@ -99,7 +99,7 @@ def create_results_app(*, artifact_dir: Path, run_end: Callable[[], RunEnd | Non
         return {"shutting_down": True}
 
     return Litestar(route_handlers=[status, files, result_file, stop], logging_config=None,
-                    after_exception=[_log_unexpected], openapi_config=None)
+                    after_exception=[unexpected_logger("results_sidecar.request_failed")], openapi_config=None)
 
 
 __all__ = ["RUNNING_STATUS", "RunEnd", "create_results_app"]

@@ -10,7 +10,7 @@ from litestar.testing import TestClient
 
 from aiperf.results.app import create_app
 from aiperf.results.local import LocalTree
-from aiperf.results.serve import UsageError, looks_like_volume, open_source
+from aiperf.results_server.main import UsageError, looks_like_volume, open_source
 
 API = "/api/v1/results/local"
 

@@ -1,5 +1,4 @@
-"""The Kubernetes entry (`server-metrics` command of the system-controller image) as a real
-process: it follows phase broadcasts of an event bus (here an XPUB socket of the test, bound where
+"""The server-metrics manager (its own image in the controller pod) as a real process: it follows phase broadcasts of an event bus (here an XPUB socket of the test, bound where
 the pod's proxy would be), scrapes a real mock server, writes the exports when the profiling
 phase completes and exits 0 once the run-ended marker appears; a bad config is exit 2."""
 
@@ -36,13 +35,13 @@ def _wait(predicate, what: str) -> None:  # type: ignore[no-untyped-def]
 
 def _entry(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.Popen([sys.executable, "-c", "import sys; from aiperf.servermetrics.main import main; "
+    return subprocess.Popen([sys.executable, "-c", "import sys; from aiperf.server_metrics_manager.main import main; "
                              "sys.exit(main(sys.argv[1:]))", *args], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def test_a_bad_config_is_exit_2(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    from aiperf.servermetrics.main import main
+    from aiperf.server_metrics_manager.main import main
 
     assert main(["--config", str(tmp_path / "missing.json")]) == 2
     assert capsys.readouterr().err.startswith("error: cannot read run config")

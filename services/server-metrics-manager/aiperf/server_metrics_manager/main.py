@@ -1,5 +1,6 @@
-"""Entry of the `server-metrics-manager` container of the controller pod (Kubernetes), run from
-the system-controller's image as `server-metrics --config /config/run_config.json`.
+"""Entry of the `server-metrics-manager` container of the controller pod (Kubernetes; its own
+service and image, an auxiliary service of the catalog): `server-metrics-manager --config
+/config/run_config.json`.
 
 It scrapes in-cluster what `aiperf profile` scrapes locally (`ServerMetricsManager`): follows the
 phase broadcasts of the pod's event bus, writes `server_metrics_export.json/.csv` into the shared
@@ -30,7 +31,7 @@ from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
 from aiperf.servermetrics.collector import HttpFetch
 from aiperf.servermetrics.manager import ServerMetricsManager, topics, write_projection
 
-log = structlog.get_logger("aiperf.servermetrics.main")
+log = structlog.get_logger("aiperf.server_metrics_manager")
 
 SERVICE_ID = "server-metrics-manager"
 PROJECTION_EVERY_S = 2.0
@@ -38,7 +39,7 @@ PROJECTION_EVERY_S = 2.0
 
 def main(argv: list[str] | None = None) -> int:
     """Run the container's collector for `--config`; 0 once the run ended, 2 for a bad config."""
-    parser = argparse.ArgumentParser(prog="server-metrics", description=__doc__,
+    parser = argparse.ArgumentParser(prog="server-metrics-manager", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="path of run_config.json")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""The results server as a process: `python -m aiperf.results serve` under real granian on
+"""The results server as a process: `python -m aiperf.results_server.main` under real granian on
 127.0.0.1, raw HTTP requests whose paths no client would normalise, a clean stop on SIGTERM,
 and one-line usage errors."""
 
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from _runs import complete
 
 from aiperf.results.index import ResultsIndex
-from aiperf.results.serve import main
+from aiperf.results_server.main import main
+from aiperf.testing.stored_runs import complete
 
 NS, JOB, EPOCH = "bench", "run", "1700000000111111"
 
@@ -43,7 +43,7 @@ def server(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     anyio.run(lambda: complete(ResultsIndex(tmp_path, keep=10), NS, JOB, EPOCH))
     (tmp_path / "secret.txt").write_text("top secret")
     # --port 0: the server picks a free port (and holds it until it listens) and prints its URL.
-    proc = subprocess.Popen([sys.executable, "-m", "aiperf.results", "serve", "--base", str(tmp_path), "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "aiperf.results_server.main", "--base", str(tmp_path), "--port",
                              "0", "--layout", "volume"], env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
@@ -82,16 +82,16 @@ def test_granian_serves_the_routes_and_refuses_raw_traversals(server: tuple[int,
 
 
 def test_a_missing_directory_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "--base", str(tmp_path / "nope")]) == 2
+    assert main(["--base", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "not a directory" in err and err.count("\n") == 1
 
 
 def test_an_invalid_keep_or_port_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    assert main(["serve", "--base", str(tmp_path), "--port", "70000"]) == 2
+    assert main(["--base", str(tmp_path), "--port", "70000"]) == 2
     assert "--port 70000" in capsys.readouterr().err
     (tmp_path / ".aiperf_index.sqlite").write_bytes(b"")
     monkeypatch.setenv("AIPERF_RESULTS_KEEP", "none")
-    assert main(["serve", "--base", str(tmp_path)]) == 2
+    assert main(["--base", str(tmp_path)]) == 2
     assert "AIPERF_RESULTS_KEEP" in capsys.readouterr().err

@@ -1,8 +1,9 @@
-"""The results sidecar of the controller pod: `python3 /app/api.pex serve-results --artifact-dir
-DIR [--port 9091] [--controller-health-port 8080] [--linger-s 300]` (the api image's second
-command; `python -m aiperf.api.results_main ...` by hand).
+"""The results sidecar of the controller pod (its own service and image, `results-sidecar` in the
+service catalog's auxiliary table): `results-sidecar --artifact-dir DIR [--port 9091]
+[--controller-health-port 8080] [--linger-s 300]` (`python -m aiperf.results_sidecar.main ...`
+by hand).
 
-It serves the run's exports read-only (`aiperf.api.results_app`) so they outlive the control
+It serves the run's exports read-only (`aiperf.results_sidecar.app`) so they outlive the control
 plane: the api container exits with the run, this one stays. It registers with nobody. The run
 has ended once the control plane's end marker (`aiperf.config.markers.END_MARKER`) is in DIR,
 or once the control plane's health port (`--controller-health-port`, same pod, so 127.0.0.1)
@@ -24,27 +25,28 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from aiperf.api.results_app import RunEnd, create_results_app
-from aiperf.api.server import (
-    HttpServer,
+from aiperf.config.markers import END_MARKER, READY_MARKER
+from aiperf.results_sidecar.app import RunEnd, create_results_app
+from aiperf.runtime import EXIT_FAILED, EXIT_OK, configure_logging
+from aiperf.runtime.errors import root_cause
+from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
+from aiperf.runtime.http import (
+    EmbeddedServer,
     InFlight,
     ServerFactory,
+    exit_now,
     granian_server,
     held_port,
     wait_listening,
 )
-from aiperf.config.markers import END_MARKER, READY_MARKER
-from aiperf.runtime import EXIT_FAILED, EXIT_OK, configure_logging
-from aiperf.runtime.errors import root_cause
-from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
 
-log = structlog.get_logger("aiperf.api.results")
+log = structlog.get_logger("aiperf.results_sidecar")
 
 DEFAULT_PORT = 9091
 DEFAULT_LINGER_S = 300.0
@@ -151,7 +153,7 @@ class ResultsServer:
                     server.stop()
                 tg.cancel_scope.cancel()
 
-    async def _serve(self, server: HttpServer) -> None:
+    async def _serve(self, server: EmbeddedServer) -> None:
         with anyio.CancelScope(shield=True):  # granian must run its own shutdown to the end
             await server.serve()
         if not self._stopping:
@@ -208,7 +210,7 @@ class ResultsServer:
 
 def build_parser() -> argparse.ArgumentParser:
     """The sidecar's flags."""
-    parser = argparse.ArgumentParser(prog="serve-results", description=__doc__,
+    parser = argparse.ArgumentParser(prog="results-sidecar", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--artifact-dir", required=True, help="the run's artifact directory (read-only)")
     parser.add_argument("--host", default="0.0.0.0", help="bind host (default all interfaces)")  # noqa: S104
@@ -263,5 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
+def run() -> NoReturn:
+    """The process entry point (the pex's): `main`, then leave without tearing the interpreter
+    down (`aiperf.runtime.http.exit_now`)."""
+    exit_now(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
