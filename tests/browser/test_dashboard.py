@@ -191,7 +191,7 @@ def test_a_finishing_run_updates_the_job_page_live(browser: Browser, tmp_path: P
                 proc.kill()
                 proc.communicate()
     assert proc.returncode == 0, stderr[-3000:]
-    assert first in {"starting", "configuring", "ready", "warmup", "profiling"}, first
+    assert first in {"initializing", "starting", "configuring", "ready", "warmup", "profiling"}, first
     assert 0 < int(completed) <= 50  # progress is periodic: the last one may precede the end
 
 
