@@ -13,13 +13,13 @@ import anyio
 import pytest
 from aiohttp import web
 
-from aiperf.runtime.http import granian_server
 from aiperf.api.service import Api
 from aiperf.cli.kube_attach import LineRenderer
 from aiperf.cli.kube_runref import resolve
 from aiperf.cli.kube_selector import Selector
 from aiperf.kubeapi import connect
 from aiperf.messages import Event, Phase, Progress, SystemState, SystemStateChanged
+from aiperf.runtime.http import granian_server
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_proxy import forward_to
 

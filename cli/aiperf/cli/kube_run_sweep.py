@@ -15,8 +15,8 @@ from aiperf.cli.kube_run_direct import DirectRun
 from aiperf.cli.kube_run_job import OperatorJob, resolve_job
 from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, error
 from aiperf.cli.kube_show import Format, show_sweep
-from aiperf.config.markers import SWEEP_AGGREGATE_FILES
 from aiperf.config.catalog import SWEEP_CONTROLLER
+from aiperf.config.markers import SWEEP_AGGREGATE_FILES
 from aiperf.kube.names import JOBSET_NAME_LABEL, sweep_object_name
 from aiperf.kubeapi import PODS, KubeApi, KubeError, Obj, uid_of
 from aiperf.kuberun import direct, sidecar
