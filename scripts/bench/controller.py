@@ -62,7 +62,7 @@ from aiperf.messages import (
 )
 from aiperf.record_processor.batching import MAX_RECORDS
 from aiperf.runtime import configure_logging
-from aiperf.timing_manager.ports import TurnTiming
+from aiperf.issuing.ports import TurnTiming
 
 TOKENS = 64
 
@@ -182,7 +182,7 @@ class _NoEvents:
 
 
 async def timing_manager_rate(args: argparse.Namespace, folder: str) -> float:
-    from aiperf.timing_manager.service import TimingManager
+    from aiperf.issuing.engine import TimingManager
 
     credits_ep, returns_ep = endpoint(args.transport, folder, "credits"), endpoint(args.transport, folder, "returns")
     phase = ConcurrencyPhase(name="profiling", requests=args.requests, concurrency=args.concurrency)

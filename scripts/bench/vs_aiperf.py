@@ -12,9 +12,9 @@ What it does, in one go:
    worker pinned to `--server-core`, answers `POST /v1/chat/completions` with a generated static
    body: 64 chat-completion chunks (`data: {...}` SSE events, `text/event-stream`, then a
    usage chunk and `data: [DONE]`).
-2. AIPerf 0.13.0 goes into its own venv under ~/.cache/aiperf-bench (created on first use with
-   `pip install aiperf==0.13.0`). Offline, AIPerf cannot fetch a tokenizer, so the script writes a
-   small Hugging Face tokenizer (BPE trained on generated text) and passes its folder.
+2. AIPerf 0.13.0 from the venv scripts/ci/aiperf-oracle.sh installs once (`oracle.py`). Offline,
+   AIPerf cannot fetch a tokenizer, so the script writes a small Hugging Face tokenizer (BPE
+   trained on generated text) and passes its folder.
 3. Each client runs pinned (taskset; all its processes inherit it) to `--client-core`, with the
    same workload: streaming chat, 128-token prompts (stddev 0), 64 output tokens, concurrency C,
    first `--request-count 1`, then `--request-count N`.
@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import socket
 import subprocess
 import sys
@@ -44,11 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from oracle import aiperf_bin, aiperf_env, aiperf_flags, aiperf_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 NGINX = "/usr/sbin/nginx"
 AIPERF_VERSION = "0.13.0"
-CACHE = Path(os.environ.get("AIPERF_BENCH_CACHE", Path.home() / ".cache" / "aiperf-bench"))
 TOKENS = 64
 
 
@@ -140,42 +139,6 @@ http {{
         if self.proc is not None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
-
-
-def aiperf_venv() -> Path:
-    """The venv with AIPerf 0.13.0 (created with pip on first use); returns its bin folder."""
-    venv = CACHE / "venv-aiperf-0.13"
-    exe = venv / "bin" / "aiperf"
-    if not exe.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        py = shutil.which("python3.11") or sys.executable
-        subprocess.run([py, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"aiperf=={AIPERF_VERSION}"], check=True)
-    return venv / "bin"
-
-
-TOKENIZER_SCRIPT = """
-import sys
-from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
-from transformers import PreTrainedTokenizerFast
-words = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
-         "benchmark latency tokens streaming server client request response model").split()
-text = [" ".join(words[(i * 7 + j) % len(words)] for j in range(40)) for i in range(2000)]
-tok = Tokenizer(models.BPE(unk_token="<unk>"))
-tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-tok.decoder = decoders.ByteLevel()
-tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=2000, special_tokens=["<unk>", "<s>", "</s>"],
-                                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>").save_pretrained(sys.argv[1])
-"""
-
-
-def aiperf_tokenizer(bin_dir: Path) -> Path:
-    """A local Hugging Face tokenizer folder for AIPerf (it cannot download one here)."""
-    folder = CACHE / "bench-tokenizer"
-    if not (folder / "tokenizer.json").exists():
-        subprocess.run([str(bin_dir / "python"), "-c", TOKENIZER_SCRIPT, str(folder)], check=True)
-    return folder
 
 
 @dataclass
@@ -280,7 +243,7 @@ def ours(url: str, c: int, n: int, out: Path) -> list[str]:
 
 def theirs(bin_dir: Path, tokenizer: Path, url: str, c: int, n: int, out: Path) -> list[str]:
     return [str(bin_dir / "aiperf"), "profile", *workload(url, c, n), "--artifact-dir", str(out),
-            "--tokenizer", str(tokenizer), "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry"]
+            *aiperf_flags(tokenizer)]
 
 
 def our_env() -> dict[str, str]:
@@ -344,9 +307,9 @@ def main() -> None:
                           work=work, url=url)
             if not args.skip_aiperf:
                 try:
-                    bin_dir = aiperf_venv()
+                    bin_dir = aiperf_bin()
                     tokenizer = aiperf_tokenizer(bin_dir)
-                    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+                    env = aiperf_env()
                     results["AIPerf 0.13.0"] = measure(
                         "aiperf013", lambda u, c, n, o: theirs(bin_dir, tokenizer, u, c, n, o), env=env, **common)
                 except subprocess.CalledProcessError as exc:

@@ -28,6 +28,11 @@ its web framework is the costliest import of all (litestar, ~0.9 s of CPU on a q
 forked ahead, that import runs on another core while the zygote imports the other services
 and loads the tokenizer, instead of adding to the zygote's serial path to the first request."""
 
+TOKENIZER_MODULES = frozenset({"aiperf.dataset_manager.main", "aiperf.record_processor.main"})
+"""Service modules whose services use the preloaded tokenizer: a zygote with a tokenizer forks a
+second one that loads it and imports these on another core, while the first imports the rest
+(see `aiperf.runtime.zygote`); the launcher marks their spawn requests `tokenizer`."""
+
 LOCAL_PROFILE_MODULES = (
     "aiperf.event_bus_proxy.main", "aiperf.records_manager.main", "aiperf.timing_manager.main",
     "aiperf.api.main", "aiperf.worker_group_manager.main", "aiperf.worker.main",

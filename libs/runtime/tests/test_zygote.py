@@ -214,3 +214,56 @@ def test_a_child_forked_ahead_and_never_asked_for_exits_with_the_zygote(tmp_path
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
         _wait_for(lambda: _gone(ahead_pid), "the child forked ahead to exit")
+
+
+TOKENIZER_PROBE = '''
+import os
+from aiperf.tokenizer.loader import _load_builtin
+with open(os.path.join(os.environ["ZYG_DIR"], f"tok-imported-{os.getpid()}"), "w"):
+    pass
+def main():
+    print("tokenizers loaded before main:", _load_builtin.cache_info().currsize, flush=True)
+    return 5
+'''
+
+
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
+
+
+def test_tokenizer_users_come_from_a_tokenizer_zygote_that_loaded_it_beside_the_other_imports(
+        tmp_path: Path) -> None:
+    """The tokenizer and its users' modules load in a second zygote (another core); the first
+    never imports them, forks everyone else and hands it the requests marked `tokenizer`."""
+    (tmp_path / "zyg_probe.py").write_text(PROBE)
+    (tmp_path / "zyg_tok.py").write_text(TOKENIZER_PROBE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]), ZYG_DIR=str(tmp_path),
+               AIPERF_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-m", "aiperf.boot", "--zygote", "--preload", "zyg_probe,zyg_tok",
+                             "--tokenizer", "builtin", "--tokenizer-modules", "zyg_tok", "--title-room", "_" * 400],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    with proc:
+        assert proc.stdout is not None and proc.stdin is not None
+        events = _events(proc.stdout)
+        tok_log, probe_log = tmp_path / "tok-1.log", tmp_path / "probe-1.log"
+        proc.stdin.write((json.dumps({"id": "tok-1", "argv": ["zyg_tok"], "log": str(tok_log),
+                                      "tokenizer": True}) + "\n").encode())
+        _spawn(proc, "probe-1", ["zyg_probe", "0", str(tmp_path / "gate")], probe_log)
+        (tmp_path / "gate").touch()
+        seen: list[dict[str, Any]] = []
+        while len([e for e in seen if e["ev"] == "exited"]) < 2:
+            seen.append(next(events))
+        spawned = {e["id"]: e["pid"] for e in seen if e["ev"] == "spawned"}
+        exited = {e["pid"]: e["code"] for e in seen if e["ev"] == "exited"}
+        assert exited == {spawned["tok-1"]: 5, spawned["probe-1"]: 0}
+        marks = [e["name"] for e in seen if e["ev"] == "mark"]
+        assert "tokenizer-zygote.tokenizer_loaded" in marks
+        assert "zygote.tokenizer_loaded" not in marks and "zygote.imported zyg_tok" not in marks
+        (imported,) = tmp_path.glob("tok-imported-*")
+        sub_pid = int(imported.name.removeprefix("tok-imported-"))  # imported once, before the fork
+        assert sub_pid != proc.pid and _ppid(sub_pid) == proc.pid
+        assert "tokenizers loaded before main: 1" in tok_log.read_text()
+        assert list(tmp_path.glob("cache/tokenizers/*.marshal"))  # the bundled ranks were cached
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        _wait_for(lambda: _gone(sub_pid), "the tokenizer zygote to exit with the zygote")

@@ -19,6 +19,8 @@ from aiperf.cli.benchmark_flags import build_benchmark
 from aiperf.cli.profile_options import ProfileFlags
 from aiperf.comms import PeerUnreachable
 from aiperf.config import Benchmark
+from aiperf.issuing.engine import TimingManager
+from aiperf.issuing.ports import TurnTiming
 from aiperf.messages import (
     CancelCredits,
     Credit,
@@ -34,8 +36,6 @@ from aiperf.messages import (
     TimePing,
     WorkerConnected,
 )
-from aiperf.timing_manager.ports import TurnTiming
-from aiperf.timing_manager.service import TimingManager
 
 START_NS = 1_000_000_000_000
 

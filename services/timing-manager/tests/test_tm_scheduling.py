@@ -8,6 +8,8 @@ import statistics
 import anyio
 import pytest
 
+from aiperf.issuing.ports import TurnTiming
+from aiperf.issuing.schedule import arrival_offsets_ns, fixed_offsets_ns, percentile
 from aiperf.messages import (
     CancelCredits,
     Credit,
@@ -22,8 +24,6 @@ from aiperf.messages import (
     WorkerLost,
 )
 from aiperf.runtime import GiveUp, UserError
-from aiperf.timing_manager.ports import TurnTiming
-from aiperf.timing_manager.schedule import arrival_offsets_ns, fixed_offsets_ns, percentile
 from tests._tm_fakes import FakeConversations, make_rig, profile, running
 
 pytestmark = pytest.mark.anyio

@@ -15,8 +15,19 @@ another core.
 
 Idle (no request pending), the zygote works ahead, one step per turn: it imports the event
 loop's backend (`RUNTIME_MODULES`), forks a child for each preloaded module of
-`aiperf.zygote_process.FORKED_AHEAD` (or `--fork-ahead`), imports the other modules, then loads
-its tokenizer, so that all is done by the time the run asks for its services. A child forked
+`aiperf.zygote_process.FORKED_AHEAD` (or `--fork-ahead`), forks its tokenizer zygote (below),
+imports the other modules, so that all is done by the time the run asks for its services.
+
+The tokenizer zygote: loading the tokenizer is the longest single step before the first request
+(~0.25 s of CPU for the bundled one even from its cached ranks), and only the services of
+`aiperf.zygote_process.TOKENIZER_MODULES` (or `--tokenizer-modules`: the dataset-manager and the
+record-processors) need it. So a zygote with a tokenizer forks a second zygote right after the
+event loop's imports, which loads the tokenizer and imports those modules on another core while
+the first imports the rest; the first then never imports them nor loads the tokenizer, and
+hands it every spawn request marked `tokenizer` (and the run's `configure`, without its preload
+list). It shares the first one's event pipe (each event is one `write` of less than PIPE_BUF
+bytes: lines never interleave), reports its own children's spawns and exits there, stays in the
+first one's process group and dies with it; its marks are named `tokenizer-zygote.*`. A child forked
 ahead imports its module on another core, then blocks on a pipe until the zygote hands it its
 spawn request (with the zygote's environment, which `configure` may have changed since) and
 goes on as any forked service; the zygote reports it as spawned then. Never asked for, it exits
@@ -24,7 +35,8 @@ when the pipe closes (the zygote's stdin EOF) or with the zygote.
 
 Protocol, one JSON object per line. Requests on stdin:
 `{"id": SID, "argv": [MODULE, ARG...], "log": PATH, "tokenizer": BOOL}` (spawn; `tokenizer`: the
-service uses the preloaded tokenizer, so it is forked only after the load);
+service uses the preloaded tokenizer, so it is forked only after the load, by the tokenizer
+zygote when there is one);
 `{"configure": {"preload": [M...], "tokenizer": SPEC|null, "log": PATH, "env": {K: V}}}` (a
 zygote started before its run was known, `aiperf.zygote_process.ZygoteProcess.start_early`:
 more modules to import, the tokenizer to load, where its stderr goes from now on, and the
@@ -61,7 +73,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from aiperf.boot import NEEDS_RICH, die_with_parent
-from aiperf.zygote_process import FORKED_AHEAD, TITLE_ROOM
+from aiperf.zygote_process import FORKED_AHEAD, TITLE_ROOM, TOKENIZER_MODULES
 
 __all__ = ["TITLE_ROOM", "Zygote", "main", "set_cmdline"]
 
@@ -95,8 +107,12 @@ class Zygote:
     """Serves spawn requests (see the module doc) until stdin closes."""
 
     def __init__(self, *, preload: list[str], tokenizer: str | None, proto_in: int, proto_out: int,
-                 fork_ahead: frozenset[str] = FORKED_AHEAD) -> None:
+                 fork_ahead: frozenset[str] = FORKED_AHEAD,
+                 tokenizer_modules: frozenset[str] = TOKENIZER_MODULES, name: str = "zygote") -> None:
         self._fork_ahead = fork_ahead
+        self._tokenizer_modules = tokenizer_modules  # empty: no tokenizer zygote
+        self._name = name
+        self._sub: tuple[int, int] | None = None  # the tokenizer zygote: (pid, request fd)
         self._preload: list[str] = []
         self._ahead: dict[str, tuple[int, int] | None] = {}  # module -> (pid, request fd); None: used
         self._tokenizer_spec = tokenizer
@@ -116,7 +132,7 @@ class Zygote:
             data = data[os.write(self._out, data):]
 
     def _mark(self, name: str) -> None:
-        self._emit({"ev": "mark", "name": name, "t": time.time_ns()})
+        self._emit({"ev": "mark", "name": f"{self._name}.{name}", "t": time.time_ns()})
 
     def _add_preloads(self, modules: list[str]) -> None:
         for module in modules:
@@ -134,7 +150,7 @@ class Zygote:
             importlib.import_module(module)
         except Exception as exc:  # the child re-imports it and reports it in its own log
             print(f"zygote: preloading {module} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        self._mark(f"zygote.imported {module}")
+        self._mark(f"imported {module}")
 
     def _load_tokenizer(self) -> None:
         if self._tokenizer_loaded:
@@ -146,7 +162,7 @@ class Zygote:
             load_tokenizer(self._tokenizer_spec)
         except (ImportError, TokenizerError) as exc:  # the services load it again and say why
             print(f"zygote: preloading the tokenizer failed: {exc}", file=sys.stderr)
-        self._mark("zygote.tokenizer_loaded")
+        self._mark("tokenizer_loaded")
 
     def serve(self) -> int:
         """Fork services as they are asked for; report their exits; return at stdin EOF."""
@@ -155,7 +171,7 @@ class Zygote:
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd is written
-        self._mark("zygote.serving")
+        self._mark("serving")
         try:
             while not self._closed or self._children:
                 self._reap()
@@ -179,20 +195,35 @@ class Zygote:
             signal.set_wakeup_fd(-1)
         return 0
 
+    def _wants_sub(self) -> bool:
+        """Whether the tokenizer (and its users' modules) are the tokenizer zygote's job."""
+        return bool(self._tokenizer_modules) and self._tokenizer_spec is not None
+
+    def _own_modules(self) -> list[str]:
+        """The preloads this zygote imports itself (not those of its tokenizer zygote)."""
+        if not self._wants_sub():
+            return self._preload
+        return [m for m in self._preload if m not in self._tokenizer_modules]
+
     def _idle_work_done(self) -> bool:
-        return (self._tokenizer_loaded and self._imported.issuperset(self._preload)
+        return ((self._tokenizer_loaded or self._sub is not None)
+                and self._imported.issuperset(self._own_modules())
                 and (0, -1) not in self._ahead.values())
 
     def _work_ahead(self) -> None:
         """One step of idle work (see the module doc)."""
         runtime = [m for m in RUNTIME_MODULES if m not in self._imported]
         ahead = [m for m, state in self._ahead.items() if state == (0, -1)]
-        modules = [m for m in self._preload if m not in self._imported]
-        if runtime or not ahead and modules:
-            self._import((runtime or modules)[0])
+        modules = [m for m in self._own_modules() if m not in self._imported]
+        if runtime:
+            self._import(runtime[0])
         elif ahead:
             self._fork_ahead_child(ahead[0])
-        else:
+        elif self._wants_sub() and self._sub is None:
+            self._fork_tokenizer_zygote()
+        elif modules:
+            self._import(modules[0])
+        elif self._sub is None:
             self._load_tokenizer()
 
     def _read_requests(self) -> None:
@@ -224,7 +255,9 @@ class Zygote:
         self._add_preloads(settings.get("preload") or [])
         if (spec := settings.get("tokenizer")) is not None and spec != self._tokenizer_spec:
             self._tokenizer_spec, self._tokenizer_loaded = spec, False
-        self._mark("zygote.configured")
+        if self._sub is not None:  # its own preloads are fixed: the tokenizer users'
+            self._forward({"configure": {k: v for k, v in settings.items() if k != "preload"}})
+        self._mark("configured")
 
     def _drain_requests(self) -> None:
         """Read whatever else is already there without blocking, so one pass sees every
@@ -240,6 +273,10 @@ class Zygote:
         self._pending.clear()
         for request in now:
             self._spawn(request)
+        if later and self._wants_sub():
+            if self._sub is None:
+                self._fork_tokenizer_zygote()
+            later = [r for r in later if not self._forward(r)]
         if later:
             self._load_tokenizer()
             for request in later:
@@ -294,7 +331,49 @@ class Zygote:
         pid = self._fork(child)
         os.close(read_fd)
         self._ahead[module] = (pid, write_fd)
-        self._mark(f"zygote.forked_ahead {module}")
+        self._mark(f"forked_ahead {module}")
+
+    def _fork_tokenizer_zygote(self) -> None:
+        """Fork the tokenizer zygote (see the module doc): it preloads `_tokenizer_modules`
+        and the tokenizer, reads requests from a pipe of ours and reports on our event pipe."""
+        read_fd, write_fd = os.pipe()
+        spec = self._tokenizer_spec
+
+        def child() -> int:
+            os.close(write_fd)
+            os.close(self._in)
+            for _module, ahead in self._ahead.items():
+                if ahead and ahead[1] >= 0:
+                    os.close(ahead[1])
+            die_with_parent(self._zygote_pid)
+            modules = sorted(self._tokenizer_modules)
+            set_cmdline([sys.executable, "-m", "aiperf.boot", "--zygote", "--tokenizer", str(spec),
+                         "--preload", ",".join(modules)])
+            sub = Zygote(preload=modules, tokenizer=spec, proto_in=read_fd, proto_out=self._out,
+                         fork_ahead=frozenset(), tokenizer_modules=frozenset(), name="tokenizer-zygote")
+            sub._imported.update(self._imported)  # already in this process
+            return sub.serve()
+
+        pid = self._fork(child)
+        os.close(read_fd)
+        self._sub = (pid, write_fd)
+        self._mark("forked tokenizer-zygote")
+
+    def _forward(self, request: dict[str, Any]) -> bool:
+        """Send `request` to the tokenizer zygote; False when it is gone (then this zygote
+        loads the tokenizer and forks its users itself from now on)."""
+        if self._sub is None:
+            return False
+        data = (json.dumps(request, separators=(",", ":")) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self._sub[1], data):]
+        except BrokenPipeError:
+            os.close(self._sub[1])
+            self._sub, self._tokenizer_modules = None, frozenset()
+            print("zygote: the tokenizer zygote is gone; loading the tokenizer here", file=sys.stderr)
+            return False
+        return True
 
     def _hand_over(self, request: dict[str, Any]) -> int | None:
         """Give `request` to the child forked ahead for its module, if one waits; its pid."""
@@ -314,11 +393,15 @@ class Zygote:
         return pid
 
     def _close_ahead(self) -> None:
-        """Tell the children forked ahead and never asked for to exit (their pipe closes)."""
+        """Tell the children forked ahead and never asked for to exit, and the tokenizer
+        zygote that no request follows (their pipes close)."""
         for module, ahead in self._ahead.items():
             if ahead and ahead[1] >= 0:
                 os.close(ahead[1])
                 self._ahead[module] = None
+        if self._sub is not None:
+            os.close(self._sub[1])
+            self._sub = None
 
     def _detach(self) -> None:
         """In a forked child: leave the zygote's signal handling, session and protocol pipes;
@@ -331,6 +414,8 @@ class Zygote:
         for _module, ahead in self._ahead.items():  # the other children's pipes are not ours
             if ahead and ahead[1] >= 0:
                 os.close(ahead[1])
+        if self._sub is not None:
+            os.close(self._sub[1])
         die_with_parent(self._zygote_pid)
 
     def _child(self, argv: list[str], log_path: str, title: list[str], *, detached: bool = False) -> int:
@@ -397,6 +482,9 @@ def main(argv: list[str]) -> NoReturn:
     parser.add_argument("--tokenizer", default=None, help="tokenizer to load before forking its users")
     parser.add_argument("--fork-ahead", default=",".join(sorted(FORKED_AHEAD)),
                         help="comma-separated modules a child imports after its fork, forked ahead")
+    parser.add_argument("--tokenizer-modules", default=",".join(sorted(TOKENIZER_MODULES)),
+                        help="comma-separated modules whose services use the tokenizer: a tokenizer "
+                             "zygote preloads them (empty: this zygote does)")
     parser.add_argument("--config", default="", help="the run's config (shown in ps; unused)")
     parser.add_argument("--title-room", default="", help="placeholder: room for the children's titles")
     args = parser.parse_args(argv)
@@ -412,7 +500,8 @@ def main(argv: list[str]) -> NoReturn:
     set_cmdline(title)
     zygote = Zygote(preload=[m for m in args.preload.split(",") if m], tokenizer=args.tokenizer,
                     proto_in=proto_in, proto_out=proto_out,
-                    fork_ahead=frozenset(m for m in args.fork_ahead.split(",") if m))
+                    fork_ahead=frozenset(m for m in args.fork_ahead.split(",") if m),
+                    tokenizer_modules=frozenset(m for m in args.tokenizer_modules.split(",") if m))
     zygote._emit({"ev": "mark", "name": "zygote.started", "t": started})
     code = zygote.serve()
     sys.stdout.flush()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from aiperf.tokenizer.bundled import BUILTIN_NAMES, DEFAULT_BUILTIN, BundledTokenizer
+from aiperf.tokenizer.bundled import BundledTokenizer
 from aiperf.tokenizer.errors import TokenizerError
 from aiperf.tokenizer.huggingface import HuggingFaceTokenizer
+from aiperf.tokenizer.names import BUILTIN_NAMES, DEFAULT_BUILTIN
 from aiperf.tokenizer.protocol import Tokenizer
 
 TOKENIZER_FILE = "tokenizer.json"

@@ -45,7 +45,7 @@ def preloads(config: RunConfig, planned: list[Planned]) -> list[str]:
 def preloaded_tokenizer(config: RunConfig) -> str | None:
     """The tokenizer the zygote loads before forking its users: the bundled one only (a
     Hugging Face tokenizer.json is loaded by each service, after its fork)."""
-    from aiperf.tokenizer.bundled import BUILTIN_NAMES
+    from aiperf.tokenizer.names import BUILTIN_NAMES
 
     name = config.benchmark.tokenizer.name
     if name is None:

@@ -9,10 +9,10 @@ from contextlib import AsyncExitStack
 import anyio
 
 from aiperf.comms import Channel, Publisher, PullSocket, RouterSocket
+from aiperf.issuing.dataset import ReaderConversations
+from aiperf.issuing.engine import TimingManager
 from aiperf.messages import CreditReturnChannel, CreditUpstream, ServiceType, TimePing
 from aiperf.runtime import ServiceContext, service_main
-from aiperf.timing_manager.dataset import ReaderConversations
-from aiperf.timing_manager.service import TimingManager
 
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> TimingManager:

@@ -20,10 +20,10 @@ from typing import Protocol
 import anyio
 
 from aiperf.config import ConcurrencyPhase, FixedSchedulePhase, GammaPhase, Phase, PoissonPhase, RatePhase
-from aiperf.timing_manager.issuer import CreditIssuer
-from aiperf.timing_manager.ledger import InFlight
-from aiperf.timing_manager.ports import TurnTiming
-from aiperf.timing_manager.schedule import RateMode, arrival_offsets_ns, fixed_offsets_ns
+from aiperf.issuing.issuer import CreditIssuer
+from aiperf.issuing.ledger import InFlight
+from aiperf.issuing.ports import TurnTiming
+from aiperf.issuing.schedule import RateMode, arrival_offsets_ns, fixed_offsets_ns
 
 
 class Strategy(Protocol):

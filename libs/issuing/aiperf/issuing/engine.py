@@ -1,6 +1,6 @@
 """Turns the load plan into credits and knows every credit in flight; a phase ends when all its
 credits are back or declared lost. When credits go out is each phase's strategy
-(`aiperf.timing_manager.strategies`); where they go and the books, `CreditIssuer`.
+(`aiperf.issuing.strategies`); where they go and the books, `CreditIssuer`.
 
 Control protocol: docs/run-protocol.md (`ProfileConfigure`, `ProfileStart`, `ProfileCancel`,
 `WorkerLost`).
@@ -18,6 +18,21 @@ from anyio.abc import TaskStatus
 
 from aiperf.comms import BadMessage, PeerUnreachable
 from aiperf.config import FixedSchedulePhase, Phase, RatePhase
+from aiperf.issuing.audit import CreditAuditor
+from aiperf.issuing.issuer import NO_WORKERS, CreditIssuer
+from aiperf.issuing.ledger import PhaseLedger
+from aiperf.issuing.ports import (
+    Clock,
+    Conversations,
+    CreditRouter,
+    EventSink,
+    OpenConversations,
+    ReturnSource,
+    Sleep,
+)
+from aiperf.issuing.schedule import NS_PER_S, fixed_offsets_ns
+from aiperf.issuing.strategies import strategy_for
+from aiperf.issuing.workers import WorkerPool
 from aiperf.messages import (
     CancelCredits,
     Command,
@@ -42,23 +57,8 @@ from aiperf.messages import (
 )
 from aiperf.messages import Phase as PhaseTag
 from aiperf.runtime import GiveUp, UnknownCommand, UserError
-from aiperf.timing_manager.audit import CreditAuditor
-from aiperf.timing_manager.issuer import NO_WORKERS, CreditIssuer
-from aiperf.timing_manager.ledger import PhaseLedger
-from aiperf.timing_manager.ports import (
-    Clock,
-    Conversations,
-    CreditRouter,
-    EventSink,
-    OpenConversations,
-    ReturnSource,
-    Sleep,
-)
-from aiperf.timing_manager.schedule import NS_PER_S, fixed_offsets_ns
-from aiperf.timing_manager.strategies import strategy_for
-from aiperf.timing_manager.workers import WorkerPool
 
-log = structlog.get_logger("aiperf.timing_manager")
+log = structlog.get_logger("aiperf.issuing")
 
 CANCELLED = "cancelled"
 
@@ -73,7 +73,7 @@ class TimingManager:
     before `scheduled_at_ns` so the worker can wait for the exact time locally. After a
     `CancelCredits`, credits still out after `cancel_drain_s` are counted as lost. Every
     `audit_interval_s` (None: never) the workers are audited for credits lost on the wire
-    (`aiperf.timing_manager.audit`).
+    (`aiperf.issuing.audit`).
     """
 
     def __init__(self, *, service_id: str, phases: Sequence[Phase], seed: int | None, expected_workers: int,

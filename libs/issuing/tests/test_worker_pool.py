@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiperf.timing_manager.workers import WorkerPool
+from aiperf.issuing.workers import WorkerPool
 
 OPS = st.lists(st.tuples(st.sampled_from(["add", "remove", "charge", "release", "pick"]),
                          st.integers(min_value=0, max_value=7)), max_size=300)

@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterable
 import structlog
 
 from aiperf.comms import PeerUnreachable
+from aiperf.issuing.ledger import PhaseLedger
+from aiperf.issuing.ports import Clock, CreditRouter, Sleep
+from aiperf.issuing.workers import WorkerPool
 from aiperf.messages import CreditAudit, HeldCredits
-from aiperf.timing_manager.ledger import PhaseLedger
-from aiperf.timing_manager.ports import Clock, CreditRouter, Sleep
-from aiperf.timing_manager.workers import WorkerPool
 
-log = structlog.get_logger("aiperf.timing_manager")
+log = structlog.get_logger("aiperf.issuing")
 
 
 class CreditAuditor:

@@ -8,8 +8,8 @@ from typing import Literal
 
 import anyio
 
+from aiperf.issuing.schedule import percentile
 from aiperf.messages import CreditReturn, Phase, PhaseAccounting
-from aiperf.timing_manager.schedule import percentile
 
 Outcome = Literal["", "ok", "failed", "cancelled", "lost"]
 

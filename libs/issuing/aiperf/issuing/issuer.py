@@ -1,5 +1,5 @@
 """`CreditIssuer`: numbers, records and sends the credits of one phase. The issuing strategies
-(`aiperf.timing_manager.strategies`) decide *when*; this decides *where* and keeps the books."""
+(`aiperf.issuing.strategies`) decide *when*; this decides *where* and keeps the books."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import anyio
 import structlog
 
 from aiperf.comms import PeerUnreachable
+from aiperf.issuing.ledger import InFlight, PhaseLedger
+from aiperf.issuing.ports import Clock, Conversations, CreditRouter, Sleep
+from aiperf.issuing.schedule import NS_PER_S
+from aiperf.issuing.workers import WorkerPool
 from aiperf.messages import Credit
-from aiperf.timing_manager.ledger import InFlight, PhaseLedger
-from aiperf.timing_manager.ports import Clock, Conversations, CreditRouter, Sleep
-from aiperf.timing_manager.schedule import NS_PER_S
-from aiperf.timing_manager.workers import WorkerPool
 
-log = structlog.get_logger("aiperf.timing_manager")
+log = structlog.get_logger("aiperf.issuing")
 
 NO_WORKERS = "no workers left"
 

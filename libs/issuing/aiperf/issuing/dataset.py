@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aiperf.dataset.store import DatasetReader
-from aiperf.timing_manager.ports import TurnTiming
+from aiperf.issuing.ports import TurnTiming
 
 
 class ReaderConversations:
