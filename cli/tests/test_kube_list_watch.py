@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from aiperf.cli.kube_list import watch_runs
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND
 from aiperf.kubeapi import connect
 from aiperf.testing.fake_kube import FakeKube
 

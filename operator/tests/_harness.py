@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND
 from aiperf.kubeapi import JOBSETS, KubeApi, connect
 from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune

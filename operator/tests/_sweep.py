@@ -10,7 +10,7 @@ from typing import Any
 
 from _harness import CR_API, NS, benchmark, phase, set_jobset_status
 
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND
 from aiperf.kube.names import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
 from aiperf.kubeapi import KubeApi
 from aiperf.kuberun.sweeps import SummarySource

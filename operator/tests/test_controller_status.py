@@ -11,8 +11,8 @@ from _chart import render
 from _harness import CR_API, NS, cr, job, operator, phase, set_jobset_status
 from _repo import chart_dir
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND, AIPerfJobStatus, PhaseStatus, WorkersStatus
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND, AIPerfJobStatus, PhaseStatus, WorkersStatus
 from aiperf.kubeapi import InClusterConfig, in_cluster
 from aiperf.kuberun.status_push import JobRef, StatusReporter
 from aiperf.messages import SystemState

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from _harness import CR_API, NS, cr, job
 
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.model import JOB_KIND
 from aiperf.kubeapi import ApiError, KubeApi, connect
 from aiperf.kuberun.jobs import JOBS
 from aiperf.operator import startup

@@ -15,8 +15,8 @@ from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import new_client_from_config
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND
 from aiperf.kubeapi import connect
 from aiperf.operator.startup import DEFAULT_THRESHOLDS
 from aiperf.testing.fake_kube import FakeKube
@@ -79,7 +79,7 @@ async def test_the_charts_cluster_role_suffices_for_a_sweep_and_its_deletion() -
     # Sweep-controller RBAC + JobSet created, a child cancelled when the sweep is deleted.
     from _sweep import sweep, sweep_cr, sweep_status
 
-    from aiperf.kube.crd_model import SWEEP_KIND
+    from aiperf.crd.model import SWEEP_KIND
     from aiperf.kuberun.sweep_plan import SWEEP_LABEL
     from aiperf.kuberun.sweeps import SWEEPS
 

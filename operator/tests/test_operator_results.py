@@ -20,8 +20,8 @@ from _repo import chart_dir
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.config import new_client_from_config
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND
 from aiperf.kube.names import JOBSET_UID_LABEL, KEEP_SIDECAR_ANNOTATION
 from aiperf.kubeapi import connect
 from aiperf.operator.results import ResultsStore

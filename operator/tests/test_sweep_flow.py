@@ -29,8 +29,8 @@ from _sweep import (
 )
 
 from aiperf.config.markers import SWEEP_AGGREGATE_FILES
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND
 from aiperf.kube.jobset import JOBSET_API_VERSION
 from aiperf.kubeapi import KubeApi, connect
 from aiperf.kuberun.sweep_plan import SWEEP_LABEL, plan_for, uid_seed

@@ -37,16 +37,18 @@ LIBS: dict[str, set[str]] = {
     "progress": {"messages"},
     "runtime": {"comms", "config", "messages", "tokenizer"},
     "dataset": {"config", "tokenizer"},
+    "issuing": {"comms", "config", "dataset", "messages", "runtime"},
     "endpoints": {"config", "messages"},
     "metrics": {"endpoints", "messages"},
     "servermetrics": {"comms", "config", "messages", "metrics"},
     "kube": {"comms", "config", "messages", "runtime"},
-    "kuberun": {"config", "kube", "kubeapi", "runtime"},
+    "crd": {"config", "kube", "messages"},
+    "kuberun": {"config", "crd", "kube", "kubeapi", "runtime"},
     "testing": {"comms", "config", "dataset", "endpoints", "messages", "metrics", "results", "runtime"},
 }
 """Each lib (its folder under libs/) and the libs it may import. The kube side: `kubeapi` is the
-client and knows nothing of aiperf; `kube` builds manifests (pure); `kuberun` runs aiperf's
-objects through `kubeapi`."""
+client and knows nothing of aiperf; `kube` builds manifests (pure); `crd` is the custom resources'
+models, generator and validator; `kuberun` runs aiperf's objects through `kubeapi`."""
 
 CLI_SERVICES = {"system_controller"}
 """Services the CLI imports itself (the controller runs in the `aiperf profile` process)."""

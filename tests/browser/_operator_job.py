@@ -18,8 +18,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from browser._fixture_app import LIVE
 from browser.conftest import Browser, child_env, wait_http
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND
 from aiperf.testing.fake_kube import FakeKube
 
 CR_API = f"{API_GROUP}/{API_VERSION}"

@@ -25,9 +25,9 @@ from kube._cluster import PodmanCluster, network_gateway
 from kube._podman import MOCK_ALIAS, MOCK_IMAGE, MOCK_PORT, missing_images, podman, wait_mock_healthy
 
 from aiperf.cli.main import main
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND
 from aiperf.kube.containers import CONTROL_PLANE_CONTAINER
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND
 from aiperf.kube.jobset import JOBSET_API_VERSION
 from aiperf.kuberun.status_push import HEARTBEAT_ANNOTATION
 from aiperf.operator.desired import Defaults

@@ -21,7 +21,7 @@ from aiperf.cli.kube_options import KubeTarget
 from aiperf.cli.kube_runs import Run, age, age_seconds, list_runs, now
 from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, error, run_async, session
 from aiperf.cli.profile_args import FlagError
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.model import JOB_KIND
 from aiperf.kubeapi import KubeApi, KubeClusterError
 from aiperf.kuberun import direct, jobs
 

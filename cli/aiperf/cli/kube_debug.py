@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from aiperf.cli.kube_shared import EXIT_OK
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.model import JOB_KIND
 from aiperf.kube.diagnosis import Blocker, classify, describe
 from aiperf.kube.names import CONTROLLER_JOB, WORKERS_JOB, WORKERS_LAST_JOB, jobset_name
 from aiperf.kube.names import REPLICATED_JOB_LABEL as ROLE_LABEL

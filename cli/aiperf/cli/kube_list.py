@@ -26,7 +26,7 @@ from aiperf.cli.kube_shared import (
     run_async,
     session,
 )
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.model import JOB_KIND
 from aiperf.kubeapi import JOBSETS, Event, KubeApi, KubeClusterError, Listing, Resource, watch
 from aiperf.kuberun.jobs import JOBS
 

@@ -20,9 +20,9 @@ from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, guarded, write_output
 from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import ProfileFlags
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND
+from aiperf.crd.validation import Problem, validate_resource
 from aiperf.kube import KubeConfigError, SecretRef
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
-from aiperf.kube.crd_validation import Problem, validate_resource
 
 
 def compact(value: Any) -> Any:

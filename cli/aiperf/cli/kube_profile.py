@@ -21,8 +21,8 @@ from aiperf.cli.kube_pods import RunPods
 from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, error, interruptible, run_async
 from aiperf.cli.profile_options import ProfileFlags
 from aiperf.comms import CurveKeys
+from aiperf.crd.model import JobPhase
 from aiperf.kube import with_curve_keys
-from aiperf.kube.crd_model import JobPhase
 from aiperf.kube.names import KEEP_SIDECAR_ANNOTATION
 from aiperf.kubeapi import KubeApi, KubeClusterError, Obj, connect
 from aiperf.kuberun import direct, jobs, sidecar

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.model import JOB_KIND
 from aiperf.kubeapi import JOBSETS, ApiError, KubeApi, KubeClusterError, Listing, Obj, Resource
 from aiperf.kuberun import direct, jobs
 

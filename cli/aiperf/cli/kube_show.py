@@ -21,8 +21,8 @@ import yaml
 from aiperf.cli.kube_operator import compact
 from aiperf.cli.kube_runs import age, now
 from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, error
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec, decode_spec
-from aiperf.kube.crd_validation import validate_resource
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec, decode_spec
+from aiperf.crd.validation import validate_resource
 from aiperf.kube.layout import WorkerLayout
 from aiperf.kube.names import config_map_name, curve_secret_name, jobset_name
 from aiperf.kube.settings import KubeSettings

@@ -29,8 +29,8 @@ from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import ProfileFlags
 from aiperf.cli.sweep_options import sweep_parameters
 from aiperf.config import ConfigError
+from aiperf.crd.model import SWEEP_KIND, AIPerfSweepSpec, decode_spec
 from aiperf.kube import KubeConfigError
-from aiperf.kube.crd_model import SWEEP_KIND, AIPerfSweepSpec, decode_spec
 from aiperf.kubeapi import KubeApi
 from aiperf.kuberun import direct
 from aiperf.kuberun.jobs import CR_API_VERSION

@@ -14,9 +14,8 @@ import anyio
 import pytest
 import structlog
 
-from aiperf.kube import KubeSettings, build_role, build_role_binding, build_service_account
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import (
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import (
     API_GROUP,
     API_VERSION,
     JOB_KIND,
@@ -25,6 +24,7 @@ from aiperf.kube.crd_model import (
     PhaseStatus,
     WorkersStatus,
 )
+from aiperf.kube import KubeSettings, build_role, build_role_binding, build_service_account
 from aiperf.kubeapi import ApiError, InClusterConfig, InClusterError, KubeApi, in_cluster
 from aiperf.kuberun.status_push import (
     HEARTBEAT_ANNOTATION,

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from aiperf.config import ConfigError
-from aiperf.kube.crd_model import AIPerfSweepSpec
+from aiperf.crd.model import AIPerfSweepSpec
 from aiperf.kuberun.sweep_plan import (
     RUN_DIGEST_ANNOTATION,
     SWEEP_LABEL,

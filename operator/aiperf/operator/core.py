@@ -25,7 +25,7 @@ from typing import Any
 import kopf
 import structlog
 
-from aiperf.kube.crd_model import JobPhase
+from aiperf.crd.model import JobPhase
 from aiperf.kubeapi import JOBSETS, ApiError, KubeApi, Obj, Resource, resource_of, uid_of
 from aiperf.operator.ownership import Verdict, claim, controller_of
 from aiperf.operator.status import TERMINAL, Cond, StatusChange, phase_of, status_patch, terminal, timestamp

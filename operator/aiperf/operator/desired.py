@@ -3,7 +3,7 @@
     plan = plan_job(body, defaults=Defaults())          # raises InvalidSpec for a bad CR
     plan.objects    # ServiceAccount?, Role, RoleBinding, Secret, ConfigMap, JobSet, in creation order
 
-`spec.benchmark` is decoded with the typed model (`aiperf.kube.crd_model.decode_spec`), the
+`spec.benchmark` is decoded with the typed model (`aiperf.crd.model.decode_spec`), the
 deployment envelope is mapped onto `KubeSettings`, and the objects come from the same builders
 direct mode uses (`aiperf.kube`). Every object carries a controller owner reference to the CR
 (name and UID), which is what makes it the CR's: garbage collection deletes it with the CR, and
@@ -35,8 +35,7 @@ import msgspec
 
 from aiperf.config import CommsOptions, FileDataset, RunConfig, RuntimeOptions
 from aiperf.config.loader import describe_error
-from aiperf.kube import DEFAULT_RESOURCES, ContainerResources, KubeConfigError, KubeSettings, build_all
-from aiperf.kube.crd_model import (
+from aiperf.crd.model import (
     API_GROUP,
     API_VERSION,
     JOB_KIND,
@@ -45,6 +44,7 @@ from aiperf.kube.crd_model import (
     ResourceMode,
     decode_spec,
 )
+from aiperf.kube import DEFAULT_RESOURCES, ContainerResources, KubeConfigError, KubeSettings, build_all
 from aiperf.kube.names import CONTROLLER_JOB
 from aiperf.kubeapi import Obj
 from aiperf.kuberun.status_push import JobRef

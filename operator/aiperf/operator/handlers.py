@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import kopf
 
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, SWEEP_KIND, JobPhase
+from aiperf.crd.model import API_GROUP, API_VERSION, SWEEP_KIND, JobPhase
 from aiperf.kubeapi import JOBSETS, KubeApi, Obj
 from aiperf.kuberun.direct import APP_LABEL, APP_LABEL_VALUE
 from aiperf.operator.desired import Defaults

@@ -22,7 +22,7 @@ from pathlib import Path
 import kopf
 import structlog
 
-from aiperf.kube.crd_model import API_GROUP, API_VERSION
+from aiperf.crd.model import API_GROUP, API_VERSION
 from aiperf.kubeapi import KubeError, load_configuration
 from aiperf.operator.connection import client_factory, connection_info, pod_namespace
 from aiperf.operator.desired import Defaults

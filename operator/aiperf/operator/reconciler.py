@@ -33,8 +33,8 @@ import kopf
 import structlog
 
 from aiperf.comms import CurveKeys
+from aiperf.crd.model import JobPhase
 from aiperf.kube import with_curve_keys
-from aiperf.kube.crd_model import JobPhase
 from aiperf.kube.diagnosis import classify
 from aiperf.kube.names import KEEP_SIDECAR_ANNOTATION, jobset_name
 from aiperf.kubeapi import (

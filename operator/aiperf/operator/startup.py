@@ -34,7 +34,7 @@ from typing import Any
 
 import structlog
 
-from aiperf.kube.crd_model import JobPhase
+from aiperf.crd.model import JobPhase
 from aiperf.kube.diagnosis import Blocker, describe
 from aiperf.kube.names import JOBSET_NAME_LABEL, JOBSET_UID_LABEL
 from aiperf.kubeapi import PODS, KubeApi, Obj

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from aiperf.kube.crd_model import JobPhase
+from aiperf.crd.model import JobPhase
 from aiperf.kubeapi import Obj
 from aiperf.kuberun.direct import JobState, jobset_state
 from aiperf.kuberun.jobs import phase_of

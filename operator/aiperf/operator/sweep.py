@@ -38,7 +38,7 @@ import kopf
 import structlog
 
 from aiperf.config.markers import SWEEP_AGGREGATE_FILES
-from aiperf.kube.crd_model import SWEEP_KIND, JobPhase
+from aiperf.crd.model import SWEEP_KIND, JobPhase
 from aiperf.kube.names import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL, sweep_object_name
 from aiperf.kubeapi import PODS, KubeApi, KubeClusterError, Obj
 from aiperf.kuberun.direct import JobState, jobset_state, running_pod

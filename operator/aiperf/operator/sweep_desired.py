@@ -29,9 +29,9 @@ import msgspec
 from aiperf.config import ConfigError
 from aiperf.config.catalog import SWEEP_CONTROLLER
 from aiperf.config.sweep import Plan
+from aiperf.crd.model import API_GROUP, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec
 from aiperf.kube.config_map import ARTIFACT_DIR
 from aiperf.kube.containers import ARTIFACTS_VOLUME, results_container
-from aiperf.kube.crd_model import API_GROUP, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec
 from aiperf.kube.jobset import JOBSET_API_VERSION
 from aiperf.kube.names import image, sweep_object_name
 from aiperf.kubeapi import Obj

@@ -16,8 +16,8 @@ import anyio
 import pytest
 from anyio.abc import SocketAttribute
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND
 from aiperf.kubeapi import KubeApi, connect
 from aiperf.results.app import ResultsSource
 from aiperf.results.index import ResultsIndex

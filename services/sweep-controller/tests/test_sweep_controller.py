@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from aiperf.config.markers import END_MARKER
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND
 from aiperf.kubeapi import KubeApi
 from aiperf.kuberun.sweep_plan import RUN_DIGEST_ANNOTATION
 from aiperf.kuberun.sweeps import SWEEPS, ForeignChild

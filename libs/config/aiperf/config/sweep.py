@@ -12,7 +12,7 @@ trial-major (every variation of trial 1, then of trial 2, ...), each run in
 (`aiperf.kuberun.sweeps.ChildJobExecutor`).
 
 `Sweep` and `MultiRun` are the `sweep:` and `multi_run:` blocks of an AIPerf config v2 file
-(snake_case); the CR's `spec.sweep` (`aiperf.kube.crd_model.SweepSpec`) has the same fields in
+(snake_case); the CR's `spec.sweep` (`aiperf.crd.model.SweepSpec`) has the same fields in
 camelCase and shares `SweepType`.
 """
 

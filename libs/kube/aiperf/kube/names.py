@@ -28,6 +28,10 @@ _IMAGE_REFERENCE = re.compile(
     r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
 
 PREFIX = "aiperf"
+API_GROUP = "aiperf.nvidia.com"
+API_VERSION = "v1alpha1"
+JOB_KIND, SWEEP_KIND = "AIPerfJob", "AIPerfSweep"
+"""The custom resources' API group, version and kinds (`aiperf.crd.model` re-exports them)."""
 CONTROLLER_JOB = "controller"
 WORKERS_JOB = "workers"
 WORKERS_LAST_JOB = "workers-last"

@@ -14,7 +14,7 @@ from contextlib import aclosing
 from enum import StrEnum
 from typing import Any
 
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, JobPhase
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND, JobPhase
 from aiperf.kubeapi import (
     ApiError,
     KubeApi,

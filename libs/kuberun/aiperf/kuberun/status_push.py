@@ -38,7 +38,7 @@ import msgspec
 import structlog
 from anyio.abc import TaskStatus
 
-from aiperf.kube.crd_model import API_GROUP, AIPerfJobStatus, JobPhase
+from aiperf.crd.model import API_GROUP, AIPerfJobStatus, JobPhase
 from aiperf.kube.names import JOB_NAME_ENV, JOB_NAMESPACE_ENV, JOB_UID_ENV
 from aiperf.kubeapi import JSON_PATCH, ApiError, InClusterError, Obj, Unreachable
 from aiperf.kuberun.jobs import JOBS

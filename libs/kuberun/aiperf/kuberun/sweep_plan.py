@@ -34,7 +34,7 @@ from aiperf.config.sweep import (
     build_plan,
     variations,
 )
-from aiperf.kube.crd_model import API_GROUP, JOB_KIND, SWEEP_KIND, AIPerfSweepSpec
+from aiperf.crd.model import API_GROUP, JOB_KIND, SWEEP_KIND, AIPerfSweepSpec
 from aiperf.kube.names import KEEP_SIDECAR_ANNOTATION
 from aiperf.kubeapi import Obj
 from aiperf.kuberun.jobs import CR_API_VERSION

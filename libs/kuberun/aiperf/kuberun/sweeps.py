@@ -21,7 +21,7 @@ import structlog
 
 from aiperf.config import Benchmark
 from aiperf.config.sweep import PlannedRun, RunOutcome
-from aiperf.kube.crd_model import SWEEP_KIND, JobPhase
+from aiperf.crd.model import SWEEP_KIND, JobPhase
 from aiperf.kubeapi import (
     ApiError,
     KubeApi,

@@ -37,7 +37,7 @@ from aiperf.config import ConfigError
 from aiperf.config.loader import describe_error
 from aiperf.config.markers import END_MARKER, SWEEP_AGGREGATE_FILES
 from aiperf.config.sweep import Plan, RunOutcome
-from aiperf.kube.crd_model import SWEEP_KIND, AggregationPhase, AIPerfSweepSpec, decode_spec
+from aiperf.crd.model import SWEEP_KIND, AggregationPhase, AIPerfSweepSpec, decode_spec
 from aiperf.kubeapi import ApiError, KubeApi, KubeClusterError, Obj, fenced, uid_of
 from aiperf.kuberun.sweep_plan import (
     EXIT_CANCELLED,

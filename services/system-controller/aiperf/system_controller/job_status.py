@@ -46,7 +46,7 @@ import structlog
 from aiperf.comms import BadMessage
 from aiperf.config import Phase as PhaseSpec
 from aiperf.config import PhaseKind, RunConfig
-from aiperf.kube.crd_model import AIPerfJobStatus, ControllerFailure, PhaseStatus, WorkersStatus
+from aiperf.crd.model import AIPerfJobStatus, ControllerFailure, PhaseStatus, WorkersStatus
 from aiperf.kubeapi import InClusterConfig, InClusterError, in_cluster
 from aiperf.kuberun.status_push import JobRef, StatusReporter, timestamp
 from aiperf.messages import (

@@ -7,7 +7,7 @@ snake_case shape); everything beside it is the deployment envelope, camelCase on
 an AIPerfSweep adds `sweep` and `multiRun`. The status models are what the operator and the
 controller write (`status.workers` is the controller's, see `WorkersStatus`).
 
-These Structs are the source of the CRDs (`aiperf.kube.crd` generates them; the YAML is never
+These Structs are the source of the CRDs (`aiperf.crd.generator` generates them; the YAML is never
 edited by hand). Every constraint is either a `Meta` annotation (so it is in the schema) or a
 cross-field rule written twice, side by side: in `__post_init__` (Python, the operator's and
 CLI's check) and in `cel_rules` (core CEL, the API server's check); the tests evaluate both on
@@ -28,6 +28,12 @@ from msgspec import Meta
 
 from aiperf.config import SECRET_ENV_VARS, Benchmark, PhaseKind
 from aiperf.config.sweep import SweepType  # one sweep model: the planner's, shared with config files
+from aiperf.kube.names import (  # the API's names: the manifests' too
+    API_GROUP,
+    API_VERSION,
+    JOB_KIND,
+    SWEEP_KIND,
+)
 from aiperf.messages import ServiceType, SystemState
 
 __all__ = [
@@ -39,9 +45,6 @@ __all__ = [
     "SweepType", "Toleration", "WorkersStatus", "decode_spec",
 ]
 
-API_GROUP = "aiperf.nvidia.com"
-API_VERSION = "v1alpha1"
-JOB_KIND, SWEEP_KIND = "AIPerfJob", "AIPerfSweep"
 
 RESERVED_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component")
 """Labels aiperf sets on every object itself; a CR's pod template may not set them."""

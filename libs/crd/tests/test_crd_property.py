@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiperf.config import ConfigError, decode_benchmark
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND, AIPerfJobSpec, decode_spec
-from aiperf.kube.crd_validation import apply_defaults, validator_for
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND, AIPerfJobSpec, decode_spec
+from aiperf.crd.validation import apply_defaults, validator_for
 
 Doc = dict[str, Any]
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from _crd_docs import job, schema_of, sweep
 
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND
-from aiperf.kube.crd_validation import Problem, SchemaValidator, validate_resource, validator_for
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND
+from aiperf.crd.validation import Problem, SchemaValidator, validate_resource, validator_for
 
 Doc = dict[str, Any]
 HIT: set[tuple[str, str]] = set()

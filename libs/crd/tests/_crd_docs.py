@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND
 
 BENCHMARK: dict[str, Any] = {
     "models": ["Qwen/Qwen3-0.6B"],

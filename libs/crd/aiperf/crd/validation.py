@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND, decode_spec
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND, decode_spec
 from aiperf.kube.names import is_dns1123_label, jobset_name
 
 __all__ = [
@@ -378,7 +378,7 @@ def _json_message(err: Any) -> str:
 @functools.cache
 def validator_for(kind: str) -> SchemaValidator:
     """The validator of the generated CRD of `kind` (built once per process)."""
-    from aiperf.kube.crd import build_crd
+    from aiperf.crd.generator import build_crd
 
     return SchemaValidator(build_crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
 

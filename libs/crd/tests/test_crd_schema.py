@@ -13,8 +13,8 @@ import pytest
 from _crd_docs import schema_of, walk
 
 from aiperf.config import benchmark as benchmark_module
-from aiperf.kube import crd_model
-from aiperf.kube.crd import (
+from aiperf.crd import model as crd_model
+from aiperf.crd.generator import (
     BENCHMARK_RULES,
     ENVELOPE_MODELS,
     GeneratorError,
@@ -23,8 +23,8 @@ from aiperf.kube.crd import (
     immutability_rule,
     to_structural,
 )
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec, WorkersStatus
-from aiperf.kube.crd_validation import SchemaValidator, structural_problems, to_jsonschema
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec, WorkersStatus
+from aiperf.crd.validation import SchemaValidator, structural_problems, to_jsonschema
 
 KINDS = (JOB_KIND, SWEEP_KIND)
 

@@ -37,7 +37,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from aiperf.kube.crd_model import (
+from aiperf.crd.model import (
     API_GROUP,
     API_VERSION,
     JOB_KIND,
@@ -63,7 +63,7 @@ __all__ = [
 CRD_DIR = Path("deploy/helm/aiperf-operator/crds")
 """Where the CRD files live, relative to the repository root."""
 
-HEADER = ("# Generated from aiperf.kube.crd_model by aiperf.kube.crd: do not edit.\n"
+HEADER = ("# Generated from aiperf.crd.model by aiperf.crd.generator: do not edit.\n"
           "# Regenerate with `./pants run operator:crds`; `./pants run operator:crds -- --check` checks it.\n")
 
 _CANONICAL = "['warmup', 'profiling']"
@@ -389,7 +389,7 @@ def _fix_defaults(node: dict[str, Any], *, keep: bool) -> None:
 def _default_is_valid(node: dict[str, Any], value: Any) -> bool:
     import jsonschema
 
-    from aiperf.kube.crd_validation import to_jsonschema
+    from aiperf.crd.validation import to_jsonschema
 
     without = {k: v for k, v in node.items() if k != "default"}
     return not list(jsonschema.Draft4Validator(to_jsonschema(without)).iter_errors(value))
