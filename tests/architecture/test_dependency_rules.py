@@ -87,10 +87,11 @@ def test_the_service_catalog_names_every_service_once_and_the_repo_agrees() -> N
         folder = REPO / "services" / spec.name
         assert (folder / "Containerfile").is_file() and (folder / "BUILD").is_file()
         assert (folder / Path(*spec.module.split(".")[:-1]) / "main.py").is_file()
-        assert f'repository="aiperf/{spec.name}"' in (folder / "BUILD").read_text()
+        assert f'aiperf_service("{spec.name}"' in (folder / "BUILD").read_text()  # image aiperf/<name>
     cli_build = (REPO / "cli" / "BUILD").read_text()
     for spec in CATALOG:
         folder = REPO / "services" / str(spec.type)
         assert (folder / "Containerfile").is_file() and (folder / "BUILD").is_file()
+        assert f'aiperf_service("{spec.type}"' in (folder / "BUILD").read_text()
         assert (REPO / "services" / str(spec.type) / Path(*spec.module.split(".")[:-1]) / "main.py").is_file()
         assert f'"services/{spec.type}:lib"' in cli_build, f"cli/BUILD must depend on services/{spec.type}:lib"

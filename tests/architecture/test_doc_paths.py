@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-ROOTS = ("libs/", "services/", "cli/", "mock/", "operator/", "tests/", "deploy/", "docs/", "scripts/")
+ROOTS = ("build-support/", "libs/", "services/", "cli/", "mock/", "operator/", "tests/", "deploy/", "docs/", "scripts/")
 CODE = re.compile(r"`([^`\s]+)`")
 MODULE = re.compile(r"[\w/]+\.py")
 DOCS = ["docs/extending.md"]
