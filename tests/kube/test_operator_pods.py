@@ -29,6 +29,7 @@ from aiperf.crd.generator import build_crd
 from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND
 from aiperf.kube.containers import CONTROL_PLANE_CONTAINER
 from aiperf.kube.jobset import JOBSET_API_VERSION
+from aiperf.kubeapi import KubeApi, connect
 from aiperf.kuberun.status_push import HEARTBEAT_ANNOTATION
 from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune
@@ -87,10 +88,10 @@ class Operator:
         self._stopped = anyio.Event()
 
     async def _serve(self) -> None:
-        async def connect() -> Any:
+        async def connect_api() -> KubeApi:
             return await connect(self.kube.kubeconfig_path, None)
 
-        registry = build_registry(connect=connect, defaults=Defaults(), metrics=Metrics(),
+        registry = build_registry(connect=connect_api, defaults=Defaults(), metrics=Metrics(),
                                   resync_interval=1.0, retry_delay=0.5, thresholds=self.thresholds,
                                   results=self.results)
         try:
