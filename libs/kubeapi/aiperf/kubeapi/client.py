@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
-from yarl import URL
+from yarl import URL  # pants: no-infer-dep (yarl is aiohttp's own requirement)
 
 from aiperf.kubeapi.errors import ApiError, Unreachable
 from aiperf.kubeapi.resources import EVENTS, PODS, Obj, Resource, resource_of
