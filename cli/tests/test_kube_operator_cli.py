@@ -15,8 +15,8 @@ import yaml
 
 from aiperf.cli.kube_operator import compact
 from aiperf.config import Benchmark, ConcurrencyPhase, PoissonPhase, decode_benchmark
-from aiperf.kube.crd_model import decode_spec
-from aiperf.kube.crd_validation import validate_resource
+from aiperf.crd.model import decode_spec
+from aiperf.crd.validation import validate_resource
 from aiperf.testing.fake_kube import FakeKube
 
 pytestmark = pytest.mark.anyio

@@ -3,7 +3,7 @@
     plan = plan_job(body, defaults=Defaults())          # raises InvalidSpec for a bad CR
     plan.objects    # ServiceAccount?, Role, RoleBinding, Secret, ConfigMap, JobSet, in creation order
 
-`spec.benchmark` is decoded with the typed model (`aiperf.kube.crd_model.decode_spec`), the
+`spec.benchmark` is decoded with the typed model (`aiperf.crd.model.decode_spec`), the
 deployment envelope is mapped onto `KubeSettings`, and the objects come from the same builders
 direct mode uses (`aiperf.kube`). Every object carries a controller owner reference to the CR
 (name and UID), which is what makes it the CR's: garbage collection deletes it with the CR, and
@@ -21,7 +21,7 @@ the run when `benchmark.runtime.workers` is not given: enough workers that none 
 than that many of the peak phase concurrency (`total_workers_for`).
 
 Every container of the controller pod also gets the CR's name, namespace and UID
-(`aiperf.kube.status_push.JobRef.env`): the run's controller pushes its part of the status to
+(`aiperf.kuberun.status_push.JobRef.env`): the run's controller pushes its part of the status to
 that CR, and only while it has that UID. Direct mode has no CR and sets none of them.
 """
 
@@ -35,12 +35,20 @@ import msgspec
 
 from aiperf.config import CommsOptions, FileDataset, RunConfig, RuntimeOptions
 from aiperf.config.loader import describe_error
+from aiperf.crd.model import (
+    API_GROUP,
+    API_VERSION,
+    JOB_KIND,
+    AIPerfJobSpec,
+    AIPerfSweepSpec,
+    ResourceMode,
+    decode_spec,
+)
 from aiperf.kube import DEFAULT_RESOURCES, ContainerResources, KubeConfigError, KubeSettings, build_all
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, AIPerfJobSpec, ResourceMode, decode_spec
 from aiperf.kube.names import CONTROLLER_JOB
-from aiperf.kube.status_push import JobRef
+from aiperf.kubeapi import Obj
+from aiperf.kuberun.status_push import JobRef
 
-Obj = dict[str, Any]
 CR_API_VERSION = f"{API_GROUP}/{API_VERSION}"
 
 
@@ -67,20 +75,25 @@ class JobPlan:
     objects: list[Obj]
 
 
-def owner_reference(body: Mapping[str, Any]) -> Obj:
-    """The controller owner reference to the CR `body` (apiVersion, kind, name, uid)."""
+def owner_reference(body: Mapping[str, Any], kind: str = JOB_KIND) -> Obj:
+    """The controller owner reference to the CR `body` of `kind` (apiVersion, kind, name, uid)."""
     meta = body["metadata"]
-    return {"apiVersion": CR_API_VERSION, "kind": JOB_KIND, "name": meta["name"], "uid": meta["uid"],
+    return {"apiVersion": CR_API_VERSION, "kind": kind, "name": meta["name"], "uid": meta["uid"],
             "controller": True, "blockOwnerDeletion": True}
 
 
-def decode(spec: Any) -> AIPerfJobSpec:
-    """The typed spec; raises `InvalidSpec` naming the field and the problem."""
+def decode_as(spec: Any, kind: str) -> AIPerfJobSpec | AIPerfSweepSpec:
+    """The typed spec of a CR of `kind`; raises `InvalidSpec` naming the field and the problem."""
     try:
-        decoded = decode_spec(spec, JOB_KIND)
+        return decode_spec(spec, kind)
     except msgspec.ValidationError as exc:
         where, what = describe_error(exc)
         raise InvalidSpec(f"spec.{where}: {what}" if where else f"spec: {what}") from None
+
+
+def decode(spec: Any) -> AIPerfJobSpec:
+    """The typed AIPerfJob spec; raises `InvalidSpec` naming the field and the problem."""
+    decoded = decode_as(spec, JOB_KIND)
     assert isinstance(decoded, AIPerfJobSpec)
     if isinstance(decoded.benchmark.dataset, FileDataset):
         raise InvalidSpec("spec.benchmark.datasets: a file dataset is not supported in a cluster yet "
