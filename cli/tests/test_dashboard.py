@@ -12,7 +12,7 @@ import msgspec
 from rich.console import Console
 
 from aiperf.cli.benchmark_flags import build_benchmark
-from aiperf.cli.dashboard import Dashboard, _LogSink
+from aiperf.cli.dashboard import Dashboard, LogSink
 from aiperf.cli.dashboard_state import DashboardState, LineTail, log_row
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 from aiperf.config import CommsOptions, RunConfig, RuntimeOptions, ServiceCounts
@@ -104,7 +104,7 @@ def test_log_rows_are_short_and_readable() -> None:
 
 def test_the_log_sink_feeds_the_pane_while_live_and_stderr_otherwise() -> None:
     state, fallback = DashboardState(), io.StringIO()
-    sink = _LogSink(state, fallback)
+    sink = LogSink(state, fallback)
     sink.write("before\n")
     sink.live = True
     sink.write('{"event": "one", "level": "info"}\n{"event": "tw')

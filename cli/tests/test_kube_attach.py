@@ -12,12 +12,14 @@ from typing import Any
 import anyio
 import pytest
 from aiohttp import web
-from kubernetes_asyncio.config import new_client_from_config
 
-from aiperf.api.server import granian_server
 from aiperf.api.service import Api
-from aiperf.cli.kube_attach import LineRenderer, attach
+from aiperf.cli.kube_attach import LineRenderer
+from aiperf.cli.kube_runref import resolve
+from aiperf.cli.kube_selector import Selector
+from aiperf.kubeapi import connect
 from aiperf.messages import Event, Phase, Progress, SystemState, SystemStateChanged
+from aiperf.runtime.http import granian_server
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_proxy import forward_to
 
@@ -91,11 +93,12 @@ async def test_attach_streams_the_api_progress_through_the_pod_proxy(aiperf: Run
     lines = Lines()
     async with api_service(tmp_path) as (service, events):
         kube.register_proxy(NS, pod, 9090, forward_to(service.url), container="api")
-        async with await new_client_from_config(kube.kubeconfig_path, persist_config=False) as client:
+        async with await connect(kube.kubeconfig_path, None) as client:
             codes: list[int] = []
 
             async def run() -> None:
-                codes.append(await attach(client, "demo", NS, LineRenderer("demo", emit=lines), interval=0.05))
+                run = await resolve(client, NS, Selector("demo"))
+                codes.append(await run.attach(LineRenderer("demo", emit=lines), 0.05))
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run)

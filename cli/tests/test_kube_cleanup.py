@@ -15,8 +15,8 @@ from aiperf.cli.kube_cleanup import cleanup
 from aiperf.cli.kube_flags import parse_duration
 from aiperf.cli.kube_options import KubeTarget
 from aiperf.cli.profile_args import FlagError
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND
 from aiperf.testing.fake_kube import FakeKube
 
 pytestmark = pytest.mark.anyio

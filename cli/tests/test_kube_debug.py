@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND
 from aiperf.kube.diagnosis import classify
 from aiperf.testing.fake_kube import FakeKube
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND
 from aiperf.testing.fake_kube import FakeKube
 
 pytestmark = pytest.mark.anyio

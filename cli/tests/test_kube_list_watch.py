@@ -8,11 +8,11 @@ from typing import Any
 
 import anyio
 import pytest
-from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.cli.kube_list import watch_runs
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND
+from aiperf.kubeapi import connect
 from aiperf.testing.fake_kube import FakeKube
 
 pytestmark = pytest.mark.anyio
@@ -98,7 +98,7 @@ async def test_watch_prints_each_change_through_cut_and_expired_watches(aiperf: 
     kube.install_crd(build_crd(JOB_KIND))
     await submit(aiperf, kube, "first", "--operator")
     lines = Lines()
-    async with await new_client_from_config(kube.kubeconfig_path, persist_config=False) as api:
+    async with await connect(kube.kubeconfig_path, None) as api:
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: watch_runs(api, NS, emit=lines))
             assert await lines.wait_for("first", "Pending")

@@ -15,8 +15,8 @@ import yaml
 
 from aiperf.cli.kube_operator import compact
 from aiperf.config import Benchmark, ConcurrencyPhase, PoissonPhase, decode_benchmark
-from aiperf.kube.crd_model import decode_spec
-from aiperf.kube.crd_validation import validate_resource
+from aiperf.crd.model import decode_spec
+from aiperf.crd.validation import validate_resource
 from aiperf.testing.fake_kube import FakeKube
 
 pytestmark = pytest.mark.anyio
@@ -83,7 +83,7 @@ async def test_the_aiperfjob_runs_the_benchmark_direct_mode_runs(aiperf: Run) ->
 
 
 def test_a_job_with_user_files_carries_their_variables() -> None:
-    from aiperf.cli.kube_commands import Deployment
+    from aiperf.cli.kube_deploy import Deployment
     from aiperf.cli.kube_operator import build_job
     from aiperf.config.loader import normalize
     from aiperf.config.templating import render_document

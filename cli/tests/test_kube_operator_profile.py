@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND
-from aiperf.kube.sidecar import KEEP_SIDECAR_ANNOTATION
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND
+from aiperf.kube.names import KEEP_SIDECAR_ANNOTATION
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_sidecar import FakeSidecar
 

@@ -11,11 +11,11 @@ from typing import Any
 import anyio
 import pytest
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND
 from aiperf.results.app import create_app
 from aiperf.results.index import ResultsIndex
-from aiperf.results.serve import HttpServer
+from aiperf.runtime.http import HttpServer
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_proxy import forward_to
 

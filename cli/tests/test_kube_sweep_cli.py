@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND
-from aiperf.kube.crd_validation import validate_resource
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND
+from aiperf.crd.validation import validate_resource
 from aiperf.testing.fake_kube import FakeKube
 
 pytestmark = pytest.mark.anyio

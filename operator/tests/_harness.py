@@ -9,11 +9,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.config import new_client_from_config
-
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
-from aiperf.kube.ops import JOBSET_API_VERSION
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND
+from aiperf.kubeapi import JOBSETS, KubeApi, connect
 from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
@@ -54,10 +51,10 @@ async def operator(kube: FakeKube, metrics: Metrics | None = None, *, resync_int
     if token is not None:
         kubeconfig = str(kube.write_kubeconfig(Path(kube.kubeconfig_path).with_name("operator"), token=token))
 
-    async def connect() -> ApiClient:
-        return await new_client_from_config(kubeconfig, persist_config=False)
+    async def connect_api() -> KubeApi:
+        return await connect(kubeconfig, None)
 
-    registry = build_registry(connect=connect, defaults=Defaults(), metrics=metrics,
+    registry = build_registry(connect=connect_api, defaults=Defaults(), metrics=metrics,
                               resync_interval=resync_interval, retry_delay=0.3, clock=clock,
                               results=ResultsStore(results_dir) if results_dir is not None else None)
     async with KopfOnFakeKube(kube, registry=registry, namespaces=[NS], settings=tune(fast_settings()), token=token):
@@ -84,7 +81,7 @@ def condition(kube: FakeKube, type_: str, name: str = "run") -> dict[str, Any]:
 
 def jobset(kube: FakeKube, name: str = "run") -> dict[str, Any] | None:
     """The run's stored JobSet."""
-    return kube.get(JOBSET_API_VERSION, "JobSet", NS, f"aiperf-{name}")
+    return kube.get(JOBSETS.api_version, "JobSet", NS, f"aiperf-{name}")
 
 
 def set_jobset_status(kube: FakeKube, name: str, *, ready: int | None = None, condition: str | None = None) -> None:
@@ -99,4 +96,4 @@ def set_jobset_status(kube: FakeKube, name: str, *, ready: int | None = None, co
                                  "message": f"jobset {condition.lower()}",
                                  "lastTransitionTime": "2026-01-01T00:00:00Z"}]
         status["terminalState"] = condition
-    kube.set_status(JOBSET_API_VERSION, "JobSet", NS, f"aiperf-{name}", status)
+    kube.set_status(JOBSETS.api_version, "JobSet", NS, f"aiperf-{name}", status)

@@ -9,7 +9,7 @@ from typing import Any
 
 from _harness import NS, cr, jobset
 
-from aiperf.kube.ops import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
+from aiperf.kube.names import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
 from aiperf.operator.startup import JOBSET_UID_LABEL
 from aiperf.testing.fake_kube import FakeKube
 

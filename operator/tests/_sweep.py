@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from _harness import CR_API, NS, benchmark, phase, set_jobset_status
-from kubernetes_asyncio.client import ApiClient
 
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND
-from aiperf.kube.ops import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
-from aiperf.kube.sweep_executor import SummarySource
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND
+from aiperf.kube.names import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
+from aiperf.kubeapi import KubeApi
+from aiperf.kuberun.sweeps import SummarySource
 from aiperf.sweep_controller.controller import SweepController
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_sidecar import FakeSidecar
@@ -91,7 +91,7 @@ class DictSummaries:
         return self.by_child.get(child["metadata"]["name"])
 
 
-def controller(api: ApiClient, kube: FakeKube, artifact_dir: Path, summaries: SummarySource,
+def controller(api: KubeApi, kube: FakeKube, artifact_dir: Path, summaries: SummarySource,
                name: str = NAME) -> SweepController:
     """An in-process sweep-controller for the stored sweep `name`."""
     uid = sweep_cr(kube, name)["metadata"]["uid"]

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND
 from aiperf.testing.fake_kube import FakeKube
 
 

@@ -4,7 +4,6 @@ names, the operator's flags, the per-run Role)."""
 
 from __future__ import annotations
 
-import argparse
 import copy
 from typing import Any
 
@@ -14,16 +13,13 @@ import yaml
 from _chart import TemplateError, crds, render, render_text
 from _repo import chart_dir
 
+from aiperf.config.catalog import RESULTS_SERVER
 from aiperf.kube import RULES
 from aiperf.kube.containers import BOUND_PORTS
-from aiperf.operator.main import (
-    DEFAULT_HEALTH_PORT,
-    DEFAULT_METRICS_PORT,
-    DEFAULT_RESULTS_PORT,
-    RESULTS_COMMAND,
-    build_parser,
-)
-from aiperf.results.serve import serve_flags
+from aiperf.operator.main import DEFAULT_HEALTH_PORT, DEFAULT_METRICS_PORT, build_parser
+from aiperf.results_server.main import build_parser as results_server_flags
+
+((_, DEFAULT_RESULTS_PORT),) = RESULTS_SERVER.ports
 
 KUBERNETES_VERSION = "1.32.0"  # as libs/kube/tests/_kube_checks.py
 RESULTS_CONTAINER_PORT = 9091  # the controller pod's results container (ARCHITECTURE.md, section 7)
@@ -160,9 +156,8 @@ def test_the_deployment_runs_the_operator_image_with_probes_account_and_volume(o
 
 def test_the_results_server_serves_the_same_volume_on_8081(objects: list[Obj]) -> None:
     operator, server = _operator_pod(objects)["spec"]["containers"]
-    assert server["name"] == "results-server" and server["image"] == operator["image"]
-    assert server["args"][0] == RESULTS_COMMAND
-    flags = serve_flags(argparse.ArgumentParser()).parse_args(server["args"][1:])
+    assert server["name"] == RESULTS_SERVER.name and server["image"] == "aiperf/results-server:latest"
+    flags = results_server_flags().parse_args(server["args"])
     assert (flags.port, flags.host, flags.layout) == (DEFAULT_RESULTS_PORT, "0.0.0.0", "volume")
     assert flags.in_cluster and flags.kubeconfig is None  # live job status for the dashboard
     # ... as the pod's ServiceAccount, whose token must be mounted

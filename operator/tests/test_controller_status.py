@@ -11,10 +11,10 @@ from _chart import render
 from _harness import CR_API, NS, cr, job, operator, phase, set_jobset_status
 from _repo import chart_dir
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND, AIPerfJobStatus, PhaseStatus, WorkersStatus
-from aiperf.kube.incluster import InClusterClient, InClusterConfig
-from aiperf.kube.status_push import JobRef, StatusReporter
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND, AIPerfJobStatus, PhaseStatus, WorkersStatus
+from aiperf.kubeapi import InClusterConfig, in_cluster
+from aiperf.kuberun.status_push import JobRef, StatusReporter
 from aiperf.messages import SystemState
 from aiperf.testing.fake_kube import FakeKube
 
@@ -40,7 +40,7 @@ async def test_the_controllers_keys_survive_the_operator_and_a_late_push_cannot_
         held = [pushed(SystemState.CONFIGURING)]
         # no resync timer: only the subPhase push can promote the run
         async with operator(kube, token=kube.token_for(RELEASE_NS, "aiperf-operator"), resync_interval=3600) as metrics, \
-                InClusterClient(InClusterConfig(server=kube.url, token_path=token, ca_path=None)) as client:
+                in_cluster(InClusterConfig(server=kube.url, token_path=token, ca_path=None)) as client:
             uid = kube.create(job())["metadata"]["uid"]
             await kube.wait_until(lambda: phase(kube) == "Initializing", timeout=20)
             await kube.wait_until(lambda: metrics.value("reconciles", "create") == 1  # its closing sync, and

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from _repo import chart_dir
 
-from aiperf.kube.crd import main, render_crds
+from aiperf.crd.generator import main, render_crds
 
 
 def test_the_committed_crds_are_the_generators_output() -> None:

@@ -9,7 +9,7 @@ import pytest
 from _harness import job
 
 from aiperf.kube import build_all
-from aiperf.kube.status_push import JobRef
+from aiperf.kuberun.status_push import JobRef
 from aiperf.operator.desired import Defaults, InvalidSpec, plan_job, run_config_for
 
 

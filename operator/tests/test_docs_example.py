@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from aiperf.kube.crd_validation import validate_resource
+from aiperf.crd.validation import validate_resource
 
 DOC = Path("docs/operator.md")
 

@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 from _harness import CR_API, NS, cr, job
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.config import new_client_from_config
 
-from aiperf.kube.crd_model import JOB_KIND
-from aiperf.operator import api, startup
+from aiperf.crd.model import JOB_KIND
+from aiperf.kubeapi import ApiError, KubeApi, connect
+from aiperf.kuberun.jobs import JOBS
+from aiperf.operator import startup
 from aiperf.operator.desired import Defaults
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.reconciler import JobReconciler, utc_now
@@ -27,24 +26,24 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def client(kube: FakeKube) -> AsyncIterator[ApiClient]:
-    async with await new_client_from_config(kube.kubeconfig_path, persist_config=False) as c:
+async def client(kube: FakeKube) -> AsyncIterator[KubeApi]:
+    async with await connect(kube.kubeconfig_path, None) as c:
         yield c
 
 
-async def test_a_patch_from_a_stale_read_is_refused(kube: FakeKube, client: ApiClient) -> None:
+async def test_a_patch_from_a_stale_read_is_refused(kube: FakeKube, client: KubeApi) -> None:
     kube.create(job())
     kube.set_status(CR_API, JOB_KIND, NS, "run", {"phase": "Running"})
     stale = cr(kube)
     kube.set_status(CR_API, JOB_KIND, NS, "run", {"phase": "Completed"})  # another writer wins
     ops = status_patch(stale, StatusChange(values={"phase": "Failed"}), now=utc_now())
-    with pytest.raises(ApiException) as exc:
-        await api.json_patch(client, CR_API, JOB_KIND, NS, "run", ops, status=True)
-    assert api.lost_race(exc.value)
+    with pytest.raises(ApiError) as exc:
+        await client.patch(JOBS, NS, "run", ops, status=True)
+    assert exc.value.lost_race
     assert cr(kube)["status"]["phase"] == "Completed"
 
 
-async def test_write_status_recomputes_after_a_lost_race(kube: FakeKube, client: ApiClient) -> None:
+async def test_write_status_recomputes_after_a_lost_race(kube: FakeKube, client: KubeApi) -> None:
     uid = kube.create(job())["metadata"]["uid"]
     kube.set_status(CR_API, JOB_KIND, NS, "run", {"phase": "Initializing"})
     reads: list[dict[str, Any]] = []
@@ -63,7 +62,7 @@ async def test_write_status_recomputes_after_a_lost_race(kube: FakeKube, client:
 
 
 async def test_a_startup_failure_claim_holds_only_for_the_blocker_it_was_made_on(kube: FakeKube,
-                                                                                 client: ApiClient) -> None:
+                                                                                 client: KubeApi) -> None:
     kube.create(job())
     old = {"reason": "ImagePullBackOff", "pod": "p", "fingerprint": "a" * 16, "critical": True,
            "firstObservedTime": "2026-01-01T00:00:00Z"}
@@ -77,6 +76,6 @@ async def test_a_startup_failure_claim_holds_only_for_the_blocker_it_was_made_on
     assert startup.failure(live, new["fingerprint"], now=late, thresholds=startup.DEFAULT_THRESHOLDS) is not None
     # Even on the latest resourceVersion, the server refuses a claim made on the old fingerprint.
     claim = StatusChange(values={"phase": "Failed"}, expect=startup.claim_fence(old["fingerprint"]))
-    with pytest.raises(ApiException) as exc:
-        await api.json_patch(client, CR_API, JOB_KIND, NS, "run", status_patch(live, claim, now=late), status=True)
-    assert api.lost_race(exc.value) and cr(kube)["status"]["phase"] == "Initializing"
+    with pytest.raises(ApiError) as exc:
+        await client.patch(JOBS, NS, "run", status_patch(live, claim, now=late), status=True)
+    assert exc.value.lost_race and cr(kube)["status"]["phase"] == "Initializing"

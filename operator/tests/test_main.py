@@ -33,15 +33,6 @@ def test_no_cluster_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], m
     assert err.count("\n") == 1 and "missing not found" in err
 
 
-def test_serve_results_runs_the_results_server_command(capsys: pytest.CaptureFixture[str],
-                                                        tmp_path: os.PathLike[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["serve-results", "--help"])
-    assert exc.value.code == 0 and "aiperf-operator serve-results" in capsys.readouterr().out
-    assert main(["serve-results", "--base", f"{tmp_path}/missing"]) == 2
-    assert "is not a directory" in capsys.readouterr().err
-
-
 def test_a_bad_keep_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
                                            tmp_path: os.PathLike[str]) -> None:
     monkeypatch.setenv("AIPERF_RESULTS_KEEP", "0")

@@ -15,8 +15,9 @@ from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import new_client_from_config
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND
+from aiperf.kubeapi import connect
 from aiperf.operator.startup import DEFAULT_THRESHOLDS
 from aiperf.testing.fake_kube import FakeKube
 
@@ -78,9 +79,9 @@ async def test_the_charts_cluster_role_suffices_for_a_sweep_and_its_deletion() -
     # Sweep-controller RBAC + JobSet created, a child cancelled when the sweep is deleted.
     from _sweep import sweep, sweep_cr, sweep_status
 
-    from aiperf.kube.crd_model import SWEEP_KIND
-    from aiperf.kube.sweep_executor import SWEEP_LABEL
-    from aiperf.operator import api as kapi
+    from aiperf.crd.model import SWEEP_KIND
+    from aiperf.kuberun.sweep_plan import SWEEP_LABEL
+    from aiperf.kuberun.sweeps import SWEEPS
 
     async with FakeKube(namespaces=[NS, RELEASE_NS], rbac=True) as kube:
         token = _install_chart_rbac(kube)
@@ -95,8 +96,8 @@ async def test_the_charts_cluster_role_suffices_for_a_sweep_and_its_deletion() -
                  "controller": True}])
             kube.create(body)
             await kube.wait_until(lambda: phase(kube, "sw-v0-t1") == "Initializing", timeout=20)
-            async with await new_client_from_config(kube.kubeconfig_path, persist_config=False) as admin:
-                await kapi.delete(admin, "aiperf.nvidia.com/v1alpha1", SWEEP_KIND, NS, "sw", uid=owner["uid"])
+            async with await connect(kube.kubeconfig_path, None) as admin:
+                await admin.delete(SWEEPS, NS, "sw", uid=owner["uid"])
             await kube.wait_until(lambda: (cr(kube, "sw-v0-t1").get("spec") or {}).get("cancel") is True, timeout=20)
         assert metrics.value("errors", "sweep-create") == 0
 
@@ -107,15 +108,16 @@ async def test_the_charts_cluster_role_lets_the_results_server_follow_a_job(tmp_
     import aiohttp
     import anyio
 
-    from aiperf.results.jobstatus import JobStatusFeed
     from aiperf.results.local import LocalTree
-    from aiperf.results.serve import HttpServer, app_over
+    from aiperf.results_server.jobstatus import JobStatusFeed
+    from aiperf.results_server.main import app_over
+    from aiperf.runtime.http import HttpServer
 
     async with FakeKube(namespaces=[NS, RELEASE_NS], rbac=True) as kube:
         token = _install_chart_rbac(kube)
         kube.create(job("a"))
         kubeconfig = kube.write_kubeconfig(tmp_path / "results-server", token=token)
-        api = await new_client_from_config(str(kubeconfig), persist_config=False)
+        api = await connect(str(kubeconfig), None)
         async with api, aiohttp.ClientSession() as session, anyio.create_task_group() as tg:
             feed = JobStatusFeed(api=api)
             server = HttpServer(app_over(LocalTree(tmp_path), feed=feed), host="127.0.0.1", port=0,

@@ -20,9 +20,10 @@ from _repo import chart_dir
 from kubernetes_asyncio.client import CustomObjectsApi
 from kubernetes_asyncio.config import new_client_from_config
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND
-from aiperf.kube.sidecar import JOBSET_UID_LABEL, KEEP_SIDECAR_ANNOTATION
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND
+from aiperf.kube.names import JOBSET_UID_LABEL, KEEP_SIDECAR_ANNOTATION
+from aiperf.kubeapi import connect
 from aiperf.operator.results import ResultsStore
 from aiperf.results.disk import INDEX_FILE
 from aiperf.results.keys import EPOCH_RE, run_key
@@ -181,7 +182,7 @@ async def test_a_same_second_reincarnation_gets_its_own_directory(kube: FakeKube
     kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": NS},
                  "spec": {"containers": [{"name": "results-sidecar", "image": "x", "ports": [{"containerPort": 9091}]}]}})
     kube.run_pod(NS, pod)
-    api = await new_client_from_config(kube.kubeconfig_path, persist_config=False)
+    api = await connect(kube.kubeconfig_path, None)
     async with api:
         first_files = {"profile_export_aiperf.json": b'{"first": true}\n'}
         kube.register_proxy(NS, pod, 9091, FakeSidecar(first_files, kube=kube, namespace=NS, pod=pod, ended=True))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from aiperf.kube.crd_model import JobPhase
+from aiperf.crd.model import JobPhase
 from aiperf.operator.status import (
     Cond,
     StatusChange,

@@ -27,18 +27,16 @@ from _sweep import (
     sweep_pod,
     sweep_status,
 )
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.config.markers import SWEEP_AGGREGATE_FILES
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND
 from aiperf.kube.jobset import JOBSET_API_VERSION
-from aiperf.kube.sweep_executor import SWEEP_LABEL, SidecarSummaries, plan_for, uid_seed
-from aiperf.operator import api as kapi
+from aiperf.kubeapi import KubeApi, connect
+from aiperf.kuberun.sweep_plan import SWEEP_LABEL, plan_for, uid_seed
+from aiperf.kuberun.sweeps import SWEEPS, SidecarSummaries
 from aiperf.operator.desired import Defaults
 from aiperf.operator.metrics import Metrics
-from aiperf.operator.reconciler import JobReconciler
 from aiperf.operator.sweep import SweepReconciler
 from aiperf.operator.sweep_desired import decode
 from aiperf.testing.fake_kube import FakeKube
@@ -47,11 +45,10 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def client(kube: FakeKube) -> AsyncIterator[ApiClient]:
+async def client(kube: FakeKube) -> AsyncIterator[KubeApi]:
     kube.install_crd(build_crd(SWEEP_KIND))
-    api = await new_client_from_config(kube.kubeconfig_path, persist_config=False)
-    yield api
-    await api.close()
+    async with await connect(kube.kubeconfig_path, None) as api:
+        yield api
 
 
 def jobset(kube: FakeKube) -> dict[str, Any] | None:
@@ -71,7 +68,7 @@ def completed(kube: FakeKube, name: str) -> bool:
 
 
 async def test_a_two_variation_sweep_completes_with_its_aggregate_on_the_results_volume(
-        kube: FakeKube, client: ApiClient, tmp_path: Path) -> None:
+        kube: FakeKube, client: KubeApi, tmp_path: Path) -> None:
     results, work = tmp_path / "results", tmp_path / "sweep-controller"
     async with operator(kube, results_dir=results):
         kube.create(sweep())
@@ -125,7 +122,7 @@ async def test_a_two_variation_sweep_completes_with_its_aggregate_on_the_results
     assert (results / status["resultsPath"] / "profile_export_aiperf_sweep.csv").read_text().startswith("label,")
 
 
-async def test_a_partial_harvest_is_retried_and_keeps_the_jobset(kube: FakeKube, client: ApiClient,
+async def test_a_partial_harvest_is_retried_and_keeps_the_jobset(kube: FakeKube, client: KubeApi,
                                                                  tmp_path: Path) -> None:
     results = tmp_path / "results"
     async with operator(kube, results_dir=results):
@@ -135,7 +132,7 @@ async def test_a_partial_harvest_is_retried_and_keeps_the_jobset(kube: FakeKube,
         fake = sweep_pod(kube, files)
         fake.broken.add("aggregate.json")
         cr = sweep_cr(kube)
-        await kapi.json_patch(client, CR_API, SWEEP_KIND, NS, NAME, [
+        await client.patch(SWEEPS, NS, NAME, [
             {"op": "add", "path": "/status/aggregation", "value": {"phase": "Complete", "message": "done"}}],
             status=True)
         await kube.wait_until(lambda: fake.served.count("aggregate.json") >= 2, timeout=20)
@@ -147,7 +144,7 @@ async def test_a_partial_harvest_is_retried_and_keeps_the_jobset(kube: FakeKube,
 
 
 async def test_cancel_mid_sweep_cancels_the_current_child_and_starts_no_other(
-        kube: FakeKube, client: ApiClient, tmp_path: Path) -> None:
+        kube: FakeKube, client: KubeApi, tmp_path: Path) -> None:
     async with operator(kube, results_dir=tmp_path / "results"):
         kube.create(sweep())
         await kube.wait_until(lambda: sweep_status(kube).get("phase") == "Initializing", timeout=20)
@@ -159,7 +156,7 @@ async def test_cancel_mid_sweep_cancels_the_current_child_and_starts_no_other(
             tg.start_soon(run)
             first = f"{NAME}-v0-t1"
             await kube.wait_until(lambda: phase(kube, first) == "Initializing", timeout=20)
-            await kapi.json_patch(client, CR_API, SWEEP_KIND, NS, NAME, [
+            await client.patch(SWEEPS, NS, NAME, [
                 {"op": "add", "path": "/spec/cancel", "value": True}])
             await kube.wait_until(lambda: sweep_status(kube).get("phase") == "Cancelled", timeout=20)
             await kube.wait_until(lambda: phase(kube, first) == "Cancelled", timeout=20)
@@ -171,7 +168,7 @@ async def test_cancel_mid_sweep_cancels_the_current_child_and_starts_no_other(
     assert sweep_status(kube)["observedGeneration"] == sweep_cr(kube)["metadata"]["generation"]
 
 
-async def test_deleting_a_sweep_cancels_only_the_children_it_owns(kube: FakeKube, client: ApiClient) -> None:
+async def test_deleting_a_sweep_cancels_only_the_children_it_owns(kube: FakeKube, client: KubeApi) -> None:
     async with operator(kube):
         kube.create(sweep())
         await kube.wait_until(lambda: sweep_status(kube).get("phase") == "Initializing", timeout=20)
@@ -190,14 +187,14 @@ async def test_deleting_a_sweep_cancels_only_the_children_it_owns(kube: FakeKube
         kube.create(job("stale-owner", "0000-older-incarnation"))  # labelled, same name, other UID
         kube.create(job("unowned", None))
         await kube.wait_until(lambda: phase(kube, "owned") == "Initializing", timeout=20)
-        await kapi.delete(client, CR_API, SWEEP_KIND, NS, NAME, uid=uid)
+        await client.delete(SWEEPS, NS, NAME, uid=uid)
         await kube.wait_until(lambda: not sweep_cr(kube), timeout=20)
         await kube.wait_until(lambda: child(kube, "owned").get("spec", {}).get("cancel") is True)
     assert not child(kube, "stale-owner")["spec"].get("cancel") and not child(kube, "unowned")["spec"].get("cancel")
 
 
 async def test_a_restarted_sweep_controller_replans_identically_and_adopts_its_children(
-        kube: FakeKube, client: ApiClient, tmp_path: Path) -> None:
+        kube: FakeKube, client: KubeApi, tmp_path: Path) -> None:
     # No operator: the sweep-controller alone, its children finished by the test.
     kube.create(sweep(values=(2, 4, 8)))
     kube.set_status(CR_API, SWEEP_KIND, NS, NAME, {"phase": "Running"})
@@ -234,12 +231,11 @@ async def test_a_restarted_sweep_controller_replans_identically_and_adopts_its_c
     assert [c["name"] for c in aggregate["children"]] == names
 
 
-async def test_a_creation_time_without_a_storable_epoch_is_refused_for_good(kube: FakeKube, client: ApiClient) -> None:
+async def test_a_creation_time_without_a_storable_epoch_is_refused_for_good(kube: FakeKube, client: KubeApi) -> None:
     kube.create(sweep())
     body = sweep_cr(kube)
     body["metadata"]["creationTimestamp"] = "1969-04-25T18:22:03Z"
-    jobs = JobReconciler(api=client, defaults=Defaults(), metrics=Metrics())
-    sweeps = SweepReconciler(api=client, jobs=jobs, defaults=Defaults(), clock=lambda: datetime.now(UTC))
+    sweeps = SweepReconciler(api=client, metrics=Metrics(), defaults=Defaults(), clock=lambda: datetime.now(UTC))
     with pytest.raises(kopf.PermanentError, match="no storable run epoch"):
         await sweeps.create(body)
     status = sweep_status(kube)

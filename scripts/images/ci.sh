@@ -2,7 +2,7 @@
 # CI entry point for pex binaries + container images (no Docker daemon; podman via the shim).
 #   scripts/images/ci.sh [--save]
 # 1. apt-installs podman & co. if missing   2. builds localhost/aiperf/base:bookworm if missing
-# 3. ./pants package ::  (all pex binaries and the 9 localhost/aiperf/<svc>:latest images)
+# 3. ./pants package ::  (all pex binaries and the localhost/aiperf/<svc>:latest image of every service)
 # 4. removes dangling images left by earlier builds (vfs stores full copies: they add up fast)
 # 5. smoke test: every service image prints its --help   6. (--save) dist/images/<svc>.oci.tar
 set -euo pipefail

@@ -72,22 +72,26 @@ def test_checker_catches_a_violation(tmp_path: Path) -> None:
     assert any(first_party(m) in SERVICES for _, m in imports_of(tmp_path))
 
 
-OUTSIDE_THE_CATALOG = {"sweep-controller"}
-"""Services that are no part of a benchmark run (the operator starts the sweep-controller)."""
-
-
 def test_the_service_catalog_names_every_service_once_and_the_repo_agrees() -> None:
-    from aiperf.config.catalog import CATALOG
+    from aiperf.config.catalog import AUXILIARY, CATALOG
     from aiperf.messages import ServiceType
 
     types = [spec.type for spec in CATALOG]
     assert sorted(types) == sorted(ServiceType) and len(set(types)) == len(types)
     assert types[0] is ServiceType.SYSTEM_CONTROLLER  # binds control before anything starts
     folders = {p.name for p in (REPO / "services").iterdir() if p.is_dir()}
-    assert folders == {str(t) for t in types} | OUTSIDE_THE_CATALOG
+    auxiliary = [spec.name for spec in AUXILIARY]
+    assert len(set(auxiliary)) == len(auxiliary) and not set(auxiliary) & {str(t) for t in types}
+    assert folders == {str(t) for t in types} | set(auxiliary)
+    for spec in AUXILIARY:  # a folder, a pex and an image of its own, like every service
+        folder = REPO / "services" / spec.name
+        assert (folder / "Containerfile").is_file() and (folder / "BUILD").is_file()
+        assert (folder / Path(*spec.module.split(".")[:-1]) / "main.py").is_file()
+        assert f'aiperf_service("{spec.name}"' in (folder / "BUILD").read_text()  # image aiperf/<name>
     cli_build = (REPO / "cli" / "BUILD").read_text()
     for spec in CATALOG:
         folder = REPO / "services" / str(spec.type)
         assert (folder / "Containerfile").is_file() and (folder / "BUILD").is_file()
+        assert f'aiperf_service("{spec.type}"' in (folder / "BUILD").read_text()
         assert (REPO / "services" / str(spec.type) / Path(*spec.module.split(".")[:-1]) / "main.py").is_file()
         assert f'"services/{spec.type}:lib"' in cli_build, f"cli/BUILD must depend on services/{spec.type}:lib"

@@ -1,4 +1,4 @@
-"""The real results server (`aiperf.results`) over a results volume with two finished runs,
+"""The real results server (`aiperf.results_server`) over a results volume with two finished runs,
 plus a controllable live job whose progress WebSocket drops after one snapshot (to exercise the
 dashboard's polling fallback).
 
@@ -22,7 +22,7 @@ from aiperf.dashboard import DataSource, dashboard_routes
 from aiperf.results import disk
 from aiperf.results.app import create_app
 from aiperf.results.model import RunRecord
-from aiperf.results.serve import open_source
+from aiperf.results_server.main import open_source
 
 DATA = Path(__file__).parent / "data"
 HISTORY = ("bench", "llama")
@@ -95,7 +95,7 @@ def fixture_app(base: Path, live: LiveStatus) -> Litestar:
 
 def main(argv: list[str]) -> None:
     """Serve `fixture_app` over the tree at ``argv[0]`` on 127.0.0.1:``argv[1]`` until killed."""
-    from aiperf.api.server import granian_server
+    from aiperf.runtime.http import granian_server
 
     server = granian_server(fixture_app(Path(argv[0]), LiveStatus()), "127.0.0.1", int(argv[1]))
     asyncio.run(server.serve())

@@ -1,6 +1,6 @@
 """Operator mode for the browser tests: the fake Kubernetes API server with one running
 AIPerfJob (``bench/live``, in this process on a background event loop), the real results server
-reading it (`python -m aiperf.results serve --kubeconfig ...`), and a script that keeps the page's
+reading it (`python -m aiperf.results_server.main --kubeconfig ...`), and a script that keeps the page's
 WebSockets reachable so a test can drop them."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from browser._fixture_app import LIVE
 from browser.conftest import Browser, child_env, wait_http
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND
 from aiperf.testing.fake_kube import FakeKube
 
 CR_API = f"{API_GROUP}/{API_VERSION}"
@@ -63,7 +63,7 @@ def open_cluster() -> Iterator[Cluster]:
 
 def start_server(base: Path, port: int, kubeconfig: str) -> subprocess.Popen[bytes]:
     """The results server over `base` reading the cluster of `kubeconfig`, once it answers."""
-    proc = subprocess.Popen([sys.executable, "-m", "aiperf.results", "serve", "--base", str(base), "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "aiperf.results_server.main", "--base", str(base), "--port", str(port),
                              "--layout", "volume", "--kubeconfig", kubeconfig],
                             env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

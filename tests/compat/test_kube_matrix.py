@@ -22,9 +22,9 @@ import yaml
 from _oracle import Oracle, comparable, find_oracle
 
 from aiperf.cli.main import main
-from aiperf.kube.crd_model import SWEEP_KIND, AIPerfSweepSpec, decode_spec
-from aiperf.kube.crd_validation import validate_resource
-from aiperf.kube.sweep_executor import plan_of
+from aiperf.crd.model import SWEEP_KIND, AIPerfSweepSpec, decode_spec
+from aiperf.crd.validation import validate_resource
+from aiperf.kuberun.sweep_plan import plan_of
 
 BASE = ["-n", "bench", "--model", "Qwen/Qwen3-0.6B", "--url", "http://vllm.llm.svc:8000"]
 

@@ -20,11 +20,11 @@ from aiperf.config import (
     ServiceCounts,
     dump_run_config,
 )
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND
 from aiperf.kube import KubeSettings, build_role, build_role_binding, build_service_account
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND
-from aiperf.kube.incluster import InClusterConfig
-from aiperf.kube.status_push import HEARTBEAT_ANNOTATION, JobRef
+from aiperf.kubeapi import InClusterConfig
+from aiperf.kuberun.status_push import HEARTBEAT_ANNOTATION, JobRef
 from aiperf.messages import SystemState
 from aiperf.mock_server.testing import running_mock
 from aiperf.system_controller.job_status import reporting

@@ -23,7 +23,6 @@ import msgspec
 import pytest
 from anyio.abc import TaskGroup
 
-from aiperf.api.server import granian_server
 from aiperf.api.service import Api
 from aiperf.comms import RAW_UPLOAD_TOKEN, CurveKeys
 from aiperf.config import Artifacts, Benchmark, CommsOptions, RunConfig, RuntimeOptions, ServiceCounts
@@ -55,6 +54,7 @@ from aiperf.messages import (
     UploadRawRecords,
 )
 from aiperf.runtime.control_server import ControlServer
+from aiperf.runtime.http import granian_server
 from aiperf.system_controller.launcher import NoLauncher
 from aiperf.system_controller.plan import plan_services
 from aiperf.system_controller.profile_driver import ProfileDriver

@@ -54,7 +54,7 @@ from kube._podman import pod_from_template, podman
 
 from aiperf.kube.containers import JOB_INDEX_ANNOTATION
 from aiperf.kube.curve_secret import CURVE_FILE_MODE
-from aiperf.kube.ops import JOBSET_API_VERSION
+from aiperf.kube.jobset import JOBSET_API_VERSION
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_api import ApiError
 from aiperf.testing.fake_kube_proxy import forward_to

@@ -65,7 +65,8 @@ from aiperf.kube.names import pod_hostname
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGES = ("system-controller", "event-bus-proxy", "dataset-manager", "timing-manager", "records-manager",
-          "api", "worker-group-manager", "worker", "record-processor", "mock-server", "sweep-controller")
+          "api", "worker-group-manager", "worker", "record-processor", "results-sidecar", "server-metrics-manager",
+          "mock-server", "sweep-controller")
 MOCK_IMAGE = "localhost/aiperf/mock-server:latest"
 MOCK_ALIAS = "mock"
 MOCK_PORT = 8000

@@ -23,14 +23,14 @@ import anyio.abc
 import pytest
 from kube._cluster import PodmanCluster, network_gateway
 from kube._podman import MOCK_ALIAS, MOCK_IMAGE, MOCK_PORT, missing_images, podman, wait_mock_healthy
-from kubernetes_asyncio.config import new_client_from_config
 
 from aiperf.cli.main import main
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND
 from aiperf.kube.containers import CONTROL_PLANE_CONTAINER
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND
-from aiperf.kube.ops import JOBSET_API_VERSION
-from aiperf.kube.status_push import HEARTBEAT_ANNOTATION
+from aiperf.kube.jobset import JOBSET_API_VERSION
+from aiperf.kubeapi import KubeApi, connect
+from aiperf.kuberun.status_push import HEARTBEAT_ANNOTATION
 from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
@@ -88,10 +88,10 @@ class Operator:
         self._stopped = anyio.Event()
 
     async def _serve(self) -> None:
-        async def connect() -> Any:
-            return await new_client_from_config(self.kube.kubeconfig_path, persist_config=False)
+        async def connect_api() -> KubeApi:
+            return await connect(self.kube.kubeconfig_path, None)
 
-        registry = build_registry(connect=connect, defaults=Defaults(), metrics=Metrics(),
+        registry = build_registry(connect=connect_api, defaults=Defaults(), metrics=Metrics(),
                                   resync_interval=1.0, retry_delay=0.5, thresholds=self.thresholds,
                                   results=self.results)
         try:

@@ -48,7 +48,7 @@ WIDE = 110
 GROUP_TYPES = (ServiceType.WORKER, ServiceType.RECORD_PROCESSOR)
 
 
-class _LogSink:
+class LogSink:
     """structlog's output while the dashboard shows: lines go to its log pane; before and after,
     to `fallback` (stderr)."""
 
@@ -83,7 +83,7 @@ class Dashboard:
         self._records = LineTail(artifacts / RECORDS)
         self._log_dir = artifacts / "logs"
         self._logs: dict[Path, LineTail] = {}
-        self._sink = _LogSink(self.state, sys.stderr)
+        self._sink = LogSink(self.state, sys.stderr)
 
     def capture_logs(self) -> None:
         """Route this process's structlog output to the log pane while the dashboard shows

@@ -30,6 +30,7 @@ from aiperf.messages import (
     Progress,
     SystemState,
 )
+from aiperf.progress import PhaseProgress, RunProgress
 
 READ_LIMIT = 4 << 20
 """Bytes read from one file per poll: a burst of records is caught up over a few polls."""
@@ -65,42 +66,51 @@ class LineTail:
         return [line for line in lines if line.strip()]
 
 
-@dataclass
 class PhaseView:
-    """One phase as the dashboard shows it: counts from the progress broadcasts (then the
-    timing-manager's final numbers), times on the monotonic clock."""
+    """One phase as the dashboard shows it: a live view of the run's folded progress
+    (`aiperf.progress.RunProgress`, read anew on every access) plus the samples of its count
+    that give the recent rate; times on the monotonic clock."""
 
-    started: float
-    expected: int | None = None
-    duration_s: float | None = None
-    completed: int = 0
-    errors: int = 0
-    sent: int | None = None
-    ended: float | None = None
-    samples: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=256))
+    def __init__(self, state: DashboardState, phase: Phase) -> None:
+        self._state, self._phase = state, phase
+        self.samples: deque[tuple[float, int]] = deque(maxlen=256)
+
+    @property
+    def progress(self) -> PhaseProgress:
+        """The phase's progress now."""
+        found = self._state.progress.phase(self._phase)
+        assert found is not None  # a view exists only for a phase the progress has
+        return found
+
+    @property
+    def completed(self) -> int:
+        return self.progress.completed
+
+    @property
+    def errors(self) -> int:
+        return self.progress.errors
+
+    @property
+    def expected(self) -> int | None:
+        return self.progress.expected
 
     def elapsed(self, now: float) -> float:
-        return (self.ended or now) - self.started
+        return self.progress.elapsed(now)
 
     def rate(self, now: float) -> float:
         """Requests/s over the last `RATE_WINDOW_S` (the whole phase once it ended)."""
-        if self.ended is not None or not self.samples:
-            elapsed = self.elapsed(now)
-            return self.completed / elapsed if elapsed > 0 else 0.0
+        progress = self.progress
+        if progress.ended is not None or not self.samples:
+            elapsed = progress.elapsed(now)
+            return progress.completed / elapsed if elapsed > 0 else 0.0
         recent = [(t, n) for t, n in self.samples if now - t <= RATE_WINDOW_S]
-        first_t, first_n = recent[0] if len(recent) > 1 else (self.started, 0)
+        first_t, first_n = recent[0] if len(recent) > 1 else (progress.started, 0)
         span = now - first_t
-        return (self.completed - first_n) / span if span > 0 else 0.0
+        return (progress.completed - first_n) / span if span > 0 else 0.0
 
     def fraction(self, now: float) -> float | None:
         """How far it is (0..1): by count when known, else by time against its duration."""
-        if self.ended is not None:
-            return 1.0
-        if self.expected:
-            return min(1.0, self.completed / self.expected)
-        if self.duration_s:
-            return min(1.0, self.elapsed(now) / self.duration_s)
-        return None
+        return self.progress.fraction(now)
 
 
 @dataclass
@@ -123,6 +133,7 @@ class DashboardState:
         self.clock = clock
         self.started = clock()
         self.state = SystemState.INITIALIZING
+        self.progress = RunProgress()
         self.phases: dict[Phase, PhaseView] = {}
         self.metrics: dict[Phase, dict[str, MetricValues]] = {}
         self.records: Counter[Phase] = Counter()
@@ -130,36 +141,20 @@ class DashboardState:
         self.logs: deque[str] = deque(maxlen=log_lines)
 
     def apply(self, event: Event) -> None:
-        """A phase or progress broadcast (others are ignored)."""
+        """A phase or progress broadcast (others are ignored), folded by `RunProgress`."""
         now = self.clock()
-        match event:
-            case PhaseStarted():
-                view = self._phase(event.phase, now)
-                view.expected, view.duration_s = event.expected_credits, event.expected_duration_s
-            case PhaseSendingComplete():
-                self._phase(event.phase, now).sent = event.issued
-            case PhaseComplete():
-                view = self._phase(event.phase, now)
-                view.sent, view.ended = event.issued, now
-                view.completed = max(view.completed, event.returned)
-            case Progress():
-                view = self._phase(event.phase, now)
-                # Counts only grow; records trail the phase's final `returned` (PhaseComplete).
-                view.completed = max(view.completed, event.completed)
-                view.errors = max(view.errors, event.errors)
-                if event.expected is not None:
-                    view.expected = event.expected
-                view.samples.append((now, event.completed))
-
-    def _phase(self, phase: Phase, now: float) -> PhaseView:
-        if phase not in self.phases:  # also when a progress broadcast came before the phase's start
-            self.phases[phase] = PhaseView(started=now)
-        return self.phases[phase]
+        self.progress = self.progress.apply(event, now)
+        if isinstance(event, PhaseStarted | PhaseSendingComplete | PhaseComplete | Progress) \
+                and event.phase not in self.phases:
+            self.phases[event.phase] = PhaseView(self, event.phase)
+        if isinstance(event, Progress):
+            self.phases[event.phase].samples.append((now, event.completed))
 
     @property
     def current(self) -> Phase | None:
         """The phase that started last."""
-        return list(self.phases)[-1] if self.phases else None
+        current = self.progress.current
+        return current.phase if current is not None else None
 
     def add_records(self, lines: Iterable[bytes]) -> None:
         """Lines of profile_export.jsonl: their metric values and errors (unreadable lines are

@@ -1,26 +1,41 @@
 """`aiperf kube ...`: run and manage benchmarks on Kubernetes (direct mode: ServiceAccount,
-Role, RoleBinding, CURVE key Secret, ConfigMap and JobSet, created with the user's own credentials).
+Role, RoleBinding, CURVE key Secret, ConfigMap and JobSet, created with the user's own credentials;
+operator mode: an AIPerfJob or AIPerfSweep the operator reconciles).
 
-Only flag declarations live here; the work is in `aiperf.cli.kube_commands`, imported when a
-command runs. `aiperf.cli.main` rewrites dotted mapping flags and applies `--config` files
-before this app parses (`aiperf.cli.kube_config.prepare_kube_argv`).
+Only flag declarations live here. A verb on an existing run is one line over the run resolved
+once (`aiperf.cli.kube_runref.act`: `DirectRun`, `OperatorJob` or `OperatorSweep`); the other
+commands call their module, imported when the command runs. `aiperf.cli.main` rewrites dotted
+mapping flags and applies `--config` files before this app parses
+(`aiperf.cli.kube_config.prepare_kube_argv`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import cyclopts
 from cyclopts import Parameter
 
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
+from aiperf.cli.kube_selector import Kind, Selector
 from aiperf.cli.profile_options import ProfileFlags
 from aiperf.cli.sweep_options import SWEEP_VALUES_FLAG, MultiRunFlags
 
-Kind = Literal["job", "sweep"]
-KindFlag = Annotated[Kind, Parameter(name="--kind")]
-VariationFlag = Annotated[int | None, Parameter(name=["--variation", "-v"])]
-TrialFlag = Annotated[int | None, Parameter(name=["--trial", "-t"])]
+if TYPE_CHECKING:  # the work is imported when a command runs: `aiperf --help` stays fast
+    from aiperf.cli.kube_runref import RunRef
+
+KindFlag = Annotated[Kind, Parameter(name="--kind", help=(
+    "sweep: NAME is an AIPerfSweep: the verb acts on the sweep (results: its aggregate; logs: its "
+    "sweep-controller; attach, debug: its current child), or with -v/-t on that child."))]
+VariationFlag = Annotated[int | None, Parameter(name=["--variation", "-v"], help=(
+    "With --kind sweep: the variation (from 0) of the child."))]
+TrialFlag = Annotated[int | None, Parameter(name=["--trial", "-t"], help=(
+    "With --kind sweep: the trial (from 1) of the child."))]
+FormatFlag = Annotated[Literal["text", "json"], Parameter(name=["--output", "-o"], help=(
+    "text (one screen) or json (the same report as one JSON object)."))]
+ArtifactDirFlag = Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"],
+                                           help="Results go to ARTIFACT_DIR/NAME/.")]
 
 kube_app = cyclopts.App(
     name="kube",
@@ -46,8 +61,8 @@ def init(*, target: KubeTarget = _TARGET,
     force
         Overwrite the file when it exists.
     """
-    from aiperf.cli.kube_commands import guarded
     from aiperf.cli.kube_config import write_starter_config
+    from aiperf.cli.kube_shared import guarded
 
     def work() -> int:
         path = write_starter_config(output, target.namespace, force=force)
@@ -88,7 +103,7 @@ def generate(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target
         from aiperf.cli.kube_operator import generate_job
 
         return generate_job(target, deploy, flags, output)
-    from aiperf.cli.kube_commands import generate as run
+    from aiperf.cli.kube_deploy import generate as run
 
     return run(target, deploy, flags, output)
 
@@ -118,8 +133,8 @@ def validate(files: list[str], *,
 @kube_app.command
 def profile(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
             dry_run: bool = False, detach: bool = False,
-            artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
-            = "artifacts", operator: bool | None = None, keep_sidecar: bool = False) -> int:
+            artifact_dir: ArtifactDirFlag = "artifacts", operator: bool | None = None,
+            keep_sidecar: bool = False) -> int:
     """Run a benchmark on Kubernetes: submit the run, watch it, download its results.
 
     Checks the flags and that the namespace exists (it is never created). When the cluster serves
@@ -146,7 +161,7 @@ def profile(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target:
         Leave the results sidecar serving after the download (`kube results --from-pods` again,
         `kube shutdown` retires it; else it exits --ttl-seconds after the run).
     """
-    from aiperf.cli.kube_commands import profile as run
+    from aiperf.cli.kube_profile import profile as run
 
     return run(target, deploy, flags, dry_run=dry_run, detach=detach, artifact_dir=artifact_dir,
                operator=operator, keep_sidecar=keep_sidecar)
@@ -194,19 +209,10 @@ def sweep(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target: K
     return sweep_command(target, deploy, flags, options, dry_run=dry_run, detach=detach)
 
 
-def _resolved(target: KubeTarget, name: str, kind: Kind, variation: int | None, trial: int | None) -> str | int:
-    """The run a job command acts on (see `aiperf.cli.kube_sweep.resolve_name`), or the exit code."""
-    from aiperf.cli.kube_commands import guarded
-    from aiperf.cli.kube_sweep import resolve_name
+def _act(target: KubeTarget, selector: Selector, verb: Callable[[RunRef], Awaitable[int]]) -> int:
+    from aiperf.cli.kube_runref import act
 
-    out: list[str] = []
-
-    def work() -> int:
-        out.append(resolve_name(target, name, kind, variation, trial))
-        return 0
-
-    code = guarded(work)
-    return out[0] if out else code
+    return act(target, selector, verb)
 
 
 @kube_app.command(name="list")
@@ -233,22 +239,24 @@ def list_(*, target: KubeTarget = _TARGET,
         sweep: list the AIPerfSweeps instead (NAME, STATE, RUNS done/total, CURRENT child, AGE);
         job: the runs (the default).
     """
+    from aiperf.cli.kube_shared import EXIT_USER_ERROR, error
+
     if kind == "sweep":
-        from aiperf.cli.kube_commands import _error
         from aiperf.cli.kube_sweep import list_sweeps
 
         if watch:
-            _error("--watch: lists runs only; `kubectl get aiperfsweeps -w` follows sweeps")
-            return 2
+            error("--watch: lists runs only; `kubectl get aiperfsweeps -w` follows sweeps")
+            return EXIT_USER_ERROR
         return list_sweeps(target, all_namespaces=all_namespaces)
     from aiperf.cli.kube_list import list_command
 
-    return list_command(target, all_namespaces=all_namespaces, watch=watch, timeout=timeout)
+    return list_command(target, all_namespaces=all_namespaces, follow=watch, timeout=timeout)
 
 
 @kube_app.command
-def logs(name: str, *, target: KubeTarget = _TARGET, container: str | None = None,
-         tail: int | None = None, pod: str | None = None) -> int:
+def logs(name: str, *, target: KubeTarget = _TARGET, container: str | None = None, tail: int | None = None,
+         pod: str | None = None, kind: KindFlag = "job", variation: VariationFlag = None,
+         trial: TrialFlag = None) -> int:
     """Print a container's log (default: the control-plane container of the controller pod).
 
     Parameters
@@ -261,17 +269,21 @@ def logs(name: str, *, target: KubeTarget = _TARGET, container: str | None = Non
     tail
         Only the last N lines.
     pod
-        Read this pod instead of the controller pod (see `kubectl get pods -l
-        jobset.sigs.k8s.io/jobset-name=aiperf-NAME`).
+        Read this pod instead (`kubectl get pods -l jobset.sigs.k8s.io/jobset-name=aiperf-NAME`).
     """
-    from aiperf.cli.kube_commands import logs as run
+    from aiperf.cli.kube_pods import LogsOptions
+    from aiperf.cli.kube_shared import EXIT_USER_ERROR, error
 
-    return run(target, name, container=container, tail=tail, pod=pod)
+    if tail is not None and tail < 0:
+        error(f"--tail {tail}: must not be negative")
+        return EXIT_USER_ERROR
+    options = LogsOptions(container=container, tail=tail, pod=pod)
+    return _act(target, Selector(name, kind, variation, trial), lambda run: run.logs(options))
 
 
 @kube_app.command
-def debug(name: str, *, target: KubeTarget = _TARGET,
-          output_format: Annotated[Literal["text", "json"], Parameter(name=["--output", "-o"])] = "text") -> int:
+def debug(name: str, *, target: KubeTarget = _TARGET, output_format: FormatFlag = "text", kind: KindFlag = "job",
+          variation: VariationFlag = None, trial: TrialFlag = None) -> int:
     """Show what blocks a run: its AIPerfJob's phase, conditions and startupIssue (operator mode),
     its JobSet, each pod with its containers' states, the recent events of the run's objects, and
     a one-line verdict. Reads only; exit 0 once the report is printed.
@@ -280,19 +292,15 @@ def debug(name: str, *, target: KubeTarget = _TARGET,
     ----------
     name
         Run name.
-    output_format
-        text (one screen) or json (the same report as one JSON object, every event).
     """
-    from aiperf.cli.kube_debug import debug as run
-
-    return run(target, name, output_format=output_format)
+    return _act(target, Selector(name, kind, variation, trial), lambda run: run.debug(output_format))
 
 
 @kube_app.command
 def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
-            artifact_dir: Annotated[str, Parameter(name=["--artifact-dir", "--output-artifact-dir"])]
-            = "artifacts", epoch: str | None = None, operator_namespace: str = "aiperf-system",
-            kind: KindFlag = "job", variation: VariationFlag = None, trial: TrialFlag = None) -> int:
+            artifact_dir: ArtifactDirFlag = "artifacts", epoch: str | None = None,
+            operator_namespace: str = "aiperf-system", kind: KindFlag = "job", variation: VariationFlag = None,
+            trial: TrialFlag = None) -> int:
     """Download a run's result files into ARTIFACT_DIR/NAME/.
 
     Operator mode (default): from the operator's results server (port 8081, through the API
@@ -307,31 +315,25 @@ def results(name: str, *, target: KubeTarget = _TARGET, from_pods: bool = False,
         Run name.
     from_pods
         Copy from the controller pod's results sidecar (direct mode, or before the operator stored it).
-    artifact_dir
-        Results go to ARTIFACT_DIR/NAME/.
     epoch
         A stored run other than the CR's (`GET /api/v1/results/NS/NAME/runs` lists them).
     operator_namespace
         Namespace of the aiperf-operator chart (its results server's Service).
-    kind
-        sweep: NAME is an AIPerfSweep: its aggregate (where the operator stored it, or from its
-        sweep-controller pod before that); with -v/-t the results of that child.
-    variation
-        With --kind sweep: the variation (from 0) of the child.
-    trial
-        With --kind sweep: the trial (from 1) of the child.
     """
-    from aiperf.cli.kube_commands import results as run
+    from aiperf.cli.kube_pods import ResultsOptions
+    from aiperf.cli.kube_shared import EXIT_USER_ERROR, error
+    from aiperf.results.keys import is_key
 
-    if kind == "sweep" and variation is None and trial is None:
-        from aiperf.cli.kube_sweep import sweep_results
-
-        return sweep_results(target, name, artifact_dir=artifact_dir)
-    resolved = _resolved(target, name, kind, variation, trial)
-    if isinstance(resolved, int):
-        return resolved
-    return run(target, resolved, from_pods=from_pods, artifact_dir=artifact_dir, epoch=epoch,
-               operator_namespace=operator_namespace)
+    if epoch is not None and not is_key(epoch):
+        error(f"--epoch {epoch!r}: a run epoch is 9-10 digits, optionally followed by 6 more "
+              f"(`GET /api/v1/results/NS/{name}/runs` lists them)")
+        return EXIT_USER_ERROR
+    if epoch is not None and from_pods:
+        error("--epoch picks a run stored by the operator; --from-pods reads the run's controller pod")
+        return EXIT_USER_ERROR
+    options = ResultsOptions(artifact_dir=artifact_dir, from_pods=from_pods, epoch=epoch,
+                             operator_namespace=operator_namespace)
+    return _act(target, Selector(name, kind, variation, trial), lambda run: run.results(options))
 
 
 @kube_app.command
@@ -358,7 +360,8 @@ def dashboard(*, target: KubeTarget = _TARGET, operator_namespace: str = "aiperf
 
 
 @kube_app.command
-def shutdown(name: str, *, target: KubeTarget = _TARGET) -> int:
+def shutdown(name: str, *, target: KubeTarget = _TARGET, kind: KindFlag = "job", variation: VariationFlag = None,
+             trial: TrialFlag = None) -> int:
     """Retire a finished run's controller pod: its results sidecar stops serving and exits, the
     run's JobSet completes (its TTL then removes it). Exit 1 while the run is still going.
 
@@ -367,9 +370,7 @@ def shutdown(name: str, *, target: KubeTarget = _TARGET) -> int:
     name
         Run name.
     """
-    from aiperf.cli.kube_commands import shutdown as run
-
-    return run(target, name)
+    return _act(target, Selector(name, kind, variation, trial), lambda run: run.shutdown())
 
 
 @kube_app.command
@@ -377,53 +378,33 @@ def cancel(name: str, *, target: KubeTarget = _TARGET, kind: KindFlag = "job", v
            trial: TrialFlag = None) -> int:
     """Cancel a run: operator mode sets the AIPerfJob's spec.cancel, direct mode suspends the JobSet; its pods stop.
 
+    With --kind sweep the AIPerfSweep is cancelled: its current child is cancelled, no other starts.
+
     Parameters
     ----------
     name
         Run name (with --kind sweep: the AIPerfSweep's).
-    kind
-        sweep: cancel the AIPerfSweep (its current child is cancelled, no other starts); with -v/-t
-        cancel that one child only.
-    variation
-        With --kind sweep: the variation (from 0) of the child to cancel.
-    trial
-        With --kind sweep: the trial (from 1) of the child to cancel.
     """
-    from aiperf.cli.kube_commands import cancel as run
-
-    if kind == "sweep" and variation is None and trial is None:
-        from aiperf.cli.kube_sweep import cancel_sweep
-
-        return cancel_sweep(target, name)
-    resolved = _resolved(target, name, kind, variation, trial)
-    if isinstance(resolved, int):
-        return resolved
-    return run(target, resolved)
+    return _act(target, Selector(name, kind, variation, trial), lambda run: run.cancel())
 
 
 @kube_app.command
-def delete(name: str, *, uid: str | None = None, target: KubeTarget = _TARGET, kind: KindFlag = "job") -> int:
+def delete(name: str, *, uid: str | None = None, target: KubeTarget = _TARGET, kind: KindFlag = "job",
+           variation: VariationFlag = None, trial: TrialFlag = None) -> int:
     """Delete a run: its AIPerfJob (operator mode), else its JobSet (with its pods), ConfigMap,
     RoleBinding, Role and ServiceAccount. Each object is deleted only if it is still the one
-    just read (UID precondition).
+    just read (UID precondition). With --kind sweep: the AIPerfSweep (the operator cancels its
+    children; they go with it).
 
     Parameters
     ----------
     name
         Run name.
     uid
-        Delete only if the run's JobSet has this UID (from `kube list -o json`): a newer run with
-        the same name is left alone.
-    kind
-        sweep: delete the AIPerfSweep NAME (the operator cancels its children; they go with it).
+        Delete only if the run (its JobSet, or its CR) has this UID (from `kube list -o json`): a
+        newer run with the same name is left alone.
     """
-    if kind == "sweep":
-        from aiperf.cli.kube_sweep import delete_sweep
-
-        return delete_sweep(target, name, uid=uid)
-    from aiperf.cli.kube_commands import delete as run
-
-    return run(target, name, uid=uid)
+    return _act(target, Selector(name, kind, variation, trial), lambda run: run.delete(uid))
 
 
 @kube_app.command
@@ -447,7 +428,7 @@ def preflight(*, target: KubeTarget = _TARGET,
     image_pull_secrets
         Image pull Secrets to check (repeatable or comma-separated).
     """
-    from aiperf.cli.kube_commands import preflight as run
+    from aiperf.cli.kube_preflight import preflight as run
 
     return run(target, env_from_secrets=env_from_secrets, api_key_secret=api_key_secret,
                headers_secret=headers_secret, image_pull_secrets=image_pull_secrets)
@@ -459,10 +440,8 @@ def cleanup(*, target: KubeTarget = _TARGET, older_than: str = "0s",
             dry_run: bool = False, yes: Annotated[bool, Parameter(name=["--yes", "-y"])] = False) -> int:
     """Delete the finished runs: AIPerfJobs Completed, Failed or Cancelled (with what they own),
     direct-mode JobSets Completed or Failed (with their ConfigMap, Secret, RoleBinding, Role and
-    ServiceAccount). Running and Suspended runs are never touched.
-
-    Each delete is fenced on the UID just listed: a new run with the same name is kept. Prints a
-    line per run deleted or kept; exit 1 when a delete failed.
+    ServiceAccount). Running and Suspended runs are never touched; each delete is fenced on the
+    UID just listed. Prints a line per run deleted or kept; exit 1 when a delete failed.
 
     Parameters
     ----------
@@ -484,13 +463,12 @@ def cleanup(*, target: KubeTarget = _TARGET, older_than: str = "0s",
 def show(name: str | None = None, *, target: KubeTarget = _TARGET,
          file: Annotated[str | None, Parameter(name=["--file", "-f"])] = None,
          output_format: Annotated[Literal["text", "yaml", "json"], Parameter(name=["--output", "-o"])] = "text",
-         ) -> int:
-    """Show a run's AIPerfJob: phase and sub-phase, progress, workers, startup issue, conditions,
-    results path and the spec's gist. With --file, render a CR file instead, offline: `${VAR}`
-    and `${VAR:-default}` resolved from the environment, checked like `kube validate`, and what
-    the operator would create for it.
-
-    Exit 0 shown, 1 a file's CR is invalid, 2 no such run or an unreadable file.
+         kind: KindFlag = "job", variation: VariationFlag = None, trial: TrialFlag = None) -> int:
+    """Show a run's AIPerfJob (phase and sub-phase, progress, workers, startup issue, conditions,
+    results path, the spec's gist) or, with --kind sweep, its AIPerfSweep. With --file, render a CR
+    file instead, offline: `${VAR}` and `${VAR:-default}` resolved from the environment, checked
+    like `kube validate`, and what the operator would create for it. Exit 0 shown, 1 a file's CR
+    is invalid, 2 no such run or an unreadable file.
 
     Parameters
     ----------
@@ -501,16 +479,16 @@ def show(name: str | None = None, *, target: KubeTarget = _TARGET,
     output_format
         text, or the object itself as yaml or json (a file: with its variables resolved).
     """
-    from aiperf.cli.kube_commands import _error
-    from aiperf.cli.kube_show import show_file, show_run
+    from aiperf.cli.kube_shared import EXIT_USER_ERROR, error
+    from aiperf.cli.kube_show import show_file
 
     if (name is None) == (file is None):
-        _error("kube show: give a run NAME or --file PATH (one of them)")
-        return 2
+        error("kube show: give a run NAME or --file PATH (one of them)")
+        return EXIT_USER_ERROR
     if file is not None:
         return show_file(file, fmt=output_format)
     assert name is not None
-    return show_run(target, name, fmt=output_format)
+    return _act(target, Selector(name, kind, variation, trial), lambda run: run.show(output_format))
 
 
 @kube_app.command
@@ -529,16 +507,17 @@ def attach(name: str, *, target: KubeTarget = _TARGET, interval: float = 1.0, ki
         Run name.
     interval
         Seconds between checks while waiting for the pod, and between polls without WebSockets.
-    kind
-        sweep: NAME is an AIPerfSweep; follow its child -v/-t (else its current child).
-    variation
-        With --kind sweep: the variation (from 0) of the child.
-    trial
-        With --kind sweep: the trial (from 1) of the child.
     """
-    from aiperf.cli.kube_attach import attach_command
+    from aiperf.cli.kube_attach import renderer_for
+    from aiperf.cli.kube_shared import EXIT_USER_ERROR, error, interruptible
 
-    resolved = _resolved(target, name, kind, variation, trial)
-    if isinstance(resolved, int):
-        return resolved
-    return attach_command(target, resolved, interval=interval)
+    if interval <= 0:
+        error(f"--interval {interval}: must be more than 0 seconds")
+        return EXIT_USER_ERROR
+    renderer = renderer_for(name)
+    try:
+        return interruptible(lambda: _act(target, Selector(name, kind, variation, trial),
+                                          lambda run: run.attach(renderer, interval)),
+                             f"detached; the run goes on (`aiperf kube attach {name}` again)")
+    finally:
+        renderer.close()

@@ -12,24 +12,25 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import aiohttp
 import anyio
-from kubernetes_asyncio.client import ApiClient
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from aiperf.cli.kube_commands import EXIT_FAILED, EXIT_OK, _error, _open, run_async
-from aiperf.cli.kube_options import KubeTarget
-from aiperf.kube import jobs, ops
-from aiperf.kube.client import KubeClusterError, KubeError
-from aiperf.kube.names import CONTROLLER_JOB, jobset_name
-from aiperf.kube.ops import _path
+from aiperf.cli.kube_pods import RunPods
+from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, error
+from aiperf.kube.containers import API_PORT
+from aiperf.kube.names import jobset_name
+from aiperf.kubeapi import PODS, KubeApi, KubeClusterError, KubeError, proxy_path
 from aiperf.messages import SystemState
 
 Snapshot = dict[str, Any]
+Ended = Callable[[], Awaitable[tuple[str, bool] | None]]
+"""Whether the run ended, by its own record (the AIPerfJob's phase, the JobSet's state):
+(state, succeeded), or None while it goes on."""
 FINAL_STATES = frozenset({SystemState.DONE, SystemState.FAILED, SystemState.CANCELLED})
 PROGRESS_PATH, WS_PATH = "/api/progress", "/ws/progress"
 
@@ -115,6 +116,11 @@ class BarRenderer:
         self._bar.stop()
 
 
+def renderer_for(name: str) -> Renderer:
+    """A bar on a terminal, lines otherwise."""
+    return BarRenderer(name) if sys.stdout.isatty() else LineRenderer(name)
+
+
 class _Refused(Exception):
     """The WebSocket upgrade was refused with this HTTP status: poll instead."""
 
@@ -127,27 +133,18 @@ class ProgressClient:
     """Reads the api's progress of one pod through the API server's pod proxy, with the
     ApiClient's own session, TLS settings and credentials."""
 
-    def __init__(self, api: ApiClient, namespace: str, pod: str, port: int = ops.API_PORT) -> None:
+    def __init__(self, api: KubeApi, namespace: str, pod: str, port: int = API_PORT) -> None:
         self._api = api
-        self._base = str(api.configuration.host).rstrip("/") + _path("v1", "pods", namespace, f"{pod}:{port}", "proxy")
+        self._base = api.url(proxy_path(PODS, namespace, pod, port))
         self.pod = pod
-
-    async def _headers(self) -> dict[str, str]:
-        headers: dict[str, str] = {}
-        await self._api.update_params_for_auth(headers, [], ["BearerToken"])
-        return headers
-
-    def _session(self) -> aiohttp.ClientSession:
-        session: aiohttp.ClientSession = self._api.rest_client.pool_manager
-        return session
 
     async def stream(self, on_snapshot: Callable[[Snapshot], bool]) -> bool:
         """Feed every snapshot the WebSocket sends to `on_snapshot` until it returns True (the
         run ended: return True) or the socket closes (return False). `_Refused` when the
         upgrade is refused; KubeError when the proxy forbids it."""
         try:
-            socket = await self._session().ws_connect(self._base + WS_PATH, headers=await self._headers(),
-                                                      proxy=self._api.rest_client.proxy, heartbeat=30.0)
+            socket = await self._api.session.ws_connect(self._base + WS_PATH, headers=await self._api.auth_headers(),
+                                                        proxy=self._api.proxy, heartbeat=30.0)
         except aiohttp.WSServerHandshakeError as exc:
             _check_status(exc.status, self.pod)
             raise _Refused(exc.status) from None
@@ -166,8 +163,8 @@ class ProgressClient:
     async def poll(self) -> Snapshot:
         """One `GET /api/progress`. KubeError when the proxy forbids it, KubeClusterError when
         the api cannot be reached or answers an error."""
-        async with self._session().get(self._base + PROGRESS_PATH, headers=await self._headers(),
-                                       proxy=self._api.rest_client.proxy) as response:
+        async with self._api.session.get(self._base + PROGRESS_PATH, headers=await self._api.auth_headers(),
+                                         proxy=self._api.proxy) as response:
             _check_status(response.status, self.pod)
             if response.status != 200:
                 raise KubeClusterError(f"GET {PROGRESS_PATH} on pod {self.pod} answered {response.status}")
@@ -181,33 +178,12 @@ def _check_status(status: int, pod: str) -> None:
                         "you need get on pods/proxy in the run's namespace")
 
 
-async def _run_ended(api: ApiClient, name: str, namespace: str) -> tuple[str, bool] | None:
-    """(state, succeeded) when the run's AIPerfJob or JobSet says it ended; None while it runs.
-    KubeError when there is no such run."""
-    job = await jobs.get_job(api, name, namespace)
-    if job is not None:
-        phase = jobs.phase_of(job)
-        return (str(phase), phase == "Completed") if phase in jobs.TERMINAL_PHASES else None
-    jobset = await ops.get_jobset(api, name, namespace)
-    if jobset is None:
-        raise KubeError(f"no run {name} in namespace {namespace}; `aiperf kube list -n {namespace}` shows the runs")
-    state = ops.jobset_state(jobset)
-    if state in ops.TERMINAL or state == ops.JobState.SUSPENDED:
-        return str(state), state == ops.JobState.COMPLETED
-    return None
-
-
-async def _serving_pod(api: ApiClient, name: str, namespace: str) -> str | None:
-    """The controller pod when it is Running, else None."""
-    pods = await ops.list_pods(api, name, namespace, replicated_job=CONTROLLER_JOB)
-    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
-    return str(running[-1]["metadata"]["name"]) if running else None
-
-
-async def attach(api: ApiClient, name: str, namespace: str, renderer: Renderer, *, interval: float = 1.0) -> int:
-    """Render run `name`'s progress until it ends; exit 0 when it completed, 1 when it failed or
-    was cancelled. Waits (checking every `interval` s) while the controller pod is not running
-    yet, reconnects after a lost connection, polls every `interval` s when WebSockets are refused."""
+async def attach(pods: RunPods, renderer: Renderer, *, ended: Ended, interval: float = 1.0) -> int:
+    """Render the progress of the run of `pods` until it ends; exit 0 when it completed, 1 when
+    it failed or was cancelled. Waits (checking every `interval` s) while the controller pod is
+    not running yet, reconnects after a lost connection, polls every `interval` s when
+    WebSockets are refused. `ended` tells when the run's own record says it is over."""
+    name, namespace = pods.name, pods.namespace
     final: list[Snapshot] = []
 
     def on_snapshot(snapshot: Snapshot) -> bool:
@@ -219,61 +195,45 @@ async def attach(api: ApiClient, name: str, namespace: str, renderer: Renderer, 
 
     websocket, waiting_noted = True, False
     while not final:
-        ended = await _run_ended(api, name, namespace)
-        if ended is not None:
-            renderer.note(f"run {name} {ended[0]}")
-            return EXIT_OK if ended[1] else EXIT_FAILED
-        pod = await _serving_pod(api, name, namespace)
+        if (over := await ended()) is not None:
+            renderer.note(f"run {name} {over[0]}")
+            return EXIT_OK if over[1] else EXIT_FAILED
+        pod = await pods.serving_pod()
         if pod is None:
             if not waiting_noted:
                 renderer.note(f"waiting for the controller pod of run {name} ({jobset_name(name)}) to run")
                 waiting_noted = True
             await anyio.sleep(interval)
             continue
-        client = ProgressClient(api, namespace, pod)
-        try:
-            if websocket:
-                try:
-                    if not await client.stream(on_snapshot):
-                        await anyio.sleep(interval)  # closed before the end: the api stopping, or a cut
-                    continue
-                except _Refused as refused:
-                    if refused.status == 503:  # the pod's api is not listening (yet, or any more)
-                        await anyio.sleep(interval)
-                        continue
-                    renderer.note(f"WebSocket refused ({refused.status}); polling {PROGRESS_PATH} "
-                                  f"every {interval:g}s")
-                    websocket = False
-            if not on_snapshot(await client.poll()):
-                await anyio.sleep(interval)
-        except (aiohttp.ClientError, KubeClusterError):
-            await anyio.sleep(interval)  # the pod went or the connection broke: check the run again
+        websocket = await _follow(ProgressClient(pods.api, namespace, pod), on_snapshot, renderer,
+                                  websocket=websocket, interval=interval)
     snapshot = final[0]
     if snapshot["state"] == SystemState.DONE:
         renderer.note(f"run {name} done; `aiperf kube results {name} --from-pods -n {namespace}` downloads it")
         return EXIT_OK
     reason = f": {snapshot['reason']}" if snapshot.get("reason") else ""
-    _error(f"run {name} {snapshot['state']}{reason}")
+    error(f"run {name} {snapshot['state']}{reason}")
     return EXIT_FAILED
 
 
-def attach_command(target: KubeTarget, name: str, *, interval: float) -> int:
-    """`kube attach NAME`: `attach` with a bar on a terminal, lines otherwise. Ctrl-C detaches
-    (exit 130); the run goes on."""
-    if interval <= 0:
-        _error(f"--interval {interval}: must be more than 0 seconds")
-        return 2
-    renderer: Renderer = BarRenderer(name) if sys.stdout.isatty() else LineRenderer(name)
-
-    async def work() -> int:
-        api, namespace = await _open(target)
-        async with api:
-            return await attach(api, name, namespace, renderer, interval=interval)
-
+async def _follow(client: ProgressClient, on_snapshot: Callable[[Snapshot], bool], renderer: Renderer, *,
+                  websocket: bool, interval: float) -> bool:
+    """One turn of following the pod's api: its WebSocket (or, once refused, one poll); whether
+    to keep using the WebSocket. A lost connection or a pod that went waits `interval`."""
     try:
-        return run_async(work)
-    except KeyboardInterrupt:  # pragma: no cover - interactive
-        print(f"\ndetached; the run goes on (`aiperf kube attach {name}` again)", file=sys.stderr)
-        return 130
-    finally:
-        renderer.close()
+        if websocket:
+            try:
+                if not await client.stream(on_snapshot):
+                    await anyio.sleep(interval)  # closed before the end: the api stopping, or a cut
+                return True
+            except _Refused as refused:
+                if refused.status == 503:  # the pod's api is not listening (yet, or any more)
+                    await anyio.sleep(interval)
+                    return True
+                renderer.note(f"WebSocket refused ({refused.status}); polling {PROGRESS_PATH} every {interval:g}s")
+                websocket = False
+        if not on_snapshot(await client.poll()):
+            await anyio.sleep(interval)
+    except (aiohttp.ClientError, KubeClusterError):
+        await anyio.sleep(interval)  # the pod went or the connection broke: check the run again
+    return websocket

@@ -15,16 +15,15 @@ import sys
 from collections.abc import Callable
 
 import anyio
-from kubernetes_asyncio.client import ApiClient
 
-from aiperf.cli.kube_commands import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, _error, _open, run_async
 from aiperf.cli.kube_flags import parse_duration
 from aiperf.cli.kube_options import KubeTarget
 from aiperf.cli.kube_runs import Run, age, age_seconds, list_runs, now
+from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, error, run_async, session
 from aiperf.cli.profile_args import FlagError
-from aiperf.kube import jobs, ops
-from aiperf.kube.client import KubeClusterError
-from aiperf.kube.crd_model import JOB_KIND
+from aiperf.crd.model import JOB_KIND
+from aiperf.kubeapi import KubeApi, KubeClusterError
+from aiperf.kuberun import direct, jobs
 
 Confirm = Callable[[str], bool]
 _COMPANIONS = " with its ConfigMap, Secret, RoleBinding, Role, ServiceAccount"
@@ -39,15 +38,15 @@ def _describe(run: Run) -> str:
     return f"{run.kind} {run.namespace}/{run.object_name}"
 
 
-async def _delete(api: ApiClient, run: Run) -> str | None:
+async def _delete(api: KubeApi, run: Run) -> str | None:
     """Delete one run fenced on its listed UID: None when deleted, else why it was kept.
     KubeClusterError for a failure of the cluster."""
     if run.kind == JOB_KIND:
         job = {"metadata": {"name": run.object_name, "namespace": run.namespace, "uid": run.uid}}
         return None if await jobs.delete_job(api, job) else "deleted or replaced by a new run meanwhile"
     try:
-        await ops.delete(api, run.name, run.namespace, uid=run.uid)
-    except ops.RunReplaced:
+        await direct.delete(api, run.name, run.namespace, uid=run.uid)
+    except direct.RunReplaced:
         return "replaced by a new run with the same name"
     return None
 
@@ -62,16 +61,15 @@ def cleanup(target: KubeTarget, *, older_than: str, all_namespaces: bool, dry_ru
     try:
         min_age = parse_duration("--older-than", older_than)
     except FlagError as exc:
-        _error(str(exc))
+        error(str(exc))
         return EXIT_USER_ERROR
     ask = None if yes else confirm or (_ask if sys.stdin.isatty() else None)
     if not (dry_run or yes or ask):
-        _error("kube cleanup deletes runs: pass --yes to confirm (or --dry-run to see what would go)")
+        error("kube cleanup deletes runs: pass --yes to confirm (or --dry-run to see what would go)")
         return EXIT_USER_ERROR
 
     async def work() -> int:
-        api, namespace = await _open(target)
-        async with api:
+        async with session(target) as (api, namespace):
             runs = (await list_runs(api, None if all_namespaces else namespace)).runs()
             moment = now()
             chosen = [r for r in runs
@@ -98,7 +96,7 @@ def cleanup(target: KubeTarget, *, older_than: str, all_namespaces: bool, dry_ru
                 try:
                     why = await _delete(api, run)
                 except KubeClusterError as exc:
-                    _error(f"{_describe(run)}: {exc}")
+                    error(f"{_describe(run)}: {exc}")
                     failed += 1
                     continue
                 if why is None:

@@ -17,12 +17,10 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 import anyio
 from aiohttp import web
-from kubernetes_asyncio.client import ApiClient
 
-from aiperf.cli.kube_commands import EXIT_FAILED, EXIT_OK, _error, _open, run_async
 from aiperf.cli.kube_options import KubeTarget
-from aiperf.kube.client import KubeClusterError, KubeError
-from aiperf.kube.ops import _path
+from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, error, run_async, session
+from aiperf.kubeapi import SERVICES, KubeApi, KubeClusterError, KubeError, proxy_path
 
 RESULTS_SERVICE = "aiperf-operator"
 RESULTS_PORT = 8081
@@ -78,7 +76,7 @@ async def _check_reachable(session: aiohttp.ClientSession, upstream: str, header
     except aiohttp.ClientError as exc:
         raise KubeClusterError(f"cannot reach the API server: {exc}") from None
     if status in (401, 403):
-            raise KubeError(f"not allowed to reach Service {RESULTS_SERVICE} in namespace {namespace} "
+        raise KubeError(f"not allowed to reach Service {RESULTS_SERVICE} in namespace {namespace} "
                         f"({status}): you need get on services/proxy there")
     if status >= 400:
         raise KubeError(f"no results server at Service {RESULTS_SERVICE}:{RESULTS_PORT} in namespace "
@@ -86,26 +84,17 @@ async def _check_reachable(session: aiohttp.ClientSession, upstream: str, header
                         "Pass its namespace with --operator-namespace")
 
 
-async def serve_dashboard(api: ApiClient, *, namespace: str, port: int, open_browser: bool,
+async def serve_dashboard(api: KubeApi, *, namespace: str, port: int, open_browser: bool,
                           opener: Callable[[str], object] | None = None,
                           task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
     """Check the results server answers, listen on 127.0.0.1:`port` (0: any free port), report
     the dashboard URL as started (and open it with `opener`, default `webbrowser.open`, when
     `open_browser`), and forward
     until cancelled. KubeError when the server cannot be reached."""
-    upstream = str(api.configuration.host).rstrip("/") + _path(
-        "v1", "services", namespace, f"{RESULTS_SERVICE}:{RESULTS_PORT}", "proxy")
-    session: aiohttp.ClientSession = api.rest_client.pool_manager
-    proxy = api.rest_client.proxy
-
-    async def auth() -> dict[str, str]:
-        headers: dict[str, str] = {}
-        await api.update_params_for_auth(headers, [], ["BearerToken"])
-        return headers
-
-    await _check_reachable(session, upstream, await auth(), proxy, namespace)
-    runner = web.AppRunner(ServiceForwarder(session=session, upstream=upstream, auth=auth, proxy=proxy).app(),
-                           access_log=None)
+    upstream = api.url(proxy_path(SERVICES, namespace, RESULTS_SERVICE, RESULTS_PORT))
+    await _check_reachable(api.session, upstream, await api.auth_headers(), api.proxy, namespace)
+    forwarder = ServiceForwarder(session=api.session, upstream=upstream, auth=api.auth_headers, proxy=api.proxy)
+    runner = web.AppRunner(forwarder.app(), access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, "127.0.0.1", port)
@@ -128,12 +117,11 @@ def dashboard_command(target: KubeTarget, *, operator_namespace: str, port: int,
     """`aiperf kube dashboard`: forward until Ctrl-C (exit 0); exit 2 for a results server that
     cannot be reached (with the reason), 1 when the cluster fails."""
     if not 0 <= port <= 65535:
-        _error(f"--port {port} is not a TCP port; give 0..65535 (0: any free port)")
+        error(f"--port {port} is not a TCP port; give 0..65535 (0: any free port)")
         return 2
 
     async def work() -> int:
-        api, _ = await _open(target)
-        async with api:
+        async with session(target) as (api, _):
             await serve_dashboard(api, namespace=operator_namespace, port=port, open_browser=open_browser)
         return EXIT_OK
 
@@ -142,7 +130,7 @@ def dashboard_command(target: KubeTarget, *, operator_namespace: str, port: int,
     except KeyboardInterrupt:
         return EXIT_OK
     except OSError as exc:
-        _error(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; pick another --port")
+        error(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; pick another --port")
         return EXIT_FAILED
 
 

@@ -19,16 +19,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from aiperf.cli.kube_commands import EXIT_OK, _open, run_async
-from aiperf.cli.kube_options import KubeTarget
-from aiperf.kube import jobs, ops
-from aiperf.kube.client import KubeClusterError, KubeError
-from aiperf.kube.crd_model import JOB_KIND
-from aiperf.kube.diagnosis import REPLICATED_JOB_LABEL as ROLE_LABEL
+from aiperf.cli.kube_shared import EXIT_OK
+from aiperf.crd.model import JOB_KIND
 from aiperf.kube.diagnosis import Blocker, classify, describe
 from aiperf.kube.names import CONTROLLER_JOB, WORKERS_JOB, WORKERS_LAST_JOB, jobset_name
+from aiperf.kube.names import REPLICATED_JOB_LABEL as ROLE_LABEL
+from aiperf.kubeapi import KubeApi, KubeClusterError, KubeError, Obj, event_time
+from aiperf.kuberun import direct
 
-Obj = dict[str, Any]
 SHOWN_EVENTS = 20
 """Events the text report shows (the newest); `-o json` has all of them."""
 _EXPLAINS = (("StartupFailed", "True"), ("TimedOut", "True"), ("ConfigValid", "False"),
@@ -36,29 +34,24 @@ _EXPLAINS = (("StartupFailed", "True"), ("TimedOut", "True"), ("ConfigValid", "F
 """Conditions that say why a run ended, most specific first."""
 
 
-def debug(target: KubeTarget, name: str, *, output_format: Literal["text", "json"]) -> int:
-    """`kube debug`: print the report of run `name` (see the module doc)."""
-
-    async def work() -> int:
-        api, namespace = await _open(target)
-        async with api:
-            job = await jobs.get_job(api, name, namespace)
-            jobset = await ops.get_jobset(api, name, namespace)
-            if job is None and jobset is None:
-                raise KubeError(f"no run {name} in namespace {namespace}: neither an AIPerfJob {name} nor a JobSet "
-                                f"{jobset_name(name)}; see `aiperf kube list -n {namespace}`")
-            pods = await ops.list_pods(api, name, namespace)
-            try:
-                events, events_error = await ops.list_events(api, namespace), None
-            except KubeClusterError as exc:  # e.g. no RBAC grant on events: the rest still helps
-                events, events_error = [], str(exc)
-        report = build_report(name, namespace, job=job, jobset=jobset, pods=pods, events=events)
-        if events_error is not None:
-            report["eventsError"] = events_error
-        print(json.dumps(report, indent=2) if output_format == "json" else render(report))
-        return EXIT_OK
-
-    return run_async(work)
+async def debug_run(api: KubeApi, name: str, namespace: str, job: Obj | None,
+                    output_format: Literal["text", "json"]) -> int:
+    """`kube debug`: print the report of run `name` (see the module doc); `job` is its AIPerfJob
+    as just read (None: direct mode)."""
+    jobset = await direct.get_jobset(api, name, namespace)
+    if job is None and jobset is None:
+        raise KubeError(f"no run {name} in namespace {namespace}: neither an AIPerfJob {name} nor a JobSet "
+                        f"{jobset_name(name)}; see `aiperf kube list -n {namespace}`")
+    pods = await direct.list_pods(api, name, namespace)
+    try:
+        events, events_error = await direct.list_events(api, namespace), None
+    except KubeClusterError as exc:  # e.g. no RBAC grant on events: the rest still helps
+        events, events_error = [], str(exc)
+    report = build_report(name, namespace, job=job, jobset=jobset, pods=pods, events=events)
+    if events_error is not None:
+        report["eventsError"] = events_error
+    print(json.dumps(report, indent=2) if output_format == "json" else render(report))
+    return EXIT_OK
 
 
 def build_report(name: str, namespace: str, *, job: Mapping[str, Any] | None, jobset: Mapping[str, Any] | None,
@@ -67,7 +60,7 @@ def build_report(name: str, namespace: str, *, job: Mapping[str, Any] | None, jo
     blocker = classify(pods)
     report: Obj = {"name": name, "namespace": namespace, "mode": "operator" if job is not None else "direct",
                    "job": _job(job) if job is not None else None,
-                   "jobset": {"name": jobset["metadata"]["name"], "state": str(ops.jobset_state(dict(jobset))),
+                   "jobset": {"name": jobset["metadata"]["name"], "state": str(direct.jobset_state(jobset)),
                               "uid": jobset["metadata"].get("uid")} if jobset is not None else None,
                    "pods": [_pod(p) for p in pods],
                    "events": [_event(e) for e in events if _about_run(e, name, jobset, pods)],
@@ -132,7 +125,7 @@ def _about_run(event: Mapping[str, Any], name: str, jobset: Mapping[str, Any] | 
 
 def _event(event: Mapping[str, Any]) -> Obj:
     involved = event.get("involvedObject") or event.get("regarding") or {}
-    return {"time": ops.event_time(event), "type": event.get("type"), "reason": event.get("reason"),
+    return {"time": event_time(event), "type": event.get("type"), "reason": event.get("reason"),
             "object": f"{involved.get('kind')}/{involved.get('name')}", "count": event.get("count") or 1,
             "message": " ".join(str(event.get("message") or event.get("note") or "").split())}
 

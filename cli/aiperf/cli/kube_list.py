@@ -3,34 +3,32 @@ each time a run changes, like `kubectl get -w`.
 
 The runs are the AIPerfJobs (when the cluster serves the CRD) and the direct-mode JobSets
 (`aiperf.cli.kube_runs`). The watch follows both collections from the list's resourceVersion
-(`aiperf.kube.watch.follow`): a cut or timed-out watch resumes where it stopped, an expired one
+(`aiperf.kubeapi.watch`): a cut or timed-out watch resumes where it stopped, an expired one
 lists again and prints what changed meanwhile (a run gone shows as Deleted).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable
+from contextlib import aclosing
 from typing import Any
 
 import anyio
-from kubernetes_asyncio.client import ApiClient
 
-from aiperf.cli.kube_commands import EXIT_OK, EXIT_USER_ERROR, _error, _open, run_async
 from aiperf.cli.kube_options import KubeTarget
-from aiperf.cli.kube_runs import (
-    SELECTOR,
-    Run,
-    age,
-    job_path,
-    jobset_path,
-    list_runs,
-    now,
-    run_of_job,
-    run_of_jobset,
+from aiperf.cli.kube_runs import SELECTOR, Run, age, list_runs, now, run_of_job, run_of_jobset, served
+from aiperf.cli.kube_shared import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USER_ERROR,
+    error,
+    interruptible,
+    run_async,
+    session,
 )
-from aiperf.kube.crd_model import JOB_KIND
-from aiperf.kube.watch import Listing, follow
+from aiperf.crd.model import JOB_KIND
+from aiperf.kubeapi import JOBSETS, Event, KubeApi, KubeClusterError, Listing, Resource, watch
+from aiperf.kuberun.jobs import JOBS
 
 Emit = Callable[[str], None]
 DELETED = "Deleted"
@@ -110,37 +108,49 @@ def _run(kind: str, obj: dict[str, Any]) -> Run | None:
     return run_of_job(obj) if kind == JOB_KIND else run_of_jobset(obj)
 
 
-async def watch_runs(api: ApiClient, namespace: str | None, *, emit: Emit = _print) -> None:
+async def watch_runs(api: KubeApi, namespace: str | None, *, emit: Emit = _print) -> None:
     """Print the table of the runs of `namespace` (None: all), then a row per change; until
     cancelled. KubeClusterError when the watch keeps failing."""
     collections = await list_runs(api, namespace)
     table = Table(all_namespaces=namespace is None, progress=collections.jobs is not None, emit=emit)
     runs = collections.runs()
     table.start(runs)
-    watch = RunWatch(runs, table)
-    async def follow_kind(kind: str, path: str, start: Listing, selector: str | None) -> None:
-        await follow(api, path, start, label_selector=selector, on_list=lambda items: watch.relisted(kind, items),
-                     on_event=lambda event_type, obj: watch.event(kind, event_type, obj))
+    seen = RunWatch(runs, table)
+
+    async def follow(resource: Resource, start: Listing, selector: str | None) -> None:
+        async def relist() -> Listing:
+            fresh = await served(api, resource, namespace, label_selector=selector)
+            if fresh is None:
+                raise KubeClusterError(f"{resource.plural} are no longer served (the CRD was deleted?)")
+            return fresh
+
+        changes = watch(api, resource.path(namespace), start=start, relist=relist, label_selector=selector,
+                        resume=True)
+        async with aclosing(changes):
+            async for change in changes:
+                if isinstance(change, Event):
+                    seen.event(resource.kind, change.type, change.object)
+                else:
+                    seen.relisted(resource.kind, change.items)
 
     async with anyio.create_task_group() as tg:
         if collections.jobs is not None:
-            tg.start_soon(follow_kind, JOB_KIND, job_path(namespace), collections.jobs, None)
-        tg.start_soon(follow_kind, "JobSet", jobset_path(namespace), collections.jobsets, SELECTOR)
+            tg.start_soon(follow, JOBS, collections.jobs, None)
+        tg.start_soon(follow, JOBSETS, collections.jobsets, SELECTOR)
 
 
-def list_command(target: KubeTarget, *, all_namespaces: bool, watch: bool, timeout: float | None) -> int:
+def list_command(target: KubeTarget, *, all_namespaces: bool, follow: bool, timeout: float | None) -> int:
     """`kube list`: the table of runs (NAME, STATE, AGE; PROGRESS when the cluster serves
-    AIPerfJobs; NAMESPACE first with --all-namespaces). With `watch`, then a row per change until
+    AIPerfJobs; NAMESPACE first with --all-namespaces). With `follow`, then a row per change until
     Ctrl-C or `timeout` seconds (exit 0 either way)."""
-    if timeout is not None and (not watch or timeout <= 0):
-        _error(f"--timeout {timeout}: " + ("only with --watch" if not watch else "must be more than 0 seconds"))
+    if timeout is not None and (not follow or timeout <= 0):
+        error(f"--timeout {timeout}: " + ("only with --watch" if not follow else "must be more than 0 seconds"))
         return EXIT_USER_ERROR
 
     async def work() -> int:
-        api, namespace = await _open(target)
-        async with api:
+        async with session(target) as (api, namespace):
             scope = None if all_namespaces else namespace
-            if watch:
+            if follow:
                 with anyio.move_on_after(timeout):
                     await watch_runs(api, scope)
                 return EXIT_OK
@@ -152,8 +162,5 @@ def list_command(target: KubeTarget, *, all_namespaces: bool, watch: bool, timeo
         Table(all_namespaces=all_namespaces, progress=collections.jobs is not None).start(runs)
         return EXIT_OK
 
-    try:
-        return run_async(work)
-    except KeyboardInterrupt:  # pragma: no cover - interactive
-        print(file=sys.stderr)
-        return EXIT_OK
+    code = interruptible(lambda: run_async(work), "")
+    return EXIT_OK if code == EXIT_INTERRUPTED else code

@@ -9,46 +9,23 @@ the generated CRD (schema and CEL) before it is printed.
 from __future__ import annotations
 
 import json
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 import yaml
-from kubernetes_asyncio.client import ApiClient
 
-from aiperf.cli.kube_commands import (
-    DEFAULT_IMAGE_PARTS,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USER_ERROR,
-    Deployment,
-    _error,
-    _fetch,
-    _retire,
-    build_deployment,
-    guarded,
-    write_output,
-)
+from aiperf.cli.kube_deploy import DEFAULT_IMAGE_PARTS, Deployment, build_deployment
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
+from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, guarded, write_output
 from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import ProfileFlags
 from aiperf.config import SECRET_ENV_VARS
 from aiperf.config.aiperf_form import to_aiperf_body
 from aiperf.config.loader import REDACTED
-from aiperf.kube import KubeConfigError, jobs, ops, sidecar
-from aiperf.kube.client import KubeClusterError
-from aiperf.kube.crd_model import (
-    API_GROUP,
-    API_KEY_ENV_NAMES,
-    API_VERSION,
-    HEADERS_ENV_NAME,
-    JOB_KIND,
-    JobPhase,
-)
-from aiperf.kube.crd_validation import Problem, validate_resource
+from aiperf.crd.model import API_GROUP, API_KEY_ENV_NAMES, API_VERSION, HEADERS_ENV_NAME, JOB_KIND
+from aiperf.crd.validation import Problem, validate_resource
+from aiperf.kube import KubeConfigError
 
 
 def compact(value: Any) -> Any:
@@ -133,94 +110,19 @@ def generate_job(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlag
     Exit 2 when a flag is wrong or the CR would not pass the CRD (one line per problem)."""
 
     def work() -> int:
-        job = build_job(build_deployment(target, deploy, flags), log_level=deploy.log_level)
-        problems = validate_resource(job)
-        if problems:
-            raise KubeConfigError("the AIPerfJob would be rejected: " + "; ".join(map(str, problems)))
+        job = rejected_if_invalid(build_job(build_deployment(target, deploy, flags), log_level=deploy.log_level))
         return write_output(yaml.safe_dump(job, sort_keys=False), output)
 
     return guarded(work)
 
 
-class JobProgress:
-    """Prints a line each time an AIPerfJob's phase, sub-phase or request count changes (the
-    watch's `on_event`). `clock` returns seconds (injected for tests)."""
-
-    def __init__(self, name: str, clock: Callable[[], float] = time.monotonic) -> None:
-        self._name, self._clock, self._t0 = name, clock, clock()
-        self._last: tuple[Any, ...] | None = None
-
-    def __call__(self, job: dict[str, Any]) -> None:
-        status = job.get("status") or {}
-        line = (status.get("phase") or "Submitted", status.get("subPhase"), status.get("requestsCompleted"),
-                status.get("requestsTotal"))
-        if line == self._last:
-            return
-        self._last = line
-        detail = f" ({line[1]})" if line[1] else ""
-        if line[2] is not None:
-            detail += f", {line[2]}/{line[3] if line[3] is not None else '?'} requests"
-        print(f"[{self._clock() - self._t0:6.1f}s] run {self._name}: {line[0]}{detail}", flush=True)
-
-
-def _why(job: dict[str, Any]) -> str:
-    """The message of the first False condition of a failed run (what `kubectl describe` shows)."""
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("status") == ("True" if cond.get("type") == "TimedOut" else "False") and cond.get("message"):
-            return str(cond["message"])
-    return "see `kubectl describe aiperfjob`"
-
-
-async def submit_job(api: ApiClient, deployment: Deployment, *, log_level: str, detach: bool,
-                     artifact_dir: str, keep_sidecar: bool = False) -> int:
-    """`kube profile` in operator mode: create the run's AIPerfJob (checked against the CRD
-    first), then unless `detach` watch its `status.phase` until it ends; then download the results
-    (partial ones of a failed run too) from the controller pod's results sidecar and shut that
-    down unless `keep_sidecar`. An attached client (or `keep_sidecar`) marks the CR with
-    `KEEP_SIDECAR_ANNOTATION`, so the operator, which copies the results to its own volume
-    first, leaves the sidecar to it. Exit 0 completed, 1 failed or cancelled."""
-    job = build_job(deployment, log_level=log_level)
-    if keep_sidecar or not detach:
-        job["metadata"].setdefault("annotations", {})[sidecar.KEEP_SIDECAR_ANNOTATION] = "true"
-    problems = validate_resource(job)
+def rejected_if_invalid(cr: dict[str, Any]) -> dict[str, Any]:
+    """`cr` (an AIPerfJob or AIPerfSweep) when the generated CRD accepts it; KubeConfigError
+    naming every problem otherwise."""
+    problems = validate_resource(cr)
     if problems:
-        raise KubeConfigError("the AIPerfJob would be rejected: " + "; ".join(map(str, problems)))
-    name, namespace = deployment.settings.name, deployment.settings.namespace
-    await ops.ensure_namespace_exists(api, namespace)
-    await jobs.create_job(api, job)
-    print(f"created AIPerfJob {namespace}/{name}; the operator creates and runs its JobSet")
-    if detach:
-        print(f"run {name} submitted; follow it with `kubectl get aiperfjob {name} -n {namespace} -w`, "
-              f"cancel it with `aiperf kube cancel {name} -n {namespace}`")
-        return EXIT_OK
-    last: dict[str, Any] = {}
-    progress = JobProgress(name)
-
-    def on_event(obj: dict[str, Any]) -> None:
-        last.update(obj)
-        progress(obj)
-
-    phase = await jobs.watch_job_until_done(api, name, namespace, on_event)
-    if phase == JobPhase.CANCELLED:
-        _error(f"run {name} was cancelled")
-        return EXIT_FAILED
-    stored = (last.get("status") or {}).get("resultsPath")
-    end = await sidecar.controller_end(api, name, namespace)
-    code = EXIT_FAILED
-    if end is not None and end.pod is not None:
-        try:
-            code = await _fetch(api, name, namespace, artifact_dir, pod=end.pod)
-        except KubeClusterError as exc:
-            if phase == JobPhase.COMPLETED and not stored:
-                raise
-            print(f"warning: no results from the results sidecar: {exc}", file=sys.stderr)
-        await _retire(api, name, namespace, end.pod, keep=keep_sidecar, ttl_s=deployment.settings.ttl_seconds)
-    if stored:
-        print(f"results stored by the operator under {stored} (run epoch {last['status'].get('runEpoch')})")
-    if phase == JobPhase.FAILED:
-        _error(f"run {name} failed: {_why(last)}")
-        return EXIT_FAILED
-    return EXIT_OK if stored else code
+        raise KubeConfigError(f"the {cr.get('kind')} would be rejected: " + "; ".join(map(str, problems)))
+    return cr
 
 
 def _documents(path: str) -> tuple[list[Any], Problem | None]:

@@ -17,11 +17,9 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
-from kubernetes_asyncio.client import ApiClient
 
-from aiperf.kube import jobs
-from aiperf.kube.client import KubeClusterError, KubeError
-from aiperf.kube.ops import _path
+from aiperf.kubeapi import SERVICES, KubeApi, KubeClusterError, KubeError, proxy_path
+from aiperf.kuberun import jobs
 
 OPERATOR_NAMESPACE = "aiperf-system"
 SERVICE, PORT = "aiperf-operator", "http-results"
@@ -37,19 +35,16 @@ class NoResultsServer(KubeClusterError):
 class ResultsServerClient:
     """GETs on the results server through the services proxy of `namespace`/`service`:`port`."""
 
-    def __init__(self, api: ApiClient, *, namespace: str = OPERATOR_NAMESPACE, service: str = SERVICE,
+    def __init__(self, api: KubeApi, *, namespace: str = OPERATOR_NAMESPACE, service: str = SERVICE,
                  port: str = PORT) -> None:
         self._api = api
         self._where = f"service {namespace}/{service}:{port}"
-        self._base = str(api.configuration.host).rstrip("/") + _path("v1", "services", namespace,
-                                                                      f"{service}:{port}", "proxy")
+        self._base = api.url(proxy_path(SERVICES, namespace, service, port))
 
     async def _get(self, path: str) -> aiohttp.ClientResponse:
-        headers: dict[str, str] = {}
-        await self._api.update_params_for_auth(headers, [], ["BearerToken"])
-        session: aiohttp.ClientSession = self._api.rest_client.pool_manager
         try:
-            response = await session.get(self._base + path, headers=headers, proxy=self._api.rest_client.proxy)
+            response = await self._api.session.get(self._base + path, headers=await self._api.auth_headers(),
+                                                   proxy=self._api.proxy)
         except aiohttp.ClientError as exc:
             raise KubeClusterError(f"the API server cannot be reached: {exc}") from None
         if response.status in (401, 403):
@@ -105,7 +100,7 @@ def _detail(body: bytes) -> str | None:
     return str(value["detail"]) if isinstance(value, dict) and "detail" in value and "status_code" in value else None
 
 
-async def fetch_stored(api: ApiClient, name: str, namespace: str, artifact_dir: str, *, epoch: str | None,
+async def fetch_stored(api: KubeApi, name: str, namespace: str, artifact_dir: str, *, epoch: str | None,
                        client: ResultsServerClient) -> Path:
     """Download run `epoch` (see the module doc for the default) of `namespace/name` into
     ARTIFACT_DIR/NAME/; returns that folder. KubeError when there is no such run (a user

@@ -6,22 +6,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
+from aiperf.crd.model import JOB_KIND
+from aiperf.kubeapi import JOBSETS, ApiError, KubeApi, KubeClusterError, Listing, Obj, Resource
+from aiperf.kuberun import direct, jobs
 
-from aiperf.kube import jobs, ops
-from aiperf.kube.client import KubeClusterError
-from aiperf.kube.crd_model import JOB_KIND
-from aiperf.kube.ops import _path
-from aiperf.kube.watch import Listing, list_collection
-
-Obj = dict[str, Any]
-SELECTOR = f"{ops.APP_LABEL}={ops.APP_LABEL_VALUE}"
+SELECTOR = direct.RUN_SELECTOR
 """The label every direct-mode JobSet carries (the operator's JobSets too)."""
 
 FINISHED_PHASES = frozenset(str(p) for p in jobs.TERMINAL_PHASES)
-FINISHED_STATES = frozenset(str(s) for s in ops.TERMINAL)
+FINISHED_STATES = frozenset(str(s) for s in direct.TERMINAL)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,9 +69,9 @@ def run_of_jobset(jobset: Obj) -> Run | None:
     meta = jobset.get("metadata") or {}
     if any(o.get("kind") == JOB_KIND and o.get("controller") for o in meta.get("ownerReferences") or []):
         return None
-    summary = ops.summarize(jobset)
+    summary = direct.summarize(jobset)
     finished = None
-    if summary.state in ops.TERMINAL:
+    if summary.state in direct.TERMINAL:
         finished = next((c.get("lastTransitionTime") for c in (jobset.get("status") or {}).get("conditions") or []
                          if c.get("type") == str(summary.state) and c.get("status") == "True"), None)
     return Run(kind="JobSet", namespace=summary.namespace, name=summary.name, object_name=summary.jobset,
@@ -87,12 +81,12 @@ def run_of_jobset(jobset: Obj) -> Run | None:
 
 def job_path(namespace: str | None) -> str:
     """The AIPerfJob collection of `namespace` (None: every namespace)."""
-    return _path(jobs.CR_API_VERSION, jobs.PLURAL, namespace)
+    return jobs.JOBS.path(namespace)
 
 
 def jobset_path(namespace: str | None) -> str:
     """The JobSet collection of `namespace` (None: every namespace)."""
-    return _path(ops.JOBSET_API_VERSION, ops.JOBSETS, namespace)
+    return JOBSETS.path(namespace)
 
 
 @dataclass(frozen=True)
@@ -109,15 +103,27 @@ class Collections:
         return sorted(found, key=lambda r: (r.created or "", r.namespace, r.name, r.kind))
 
 
-async def list_runs(api: ApiClient, namespace: str | None) -> Collections:
+async def list_runs(api: KubeApi, namespace: str | None) -> Collections:
     """List the AIPerfJobs (when served) and the aiperf JobSets of `namespace` (None: all).
     KubeClusterError when the JobSet API is not installed or a list fails."""
-    job_listing = await list_collection(api, job_path(namespace))
-    jobset_listing = await list_collection(api, jobset_path(namespace), label_selector=SELECTOR)
+    job_listing = await served(api, jobs.JOBS, namespace)
+    jobset_listing = await served(api, JOBSETS, namespace, label_selector=SELECTOR)
     if jobset_listing is None:
         raise KubeClusterError("the JobSet API (jobset.x-k8s.io) is not installed in this cluster; "
                                "install JobSet first")
     return Collections(job_listing, jobset_listing)
+
+
+async def served(api: KubeApi, resource: Resource, namespace: str | None, *,
+                 label_selector: str | None = None) -> Listing | None:
+    """Every object of `resource` in `namespace` (None: all), narrowed by `label_selector`;
+    None when the API server does not serve the type (404). KubeClusterError for another error."""
+    try:
+        return await api.list_all(resource, namespace, label_selector=label_selector)
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise KubeClusterError(f"listing {resource.plural} failed: {exc.describe()}") from None
 
 
 def age(timestamp: str | None, now: datetime) -> str:

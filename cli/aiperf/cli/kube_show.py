@@ -17,19 +17,18 @@ from typing import Any, Literal
 
 import yaml
 
-from aiperf.cli.kube_commands import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, _error, _open, run_async
 from aiperf.cli.kube_operator import compact
-from aiperf.cli.kube_options import KubeTarget
 from aiperf.cli.kube_runs import age, now
+from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, error
 from aiperf.config import ConfigError
 from aiperf.config.templating import render_document
-from aiperf.kube import jobs, ops
-from aiperf.kube.crd_model import JOB_KIND, AIPerfJobSpec, AIPerfSweepSpec, decode_spec
-from aiperf.kube.crd_validation import validate_resource
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec, decode_spec
+from aiperf.crd.validation import validate_resource
 from aiperf.kube.layout import WorkerLayout
 from aiperf.kube.names import config_map_name, curve_secret_name, jobset_name
+from aiperf.kubeapi import Obj
+from aiperf.kuberun.direct import jobset_state
 
-Obj = dict[str, Any]
 Format = Literal["text", "yaml", "json"]
 def _rendered(doc: Any, environ: Mapping[str, str]) -> Any:
     """A CR document with its spec's `${VAR}` references and Jinja2 templates resolved."""
@@ -114,16 +113,16 @@ def show_file(path: str, *, fmt: Format, environ: Mapping[str, str] | None = Non
         documents = [_rendered(d, os.environ if environ is None else environ)
                      for d in yaml.safe_load_all(Path(path).read_text()) if d is not None]
     except OSError as exc:
-        _error(f"{path}: cannot read the file: {exc.strerror}")
+        error(f"{path}: cannot read the file: {exc.strerror}")
         return EXIT_USER_ERROR
     except ConfigError as exc:
-        _error(f"{path}: {exc}")
+        error(f"{path}: {exc}")
         return EXIT_USER_ERROR
     except yaml.YAMLError as exc:
-        _error(f"{path}: not valid YAML: {str(exc).splitlines()[0]}")
+        error(f"{path}: not valid YAML: {str(exc).splitlines()[0]}")
         return EXIT_USER_ERROR
     if not documents:
-        _error(f"{path}: no YAML documents")
+        error(f"{path}: no YAML documents")
         return EXIT_USER_ERROR
     if fmt != "text":
         print(_dump(documents[0] if len(documents) == 1 else documents, fmt), end="")
@@ -196,26 +195,41 @@ def render_job(job: Obj) -> list[str]:
     return [*lines, "Spec:", *(f"  {line}" for line in _spec_lines(spec))]
 
 
-def show_run(target: KubeTarget, name: str, *, fmt: Format) -> int:
-    """`kube show NAME`: the run's AIPerfJob rendered (or as YAML/JSON). A direct-mode run (a
-    JobSet, no CR) gets a one-line summary. Exit 2 when there is no such run."""
+def show_job(job: Obj, fmt: Format) -> int:
+    """`kube show NAME` of an AIPerfJob: rendered, or as stored (yaml, json)."""
+    print(_dump(job, fmt) if fmt != "text" else "\n".join(render_job(job)) + "\n", end="")
+    return EXIT_OK
 
-    async def work() -> int:
-        api, namespace = await _open(target)
-        async with api:
-            job = await jobs.get_job(api, name, namespace)
-            jobset = None if job is not None else await ops.get_jobset(api, name, namespace)
-        if job is not None:
-            print(_dump(job, fmt) if fmt != "text" else "\n".join(render_job(job)) + "\n", end="")
-            return EXIT_OK
-        if jobset is None:
-            _error(f"no run {name} in namespace {namespace}; `aiperf kube list -n {namespace}` shows the runs")
-            return EXIT_USER_ERROR
-        if fmt != "text":
-            print(_dump(jobset, fmt), end="")
-        else:
-            print(f"run {name} is a direct-mode run (JobSet {jobset_name(name)}, no AIPerfJob): "
-                  f"{ops.jobset_state(jobset)}; `aiperf kube logs {name} -n {namespace}` shows its controller")
+
+def show_jobset(name: str, namespace: str, jobset: Obj | None, fmt: Format) -> int:
+    """`kube show NAME` of a direct-mode run (a JobSet, no CR): a one-line summary, or the JobSet
+    as stored. Exit 2 when there is none."""
+    if jobset is None:
+        error(f"no run {name} in namespace {namespace}; `aiperf kube list -n {namespace}` shows the runs")
+        return EXIT_USER_ERROR
+    if fmt != "text":
+        print(_dump(jobset, fmt), end="")
+    else:
+        print(f"run {name} is a direct-mode run (JobSet {jobset_name(name)}, no AIPerfJob): "
+              f"{jobset_state(jobset)}; `aiperf kube logs {name} -n {namespace}` shows its controller")
+    return EXIT_OK
+
+
+def show_sweep(sweep: Obj, fmt: Format) -> int:
+    """`kube show NAME --kind sweep`: the AIPerfSweep's phase, runs and results, then its
+    spec's gist; or as stored (yaml, json)."""
+    if fmt != "text":
+        print(_dump(sweep, fmt), end="")
         return EXIT_OK
-
-    return run_async(work)
+    meta, status = sweep.get("metadata") or {}, sweep.get("status") or {}
+    done = int(status.get("completedRuns") or 0) + int(status.get("failedRuns") or 0)
+    lines = _fields([
+        ("Name", meta.get("name")), ("Namespace", meta.get("namespace")), ("UID", meta.get("uid")),
+        ("Phase", status.get("phase") or "Pending"), ("Runs", f"{done}/{status.get('totalRuns', '?')} done"),
+        ("Current child", status.get("currentChild")), ("Results", status.get("resultsPath"))])
+    try:
+        spec = decode_spec(sweep.get("spec") or {}, SWEEP_KIND)
+    except ConfigError:
+        spec = None
+    print("\n".join([*lines, *(["Spec:", *(f"  {line}" for line in _spec_lines(spec))] if spec else [])]))
+    return EXIT_OK

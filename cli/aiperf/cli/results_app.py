@@ -1,4 +1,5 @@
-"""`aiperf results ...`: stored results over HTTP, on a workstation (`aiperf.results.serve`)."""
+"""`aiperf results ...`: stored results over HTTP, on a workstation (the results-server service,
+run in this process by its catalog name, as `aiperf service` runs a service)."""
 
 from __future__ import annotations
 
@@ -41,8 +42,11 @@ def serve(directory: str, *, port: int = 8081, host: str = "127.0.0.1",
         A kubeconfig (its current context): the dashboard's job pages then follow AIPerfJobs
         live (`/api/v1/jobs/<ns>/<name>/status` and its WebSocket), as in the operator.
     """
+    import importlib
     from pathlib import Path
 
-    from aiperf.results.serve import run_server
+    from aiperf.config.catalog import RESULTS_SERVER
 
-    return run_server(Path(directory), host=host, port=port, layout=layout, kubeconfig=kubeconfig)
+    server = importlib.import_module(RESULTS_SERVER.module)
+    code: int = server.run_server(Path(directory), host=host, port=port, layout=layout, kubeconfig=kubeconfig)
+    return code

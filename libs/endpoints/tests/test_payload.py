@@ -79,13 +79,23 @@ def test_extra_inputs_stream_options_replace_ours() -> None:
 
 @pytest.mark.parametrize("kind", list(EndpointType))
 def test_fast_path_equals_slow_path(kind: EndpointType) -> None:
+    from aiperf.endpoints import spec_of
+
+    key = spec_of(kind).prompt_field
     fast = PayloadBuilder(endpoint_type=kind, model="m", streaming=True, extra_inputs={"top_p": 0.5})
-    slow = PayloadBuilder(endpoint_type=kind, model="m", streaming=True,
-                          extra_inputs={"top_p": 0.5, "messages" if kind == "chat" else
-                                        ("prompt" if kind == "completions" else "input"): None})
+    slow = PayloadBuilder(endpoint_type=kind, model="m", streaming=True, extra_inputs={"top_p": 0.5, key: None})
     a = orjson.loads(fast.build('q"\n', max_tokens=4))
     b = orjson.loads(slow.build('q"\n', max_tokens=4))
-    key = {"chat": "messages", "completions": "prompt", "embeddings": "input"}[kind]
     assert b[key] is None
     b[key] = a[key]
     assert a == b
+
+
+def test_the_catalog_has_one_entry_per_endpoint_kind() -> None:
+    from aiperf.endpoints import CATALOG, spec_of
+
+    assert [spec.kind for spec in CATALOG] == list(EndpointType)
+    assert len({spec.path for spec in CATALOG}) == len(CATALOG)
+    for spec in CATALOG:
+        assert spec_of(str(spec.kind)) is spec and spec.path.startswith("/")
+        assert spec.produces_tokens == (spec.token_field is not None)  # a limit only where tokens come back

@@ -124,17 +124,17 @@ def test_controller_pod_runs_the_six_control_services_and_the_results_sidecar(ty
     assert ports["http-api"] == 9090 and ports["http-results"] == 9091
     assert sorted(v for k, v in ports.items() if k.startswith("health-")) == [*range(8080, 8086), 8089, 8090]
     sidecar = containers[-2]
-    assert sidecar["image"] == "registry.example.com/aiperf/api:0.1.0"
-    assert sidecar["args"] == ["serve-results", "--artifact-dir", "/aiperf/artifacts", "--port", "9091",
+    assert sidecar["image"] == "registry.example.com/aiperf/results-sidecar:0.1.0"
+    assert sidecar["args"] == ["--artifact-dir", "/aiperf/artifacts", "--port", "9091",
                                "--controller-health-port", "8080", "--linger-s", str(typical[0].ttl_seconds),
                                "--wait-for", ".aiperf_server_metrics_done.json"]  # server metrics on by default
     assert sidecar["volumeMounts"] == [{"name": "artifacts", "mountPath": "/aiperf/artifacts", "readOnly": True}]
     assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health-results"}
 
 
-    metrics = containers[-1]  # the system-controller's image with its server-metrics command
-    assert metrics["image"] == "registry.example.com/aiperf/system-controller:0.1.0"
-    assert metrics["args"] == ["server-metrics", "--config", "/config/run_config.json"]
+    metrics = containers[-1]  # the server-metrics manager, its own image
+    assert metrics["image"] == "registry.example.com/aiperf/server-metrics-manager:0.1.0"
+    assert metrics["args"] == ["--config", "/config/run_config.json"]
     assert {m["name"] for m in metrics["volumeMounts"]} == {"ipc", "artifacts", "config", "curve"}
 
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import anyio
 import pytest
-from _runs import FILES, complete
 from litestar import get
 from litestar.testing import TestClient
 
 from aiperf.results import disk
 from aiperf.results.app import create_app
 from aiperf.results.index import ResultsIndex
+from aiperf.testing.stored_runs import FILES, complete
 
 NS, JOB = "bench", "run"
 OLD, NEW = "1700000000111111", "1700000100222222"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from _runs import FILES, complete
 
 from aiperf.results import disk
 from aiperf.results.index import ResultsIndex, RunConflict, keep_from_env
+from aiperf.testing.stored_runs import FILES, complete
 
 pytestmark = pytest.mark.anyio
 NS, JOB = "bench", "run"

@@ -1,9 +1,10 @@
 """The mock OpenAI-compatible server as one raw ASGI callable (no framework on the hot path).
 
-Routes::
+Routes (the POST ones are the endpoint kinds of `aiperf.endpoints.catalog`, each answered in its
+kind's `Answer` shape, its prompt read from the kind's prompt field)::
 
-    POST /v1/chat/completions   streaming (SSE) and non-streaming
-    POST /v1/completions        streaming (SSE) and non-streaming
+    POST /v1/chat/completions   chat completions, streaming (SSE) and non-streaming
+    POST /v1/completions        text completions, streaming (SSE) and non-streaming
     POST /v1/embeddings         deterministic unit vectors, ``embedding_dim`` floats per input
     GET  /v1/models             the configured model (requests may name any model; it is echoed)
     GET  /health                {"status": "ok"}
@@ -35,6 +36,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from aiperf.endpoints.catalog import CATALOG, Answer
 from aiperf.mock_server.config import MockConfig
 from aiperf.mock_server.faults import Fault, serve_fault
 from aiperf.mock_server.stats import ENDPOINTS, VLLM, Counter, StatsBoard, request_slot
@@ -57,9 +59,11 @@ _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no
 _PROM_HEADERS = [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")]
 _DONE = b"data: [DONE]\n\n"
 
-_CHAT, _COMPLETIONS, _EMBEDDINGS, _MODELS, _HEALTH, _METRICS, _STATS, _OTHER = range(len(ENDPOINTS))
+_KINDS = len(CATALOG)
+"""Routes 0 .. _KINDS - 1 are the endpoint kinds, in catalog order."""
+_MODELS, _HEALTH, _METRICS, _STATS, _OTHER = range(_KINDS, len(ENDPOINTS))
 _ROUTES: dict[str, tuple[bytes, int]] = {
-    path: (b"POST" if i <= _EMBEDDINGS else b"GET", i) for i, path in enumerate(ENDPOINTS[:_OTHER])
+    path: (b"POST" if i < _KINDS else b"GET", i) for i, path in enumerate(ENDPOINTS[:_OTHER])
 }
 
 
@@ -176,10 +180,11 @@ class MockApp:
         if raw is None:  # client left before sending its body
             self._stats.add(Counter.DISCONNECTS)
             return
+        answer = CATALOG[endpoint].answer
         try:
             body = _parse(raw)
-            if endpoint == _EMBEDDINGS:
-                inputs = self._embedding_inputs(body)
+            if answer is Answer.VECTORS:
+                inputs = self._embedding_inputs(body.get(CATALOG[endpoint].prompt_field))
             else:
                 n, finish = self._output_length(body)
                 prompt_tokens = self._prompt_tokens(endpoint, body)
@@ -201,8 +206,8 @@ class MockApp:
         model = model if isinstance(model, str) and model else self._config.model
         stats.add(Counter.IN_FLIGHT)
         try:
-            if endpoint == _EMBEDDINGS:
-                await self._embeddings(t0, model, inputs, body, send)
+            if answer is Answer.VECTORS:
+                await self._embeddings(t0, endpoint, model, inputs, body, send)
             elif body.get("stream"):
                 if self._ttft > 0 or self._itl > 0 or self._jitter > 0:
                     await self._watched_stream(t0, endpoint, model, n, finish, prompt_tokens, receive, send)
@@ -244,18 +249,19 @@ class MockApp:
 
     @staticmethod
     def _prompt_tokens(endpoint: int, body: dict[str, Any]) -> int:
-        if endpoint == _CHAT:
-            messages = body.get("messages")
+        field = CATALOG[endpoint].prompt_field
+        if CATALOG[endpoint].answer is Answer.CHAT:
+            messages = body.get(field)
             if not isinstance(messages, list):
-                raise BadRequest("'messages' must be a list of chat messages")
+                raise BadRequest(f"'{field}' must be a list of chat messages")
             return count_chat(messages)
-        if "prompt" not in body:
-            raise BadRequest("'prompt' is required")
-        return count_prompt(body["prompt"])
+        if field not in body:
+            raise BadRequest(f"'{field}' is required")
+        return count_prompt(body[field])
 
     @staticmethod
-    def _embedding_inputs(body: dict[str, Any]) -> list[str]:
-        inputs = embedding_inputs(body.get("input"))
+    def _embedding_inputs(value: Any) -> list[str]:
+        inputs = embedding_inputs(value)
         if not inputs:
             raise BadRequest("'input' must be a non-empty string or list")
         return inputs
@@ -288,7 +294,7 @@ class MockApp:
     async def _stream(self, t0: float, endpoint: int, model: str, n: int, finish: str,
                       prompt_tokens: int, send: Send, peer: _Peer) -> None:
         created = int(time.time())
-        if endpoint == _CHAT:
+        if CATALOG[endpoint].answer is Answer.CHAT:
             rid = self._next_id("chatcmpl")
             head = (b'data: {"id":"' + rid.encode() + b'","object":"chat.completion.chunk","created":'
                     + str(created).encode() + b',"model":' + orjson.dumps(model) + b',"choices":[{"index":0,')
@@ -354,7 +360,7 @@ class MockApp:
         VLLM.finished(self._stats, tokens=n, finish=finish, latency_s=self._clock.now() - t0)
         text = generated_text(n)
         usage = _usage(prompt_tokens, n)
-        if endpoint == _CHAT:
+        if CATALOG[endpoint].answer is Answer.CHAT:
             body: dict[str, Any] = {
                 "id": self._next_id("chatcmpl"), "object": "chat.completion", "created": int(time.time()),
                 "model": model,
@@ -374,7 +380,7 @@ class MockApp:
         await self._respond(send, endpoint, 200, orjson.dumps(body), self._json_headers)
         self._stats.add(Counter.COMPLETED)
 
-    async def _embeddings(self, t0: float, model: str, inputs: list[str], body: dict[str, Any],
+    async def _embeddings(self, t0: float, endpoint: int, model: str, inputs: list[str], body: dict[str, Any],
                           send: Send) -> None:
         await self._clock.sleep_until(max(t0 + self._delay(self._ttft), t0 + self._headers_delay))
         as_base64 = body.get("encoding_format") == "base64"
@@ -388,7 +394,7 @@ class MockApp:
             "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
         }
         self._stats.add(Counter.PROMPT_TOKENS, prompt_tokens)
-        await self._respond(send, _EMBEDDINGS, 200, orjson.dumps(doc), self._json_headers)
+        await self._respond(send, endpoint, 200, orjson.dumps(doc), self._json_headers)
         self._stats.add(Counter.COMPLETED)
 
     async def _error(self, send: Send, endpoint: int, status: int, message: str, kind: str,

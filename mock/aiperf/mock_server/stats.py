@@ -17,13 +17,12 @@ import os
 from types import TracebackType
 from typing import Self
 
+from aiperf.endpoints.catalog import CATALOG
 from aiperf.mock_server.vllm_metrics import VllmSlots
 
-ENDPOINTS: tuple[str, ...] = (
-    "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/health",
-    "/metrics", "/stats", "other",
-)
-"""Endpoint labels of ``mock_requests_total``; ``other`` covers every unknown path."""
+ENDPOINTS: tuple[str, ...] = (*(spec.path for spec in CATALOG), "/v1/models", "/health", "/metrics", "/stats", "other")
+"""Endpoint labels of ``mock_requests_total``: the inference routes (one per endpoint kind of
+`aiperf.endpoints.catalog`, in its order), the others, and ``other`` for every unknown path."""
 
 STATUSES: tuple[int, ...] = (200, 400, 404, 405, 500)
 """Status labels of ``mock_requests_total``: every status the mock can answer."""

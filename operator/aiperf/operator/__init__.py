@@ -5,5 +5,5 @@
 injected kubernetes_asyncio `ApiClient`; `desired` (the objects a CR should own, built with the
 same `aiperf.kube` builders direct mode uses), `ownership` (same-name recreation fencing) and
 `status` (phases, conditions, fenced JSON Patches) are pure and tested without kopf. The CRDs
-are generated from `aiperf.kube.crd_model` (`./pants run operator:crds`).
+are generated from `aiperf.crd.model` (`./pants run operator:crds`).
 """

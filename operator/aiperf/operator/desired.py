@@ -3,7 +3,7 @@
     plan = plan_job(body, defaults=Defaults())          # raises InvalidSpec for a bad CR
     plan.objects    # ServiceAccount?, Role, RoleBinding, Secret, ConfigMap, JobSet, in creation order
 
-`spec.benchmark` is read with the benchmark model (`aiperf.kube.crd_model.decode_spec`: AIPerf's
+`spec.benchmark` is read with the benchmark model (`aiperf.crd.model.decode_spec`: AIPerf's
 shapes, `variables`), the deployment envelope is mapped onto `KubeSettings`, and the objects come
 from the same builders direct mode uses (`aiperf.kube`). Every object carries a controller owner reference to the CR
 (name and UID), which is what makes it the CR's: garbage collection deletes it with the CR, and
@@ -23,7 +23,7 @@ name the endpoint's Secrets, given to the workers only; `resourceMode: burstable
 default limits, `none` sets no resources at all.
 
 Every container of the controller pod also gets the CR's name, namespace and UID
-(`aiperf.kube.status_push.JobRef.env`): the run's controller pushes its part of the status to
+(`aiperf.kuberun.status_push.JobRef.env`): the run's controller pushes its part of the status to
 that CR, and only while it has that UID. Direct mode has no CR and sets none of them.
 """
 
@@ -36,23 +36,24 @@ from typing import Any
 import msgspec
 
 from aiperf.config import CommsOptions, ConfigError, FileDataset, RunConfig, RuntimeOptions
-from aiperf.kube import DEFAULT_RESOURCES, ContainerResources, KubeConfigError, KubeSettings, build_all
-from aiperf.kube.crd_model import (
+from aiperf.crd.model import (
     API_GROUP,
     API_KEY_ENV_NAMES,
     API_VERSION,
     HEADERS_ENV_NAME,
     JOB_KIND,
     AIPerfJobSpec,
+    AIPerfSweepSpec,
     PodTemplate,
     ResourceMode,
     decode_spec,
 )
+from aiperf.kube import DEFAULT_RESOURCES, ContainerResources, KubeConfigError, KubeSettings, build_all
 from aiperf.kube.names import CONTROLLER_JOB
 from aiperf.kube.settings import PodOverrides
-from aiperf.kube.status_push import JobRef
+from aiperf.kubeapi import Obj
+from aiperf.kuberun.status_push import JobRef
 
-Obj = dict[str, Any]
 CR_API_VERSION = f"{API_GROUP}/{API_VERSION}"
 
 
@@ -78,19 +79,25 @@ class JobPlan:
     objects: list[Obj]
 
 
-def owner_reference(body: Mapping[str, Any]) -> Obj:
-    """The controller owner reference to the CR `body` (apiVersion, kind, name, uid)."""
+def owner_reference(body: Mapping[str, Any], kind: str = JOB_KIND) -> Obj:
+    """The controller owner reference to the CR `body` of `kind` (apiVersion, kind, name, uid)."""
     meta = body["metadata"]
-    return {"apiVersion": CR_API_VERSION, "kind": JOB_KIND, "name": meta["name"], "uid": meta["uid"],
+    return {"apiVersion": CR_API_VERSION, "kind": kind, "name": meta["name"], "uid": meta["uid"],
             "controller": True, "blockOwnerDeletion": True}
 
 
-def decode(spec: Any) -> AIPerfJobSpec:
-    """The decoded spec; raises `InvalidSpec` naming the field and the problem."""
+def decode_as(spec: Any, kind: str) -> AIPerfJobSpec | AIPerfSweepSpec:
+    """The decoded spec of a CR of `kind`; raises `InvalidSpec` naming the field and the problem."""
     try:
-        decoded = decode_spec(spec, JOB_KIND)
+        return decode_spec(spec, kind)
     except ConfigError as exc:
         raise InvalidSpec(str(exc)) from None
+
+
+def decode(spec: Any) -> AIPerfJobSpec:
+    """The decoded AIPerfJob spec; raises `InvalidSpec` naming the field and the problem."""
+    decoded = decode_as(spec, JOB_KIND)
+    assert isinstance(decoded, AIPerfJobSpec)
     dataset = decoded.benchmark.dataset
     if isinstance(dataset, FileDataset) and dataset.path is not None:
         raise InvalidSpec("spec.benchmark.datasets: a dataset file is not supported in a cluster yet "

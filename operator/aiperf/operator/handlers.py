@@ -1,4 +1,5 @@
-"""kopf wiring: which events call which `JobReconciler` method. No logic lives here.
+"""kopf wiring: which events call which reconciler method. No logic lives here: both kinds are
+registered from one table (`KINDS`), so a trigger added to one kind is added to both.
 
 `build_registry(connect=..., defaults=..., metrics=...)` returns a `kopf.OperatorRegistry`:
 - startup: `connect()` opens the ApiClient (in kopf's own event loop) and builds the reconciler;
@@ -25,14 +26,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import kopf
-from kubernetes_asyncio.client import ApiClient
 
-from aiperf.kube.crd_model import API_GROUP, API_VERSION, SWEEP_KIND, JobPhase
-from aiperf.kube.ops import APP_LABEL, APP_LABEL_VALUE
+from aiperf.crd.model import API_GROUP, API_VERSION, SWEEP_KIND, JobPhase
+from aiperf.kubeapi import JOBSETS, KubeApi, Obj
+from aiperf.kuberun.direct import APP_LABEL, APP_LABEL_VALUE
 from aiperf.operator.desired import Defaults
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.reconciler import JobReconciler, utc_now
@@ -43,35 +45,54 @@ from aiperf.operator.sweep import SweepReconciler
 
 JOBS = (API_GROUP, API_VERSION, "aiperfjobs")
 SWEEPS = (API_GROUP, API_VERSION, "aiperfsweeps")
-JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+JOBSET_RESOURCE = (*JOBSETS.api_version.split("/"), JOBSETS.plural)
+
+
+class Reconciler(Protocol):
+    """What both reconcilers answer to (`JobReconciler`, `SweepReconciler`)."""
+
+    async def create(self, body: Obj) -> None: ...
+
+    async def cancel(self, body: Obj) -> None: ...
+
+    async def acknowledge(self, ns: str, name: str, uid: str) -> None: ...
+
+    async def sync(self, ns: str, name: str, uid: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Reconcilers:
+    """The running operator's reconcilers, one per kind."""
+
+    jobs: JobReconciler
+    sweeps: SweepReconciler
 
 
 class _Holder:
-    """The running operator's client and reconciler, set by the startup handler. `use()` lends
-    the reconciler to one handler call; `close()` refuses new calls, waits for the lent ones to
-    return (kopf may still be finishing a timer when its cleanup runs), then closes the client."""
+    """The running operator's client and reconcilers, set by the startup handler. `use()` lends
+    them to one handler call; `close()` refuses new calls, waits for the lent ones to return
+    (kopf may still be finishing a timer when its cleanup runs), then closes the client."""
 
     def __init__(self) -> None:
-        self.api: ApiClient | None = None
-        self.reconciler: JobReconciler | None = None
-        self.sweeps: SweepReconciler | None = None
+        self.api: KubeApi | None = None
+        self.reconcilers: Reconcilers | None = None
         self._busy = 0
         self._idle: asyncio.Event | None = None
 
     @contextlib.asynccontextmanager
-    async def use(self) -> AsyncIterator[JobReconciler]:
-        if self.reconciler is None:
+    async def use(self) -> AsyncIterator[Reconcilers]:
+        if self.reconcilers is None:
             raise kopf.TemporaryError("the operator is starting or stopping", delay=1)
         self._busy += 1
         try:
-            yield self.reconciler
+            yield self.reconcilers
         finally:
             self._busy -= 1
             if self._busy == 0 and self._idle is not None:
                 self._idle.set()
 
     async def close(self, timeout: float) -> None:
-        api, self.api, self.reconciler, self.sweeps = self.api, None, None, None
+        api, self.api, self.reconcilers = self.api, None, None
         try:
             if self._busy:
                 self._idle = asyncio.Event()
@@ -95,120 +116,6 @@ def tune(settings: kopf.OperatorSettings) -> kopf.OperatorSettings:
     return settings
 
 
-def build_registry(*, connect: Callable[[], Awaitable[ApiClient]], defaults: Defaults, metrics: Metrics,
-                   resync_interval: float = 30.0, retry_delay: float = 5.0,
-                   thresholds: StartupThresholds = DEFAULT_THRESHOLDS,
-                   clock: Callable[[], datetime] = utc_now,
-                   results: ResultsStore | None = None) -> kopf.OperatorRegistry:
-    """The operator's handlers (see the module doc) in a new registry; `thresholds`, `clock` and
-    `results` (the results volume finished runs are copied to) go to the reconciler."""
-    registry = kopf.OperatorRegistry()
-    holder = _Holder()
-
-    async def counted(handler: str, work: Callable[[JobReconciler], Awaitable[None]]) -> None:
-        try:
-            async with holder.use() as reconciler:
-                await work(reconciler)
-        except BaseException:
-            metrics.failed(handler)
-            raise
-        metrics.reconciled(handler)
-
-    @kopf.on.startup(registry=registry)
-    async def open_client(**_: Any) -> None:
-        holder.api = await connect()
-        holder.reconciler = JobReconciler(api=holder.api, defaults=defaults, metrics=metrics,
-                                          retry_delay=retry_delay, thresholds=thresholds, clock=clock,
-                                          results=results)
-        holder.sweeps = SweepReconciler(api=holder.api, jobs=holder.reconciler, defaults=defaults, clock=clock,
-                                        retry_delay=retry_delay, results=results)
-
-    @kopf.on.cleanup(registry=registry)
-    async def close_client(**_: Any) -> None:
-        await holder.close(timeout=CLOSE_TIMEOUT_S)
-
-    @kopf.on.create(*JOBS, id="create", registry=registry)
-    async def on_create(body: kopf.Body, **_: Any) -> None:
-        await counted("create", lambda r: r.create(_plain(body)))
-
-    @kopf.on.delete(*JOBS, id="delete", registry=registry)
-    async def on_delete(body: kopf.Body, **_: Any) -> None:
-        await counted("delete", lambda r: r.deleted(_plain(body)))
-
-    @kopf.on.update(*JOBS, field="spec.cancel", id="cancel", registry=registry)
-    async def on_cancel(body: kopf.Body, **_: Any) -> None:
-        await counted("cancel", lambda r: r.cancel(_plain(body)))
-
-    @kopf.on.update(*JOBS, field="spec.timeoutSeconds", id="timeout", registry=registry)
-    async def on_timeout(namespace: str | None, name: str, uid: str, **_: Any) -> None:
-        async def work(r: JobReconciler) -> None:
-            await r.acknowledge(str(namespace), name, uid)
-            await r.sync(str(namespace), name, uid)
-        await counted("timeout", work)
-
-    @kopf.on.event(*JOBS, id="subphase", when=_controller_is_running, registry=registry)
-    async def on_subphase(namespace: str | None, name: str, uid: str, **_: Any) -> None:
-        await counted("subphase", lambda r: r.sync(str(namespace), name, uid))
-
-    @kopf.on.resume(*JOBS, id="resume", registry=registry)
-    async def on_resume(namespace: str | None, name: str, uid: str, **_: Any) -> None:
-        await counted("resume", lambda r: r.sync(str(namespace), name, uid))
-
-    @kopf.timer(*JOBS, id="resync", interval=resync_interval, registry=registry)
-    async def on_timer(namespace: str | None, name: str, uid: str, **_: Any) -> None:
-        await counted("resync", lambda r: r.sync(str(namespace), name, uid))
-
-    @kopf.on.event(*JOBSETS, id="jobset", labels={APP_LABEL: APP_LABEL_VALUE}, registry=registry)
-    async def on_jobset(body: kopf.Body, **_: Any) -> None:
-        await counted("jobset", lambda r: r.jobset_event(_plain(body)))
-
-    async def sweeping(handler: str, work: Callable[[SweepReconciler], Awaitable[None]]) -> None:
-        async def run(reconciler: JobReconciler) -> None:
-            if holder.sweeps is None:
-                raise kopf.TemporaryError("the operator is starting or stopping", delay=1)
-            await work(holder.sweeps)
-        await counted(handler, run)
-
-    @kopf.on.create(*SWEEPS, id="sweep-create", registry=registry)
-    async def on_sweep_create(body: kopf.Body, **_: Any) -> None:
-        await sweeping("sweep-create", lambda s: s.create(_plain(body)))
-
-    @kopf.on.update(*SWEEPS, field="spec.cancel", id="sweep-cancel", registry=registry)
-    async def on_sweep_cancel(body: kopf.Body, **_: Any) -> None:
-        await sweeping("sweep-cancel", lambda s: s.cancel(_plain(body)))
-
-    @kopf.on.update(*SWEEPS, field="spec.ttlSecondsAfterFinished", id="sweep-ttl", registry=registry)
-    async def on_sweep_ttl(namespace: str | None, name: str, uid: str, **_: Any) -> None:
-        async def work(s: SweepReconciler) -> None:
-            await s.acknowledge(str(namespace), name, uid)
-            await s.sync(str(namespace), name, uid)
-        await sweeping("sweep-ttl", work)
-
-    @kopf.on.event(*SWEEPS, id="sweep-aggregated", when=_aggregate_ready, registry=registry)
-    async def on_sweep_aggregated(namespace: str | None, name: str, uid: str, **_: Any) -> None:
-        await sweeping("sweep-aggregated", lambda s: s.sync(str(namespace), name, uid))
-
-    @kopf.on.resume(*SWEEPS, id="sweep-resume", registry=registry)
-    async def on_sweep_resume(namespace: str | None, name: str, uid: str, **_: Any) -> None:
-        await sweeping("sweep-resume", lambda s: s.sync(str(namespace), name, uid))
-
-    @kopf.timer(*SWEEPS, id="sweep-resync", interval=resync_interval, registry=registry)
-    async def on_sweep_timer(namespace: str | None, name: str, uid: str, **_: Any) -> None:
-        await sweeping("sweep-resync", lambda s: s.sync(str(namespace), name, uid))
-
-    @kopf.on.delete(*SWEEPS, id="sweep-delete", registry=registry)
-    async def on_sweep_delete(body: kopf.Body, **_: Any) -> None:
-        await sweeping("sweep-delete", lambda s: s.delete(_plain(body)))
-
-    @kopf.on.event(*JOBS, id="sweep-child", when=_sweep_child, registry=registry)
-    async def on_sweep_child(body: kopf.Body, type: str | None, **_: Any) -> None:  # noqa: A002 - kopf's name
-        if type == "DELETED":
-            return
-        await sweeping("sweep-child", lambda s: s.child_event(_plain(body)))
-
-    return registry
-
-
 def _aggregate_ready(status: kopf.Status, **_: Any) -> bool:
     """The sweep-controller has written the aggregate and the sweep is not finished."""
     return (status.get("aggregation") or {}).get("phase") in ("Complete", "Failed") and status.get("phase") not in (
@@ -223,6 +130,112 @@ def _sweep_child(meta: kopf.Meta, **_: Any) -> bool:
 def _controller_is_running(status: kopf.Status, **_: Any) -> bool:
     """The run's controller pushed a running `subPhase` while the phase is still Initializing."""
     return status.get("phase") == JobPhase.INITIALIZING.value and status.get("subPhase") in RUNNING_SUBPHASES
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One reconciled kind: its resource, the prefix of its handler ids, which reconciler serves
+    it, the spec field whose edit is acknowledged then synced (`edit_id`), the status event that
+    syncs it (`event_id`, `event_when`), and its reconciler's deletion method."""
+
+    resource: tuple[str, str, str]
+    prefix: str
+    pick: Callable[[Reconcilers], Any]
+    edit_field: str
+    edit_id: str
+    event_id: str
+    event_when: Callable[..., bool]
+    on_delete: str
+
+
+KINDS = (
+    Kind(JOBS, "", lambda r: r.jobs, "spec.timeoutSeconds", "timeout", "subphase", _controller_is_running, "deleted"),
+    Kind(SWEEPS, "sweep-", lambda r: r.sweeps, "spec.ttlSecondsAfterFinished", "ttl", "aggregated", _aggregate_ready,
+         "delete"),
+)
+"""AIPerfJob: create, cancel, edit of `spec.timeoutSeconds`, the controller pushing a running
+subPhase, resume, resync timer, deletion. AIPerfSweep: the same with `spec.ttlSecondsAfterFinished`
+and the sweep-controller's aggregate as its triggers."""
+
+
+def build_registry(*, connect: Callable[[], Awaitable[KubeApi]], defaults: Defaults, metrics: Metrics,
+                   resync_interval: float = 30.0, retry_delay: float = 5.0,
+                   thresholds: StartupThresholds = DEFAULT_THRESHOLDS,
+                   clock: Callable[[], datetime] = utc_now,
+                   results: ResultsStore | None = None) -> kopf.OperatorRegistry:
+    """The operator's handlers (see the module doc) in a new registry; `thresholds`, `clock` and
+    `results` (the results volume finished runs are copied to) go to the reconcilers."""
+    registry = kopf.OperatorRegistry()
+    holder = _Holder()
+
+    async def counted(handler: str, work: Callable[[Reconcilers], Awaitable[None]]) -> None:
+        try:
+            async with holder.use() as reconcilers:
+                await work(reconcilers)
+        except BaseException:
+            metrics.failed(handler)
+            raise
+        metrics.reconciled(handler)
+
+    @kopf.on.startup(registry=registry)
+    async def open_client(**_: Any) -> None:
+        api = holder.api = await connect()
+        holder.reconcilers = Reconcilers(
+            jobs=JobReconciler(api=api, defaults=defaults, metrics=metrics, retry_delay=retry_delay,
+                               thresholds=thresholds, clock=clock, results=results),
+            sweeps=SweepReconciler(api=api, metrics=metrics, defaults=defaults, clock=clock,
+                                   retry_delay=retry_delay, results=results))
+
+    @kopf.on.cleanup(registry=registry)
+    async def close_client(**_: Any) -> None:
+        await holder.close(timeout=CLOSE_TIMEOUT_S)
+
+    for kind in KINDS:
+        _register(registry, kind, counted, resync_interval)
+
+    @kopf.on.event(*JOBSET_RESOURCE, id="jobset", labels={APP_LABEL: APP_LABEL_VALUE}, registry=registry)
+    async def on_jobset(body: kopf.Body, **_: Any) -> None:
+        await counted("jobset", lambda r: r.jobs.jobset_event(_plain(body)))
+
+    @kopf.on.event(*JOBS, id="sweep-child", when=_sweep_child, registry=registry)
+    async def on_sweep_child(body: kopf.Body, type: str | None, **_: Any) -> None:  # noqa: A002 - kopf's name
+        if type != "DELETED":
+            await counted("sweep-child", lambda r: r.sweeps.child_event(_plain(body)))
+
+    return registry
+
+
+Counted = Callable[[str, Callable[[Reconcilers], Awaitable[None]]], Awaitable[None]]
+
+
+def _register(registry: kopf.OperatorRegistry, kind: Kind, counted: Counted, resync_interval: float) -> None:
+    """The handlers of one kind (see `KINDS`), each counted under its id."""
+    res, pre = kind.resource, kind.prefix
+
+    def by_body(handler: str, method: str) -> Callable[..., Awaitable[None]]:
+        async def handle(body: kopf.Body, **_: Any) -> None:
+            await counted(handler, lambda r: getattr(kind.pick(r), method)(_plain(body)))
+        return handle
+
+    def by_name(handler: str, *, acknowledge: bool = False) -> Callable[..., Awaitable[None]]:
+        async def handle(namespace: str | None, name: str, uid: str, **_: Any) -> None:
+            async def work(r: Reconcilers) -> None:
+                reconciler: Reconciler = kind.pick(r)
+                if acknowledge:
+                    await reconciler.acknowledge(str(namespace), name, uid)
+                await reconciler.sync(str(namespace), name, uid)
+            await counted(handler, work)
+        return handle
+
+    kopf.on.create(*res, id=f"{pre}create", registry=registry)(by_body(f"{pre}create", "create"))
+    kopf.on.delete(*res, id=f"{pre}delete", registry=registry)(by_body(f"{pre}delete", kind.on_delete))
+    kopf.on.update(*res, field="spec.cancel", id=f"{pre}cancel", registry=registry)(by_body(f"{pre}cancel", "cancel"))
+    kopf.on.update(*res, field=kind.edit_field, id=f"{pre}{kind.edit_id}", registry=registry)(
+        by_name(f"{pre}{kind.edit_id}", acknowledge=True))
+    kopf.on.event(*res, id=f"{pre}{kind.event_id}", when=kind.event_when, registry=registry)(
+        by_name(f"{pre}{kind.event_id}"))
+    kopf.on.resume(*res, id=f"{pre}resume", registry=registry)(by_name(f"{pre}resume"))
+    kopf.timer(*res, id=f"{pre}resync", interval=resync_interval, registry=registry)(by_name(f"{pre}resync"))
 
 
 def _plain(body: kopf.Body) -> dict[str, Any]:

@@ -1,7 +1,6 @@
-"""Entry point of the operator: `aiperf-operator [--kubeconfig FILE] [--namespace NS ...]`; with
-`serve-results` first it runs the results server over the results volume instead
-(`aiperf-operator serve-results --base /results --port 8081 ...`, `aiperf.results.serve`: the
-Deployment's `results-server` container, same image).
+"""Entry point of the operator: `aiperf-operator [--kubeconfig FILE] [--namespace NS ...]`. The
+Deployment's other container, the results server over the same results volume, is its own
+service and image (`results-server` in the service catalog's auxiliary table).
 
 Wires the process: reads the flags and the cluster configuration (kubeconfig, or the pod's
 ServiceAccount in a cluster), serves `/healthz` and `/metrics`, and runs kopf with the handlers
@@ -23,22 +22,18 @@ from pathlib import Path
 import kopf
 import structlog
 
-from aiperf.kube.client import KubeError
-from aiperf.kube.crd_model import API_GROUP, API_VERSION
-from aiperf.operator.connection import client_factory, connection_info, load_configuration, pod_namespace
+from aiperf.crd.model import API_GROUP, API_VERSION
+from aiperf.kubeapi import KubeError, load_configuration
+from aiperf.operator.connection import client_factory, connection_info, pod_namespace
 from aiperf.operator.desired import Defaults
 from aiperf.operator.handlers import build_registry, tune
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.probes import build_app, serving
 from aiperf.operator.results import ResultsStore
 from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
-from aiperf.results.serve import DEFAULT_PORT as RESULTS_SERVER_PORT
-
-RESULTS_COMMAND = "serve-results"
 
 PROG = "aiperf-operator"
 DEFAULT_HEALTH_PORT = 8080
-DEFAULT_RESULTS_PORT = RESULTS_SERVER_PORT
 DEFAULT_METRICS_PORT = 8082
 DEFAULT_RESULTS_DIR = "/results"
 DEFAULT_RESYNC_S = 30.0
@@ -80,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--results-dir", default=DEFAULT_RESULTS_DIR, metavar="DIR",
                         help="results volume: each finished run's exports are copied to <ns>/<name>/<epoch>/ "
                              f"(default {DEFAULT_RESULTS_DIR}; runs kept per job: env AIPERF_RESULTS_KEEP, "
-                             f"default 10). `{PROG} {RESULTS_COMMAND} --help`: the results server over it")
+                             "default 10); the Deployment's results-server container serves it")
     return parser
 
 
@@ -129,10 +124,6 @@ async def _operate(registry: kopf.OperatorRegistry, args: argparse.Namespace, re
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the flags and run the operator (see the module doc for the exit codes)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == [RESULTS_COMMAND]:
-        from aiperf.results.serve import serve_main
-
-        return serve_main(argv[1:], prog=f"{PROG} {RESULTS_COMMAND}")
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())

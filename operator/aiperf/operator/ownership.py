@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aiperf.kube.crd_model import API_GROUP, JOB_KIND
+from aiperf.crd.model import API_GROUP, JOB_KIND
 
 
 class Verdict(enum.Enum):

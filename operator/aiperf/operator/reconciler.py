@@ -1,4 +1,4 @@
-"""The AIPerfJob reconciler: plain async methods over an injected `ApiClient` (no kopf here but
+"""The AIPerfJob reconciler: plain async methods over an injected `KubeApi` (no kopf here but
 its two error types, which say what happens next).
 
 - `create`: decode and check the spec, then create the run's objects in order (ServiceAccount,
@@ -17,37 +17,45 @@ its two error types, which say what happens next).
   what blocks its pods in `status.startupIssue`, warns, and fails it once a critical blocker
   persists.
 
-Status writes go through `write_status`: read the live CR, compute the change, send it as a JSON Patch
-fenced on UID, resourceVersion and phase; a lost race re-reads and recomputes (up to
-`MAX_ATTEMPTS`), so a stale view never overwrites a newer one. Deletes carry the JobSet's UID as
-a precondition. Nothing here deletes the CR's dependents on CR deletion: their owner references
-make the garbage collector do it.
+Status writes, object creation and adoption, the JobSet lookup and its fenced delete are the
+shared core of both reconcilers (`aiperf.operator.core.Reconciling`). Nothing here deletes the
+CR's dependents on CR deletion: their owner references make the garbage collector do it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import kopf
 import structlog
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from aiperf.comms import CurveKeys
-from aiperf.kube import sidecar, with_curve_keys
-from aiperf.kube.client import KubeClusterError
-from aiperf.kube.crd_model import JOB_KIND, JobPhase
+from aiperf.crd.model import JobPhase
+from aiperf.kube import with_curve_keys
 from aiperf.kube.diagnosis import classify
-from aiperf.kube.names import jobset_name
-from aiperf.kube.ops import JOBSET_API_VERSION, JobState, jobset_state, leaving
-from aiperf.operator import api, startup
+from aiperf.kube.names import KEEP_SIDECAR_ANNOTATION, jobset_name
+from aiperf.kubeapi import (
+    JOBSETS,
+    ApiError,
+    KubeApi,
+    KubeClusterError,
+    KubeError,
+    Obj,
+    fenced,
+    leaving,
+    uid_of,
+)
+from aiperf.kuberun import sidecar
+from aiperf.kuberun.direct import JobState, jobset_state
+from aiperf.kuberun.jobs import JOBS
+from aiperf.operator import startup
+from aiperf.operator.core import Compute, CrKind, Reconciling
 from aiperf.operator.desired import CR_API_VERSION, Defaults, InvalidSpec, JobPlan, plan_job
 from aiperf.operator.metrics import Metrics
-from aiperf.operator.ownership import Verdict, claim, controller_of
+from aiperf.operator.ownership import controller_of
 from aiperf.operator.results import ResultsStore, RunDeleted, epoch_of
 from aiperf.operator.status import (
     TERMINAL,
@@ -58,13 +66,10 @@ from aiperf.operator.status import (
     is_true,
     observe_jobset,
     phase_of,
-    status_patch,
-    terminal,
     timestamp,
 )
 
-Obj = dict[str, Any]
-MAX_ATTEMPTS = 5
+JOB = CrKind(JOBS, jobset_name)
 log = structlog.get_logger("aiperf.operator")
 
 
@@ -80,13 +85,23 @@ class JobReconciler:
     startup diagnosis. `results`: the results volume finished runs are copied to (None: the run
     ends with its JobSet, nothing is copied)."""
 
-    def __init__(self, *, api: ApiClient, defaults: Defaults, metrics: Metrics,
+    def __init__(self, *, api: KubeApi, defaults: Defaults, metrics: Metrics,
                  clock: Callable[[], datetime] = utc_now, retry_delay: float = 5.0,
                  thresholds: startup.StartupThresholds = startup.DEFAULT_THRESHOLDS,
                  results: ResultsStore | None = None) -> None:
-        self._api, self._defaults, self._metrics = api, defaults, metrics
+        self._api, self._defaults = api, defaults
         self._clock, self._retry_delay, self._thresholds = clock, retry_delay, thresholds
         self._results = results
+        self.core = Reconciling(api=api, kind=JOB, clock=clock, retry_delay=retry_delay,
+                                on_phase=phase_recorder(metrics, results))
+
+    async def write_status(self, ns: str, name: str, uid: str, compute: Compute) -> Obj | None:
+        """`Reconciling.write_status` of the AIPerfJob `ns/name` (only while it has `uid`)."""
+        return await self.core.write_status(ns, name, uid, compute)
+
+    def terminal_once(self, cr: Mapping[str, Any], phase: JobPhase, conditions: list[Cond]) -> StatusChange | None:
+        """`Reconciling.terminal_once`: the terminal change unless the run already ended."""
+        return self.core.terminal_once(cr, phase, conditions)
 
     # -- create --------------------------------------------------------------------------------
 
@@ -112,7 +127,7 @@ class JobReconciler:
         def pending(cr: Obj) -> StatusChange | None:
             if phase_of(cr) is not None:
                 return None
-            epoch = _epoch(cr)
+            epoch = new_epoch(cr)
             values: dict[str, Any] = {"phase": JobPhase.PENDING.value, "startTime": now,
                                       "observedGeneration": cr["metadata"].get("generation", 1)}
             if epoch is not None:
@@ -137,41 +152,15 @@ class JobReconciler:
         # status): without them every pod exits 2 at start. A Secret this CR already owns (a
         # retried create) is adopted with the keys it holds.
         for obj in with_curve_keys(plan.objects, CurveKeys.generate()):
-            await self._ensure(obj, ns, name, uid)
-
-    async def _ensure(self, obj: Obj, ns: str, name: str, uid: str) -> None:
-        """Create `obj`, or adopt the object holding its name when it is this CR's (see the
-        module doc for the other outcomes)."""
-        kind, obj_name = obj["kind"], obj["metadata"]["name"]
-        try:
-            await api.create(self._api, obj)
-            return
-        except ApiException as exc:
-            if exc.status != 409:
-                raise kopf.TemporaryError(f"creating {kind} {obj_name} failed: {api.describe(exc)}",
-                                          delay=self._retry_delay) from None
-        existing = await api.get(self._api, obj["apiVersion"], kind, ns, obj_name)
-        if existing is None:  # gone between the create and the read: just try again
-            raise kopf.TemporaryError(f"{kind} {obj_name} was being replaced; retrying", delay=1)
-        verdict = claim(existing, owner_name=name, owner_uid=uid)
-        reason = verdict.reason
-        if verdict.verdict is Verdict.ADOPT:
-            return
-        if verdict.verdict is Verdict.WAIT:
-            waiting = StatusChange(conditions=[Cond("ResourcesCreated", False, "WaitingForPreviousRun", reason)])
-            await self.write_status(ns, name, uid, lambda cr: waiting)
-            raise kopf.TemporaryError(reason, delay=self._retry_delay)
-        conflict = [Cond("ResourcesCreated", False, "NameConflict", reason)]
-        await self.write_status(ns, name, uid, lambda cr: self.terminal_once(cr, JobPhase.FAILED, conflict))
-        raise kopf.PermanentError(reason)
+            await self.core.ensure(obj, ns, name, uid)
 
     # -- sync ----------------------------------------------------------------------------------
 
     async def sync(self, ns: str, name: str, uid: str) -> None:
         """Bring the status of CR `ns/name` (only while it has `uid`) up to date with its JobSet,
         its deadline and `spec.cancel` (see the module doc). Idempotent; safe to call any time."""
-        cr = await api.get(self._api, CR_API_VERSION, JOB_KIND, ns, name)
-        if cr is None or cr["metadata"]["uid"] != uid:
+        cr = await self.core.read(ns, name, uid)
+        if cr is None:
             return
         phase = phase_of(cr)
         if phase in TERMINAL:
@@ -186,7 +175,7 @@ class JobReconciler:
             return
         if not is_true(cr, "ResourcesCreated"):
             return  # the create handler is still at work
-        jobset = await self._own_jobset(cr)
+        jobset = await self.core.own_jobset(cr)
         if jobset is None:
             await self.write_status(ns, name, uid, lambda live: self.terminal_once(live, JobPhase.FAILED, [
                 Cond("ResourcesCreated", False, "JobSetMissing",
@@ -213,8 +202,8 @@ class JobReconciler:
             return
         try:
             pods = await startup.run_pods(self._api, jobset)
-        except ApiException as exc:
-            raise kopf.TemporaryError(f"listing the pods of {name} failed: {api.describe(exc)}",
+        except ApiError as exc:
+            raise kopf.TemporaryError(f"listing the pods of {name} failed: {exc.describe()}",
                                       delay=self._retry_delay) from None
         blocker = classify(pods)
         now = self._clock()
@@ -225,7 +214,7 @@ class JobReconciler:
         fingerprint = str(issue.get("fingerprint"))
         if startup.failure(live, fingerprint, now=now, thresholds=self._thresholds) is None:
             if startup.age(issue, now) >= self._thresholds.warn_after_s:
-                await startup.warn_once(self._api, live, issue, now=now)
+                await startup.warn_once(self.core, live, issue)
             return
 
         def claim(read: Obj) -> StatusChange | None:
@@ -241,7 +230,7 @@ class JobReconciler:
     async def jobset_event(self, jobset: Mapping[str, Any]) -> None:
         """A JobSet changed (or was listed, or deleted): sync the AIPerfJob that controls it."""
         ref = controller_of(jobset)
-        if ref is None or ref.get("kind") != JOB_KIND or ref.get("apiVersion") != CR_API_VERSION:
+        if ref is None or ref.get("kind") != JOB.kind or ref.get("apiVersion") != CR_API_VERSION:
             return
         await self.sync(jobset["metadata"]["namespace"], str(ref["name"]), str(ref["uid"]))
 
@@ -274,14 +263,13 @@ class JobReconciler:
             log.info("results.stored", namespace=ns, name=name, path=stored.path, files=len(stored.files))
             done = Cond("ResultsStored", True, "Stored", f"{len(stored.files)} files under {stored.path}")
             values = {"resultsPath": stored.path, "runEpoch": epoch}
-            written = await self.write_status(ns, name, uid, lambda live: _with_values(
-                self.terminal_once(live, JobPhase.COMPLETED, [done]), values))
+            written = await self.write_status(ns, name, uid, self.core.end(JobPhase.COMPLETED, [done], values))
         else:
             failed = Cond("ResultsStored", False, "ControlPlaneFailed",
                           f"the control plane exited {exit_code}; see `aiperf kube logs {name} -n {ns}`")
             written = await self.write_status(ns, name, uid, lambda live: self.terminal_once(
                 live, JobPhase.FAILED, [failed]))
-        if written is None or (meta.get("annotations") or {}).get(sidecar.KEEP_SIDECAR_ANNOTATION) == "true":
+        if written is None or (meta.get("annotations") or {}).get(KEEP_SIDECAR_ANNOTATION) == "true":
             return
         try:
             await sidecar.shutdown_sidecar(self._api, ns, pod)
@@ -291,19 +279,10 @@ class JobReconciler:
     async def _being_deleted(self, ns: str, name: str, uid: str) -> bool:
         """CR `ns/name` of `uid` is being deleted or is gone; False when it cannot be read."""
         try:
-            cr = await api.get(self._api, CR_API_VERSION, JOB_KIND, ns, name)
-        except (ApiException, KubeClusterError, aiohttp.ClientError, TimeoutError):
+            cr = await self._api.get(JOBS, ns, name)
+        except KubeError:
             return False
         return leaving(cr, uid)
-
-    async def _record_phase(self, cr: Mapping[str, Any], phase: JobPhase) -> None:
-        """Mirror a phase change into the results index (Completed comes from the harvest)."""
-        epoch = epoch_of(cr)
-        if self._results is None or epoch is None or phase == JobPhase.COMPLETED:
-            return
-        meta = cr["metadata"]
-        await self._results.phase(meta["namespace"], meta["name"], epoch, uid=meta["uid"], phase=phase.value,
-                                  created_at=meta.get("creationTimestamp"))
 
     async def deleted(self, body: Mapping[str, Any]) -> None:
         """CR `body` is being deleted: its run's results, unless already stored, are dropped
@@ -331,9 +310,7 @@ class JobReconciler:
 
     async def acknowledge(self, ns: str, name: str, uid: str) -> None:
         """Record the CR's current generation in `status.observedGeneration` (a consumed edit)."""
-        await self.write_status(ns, name, uid, lambda cr: None if (cr.get("status") or {}).get(
-            "observedGeneration") == cr["metadata"].get("generation") else StatusChange(
-            values={"observedGeneration": cr["metadata"].get("generation", 1)}))
+        await self.core.acknowledge(ns, name, uid)
 
     async def _time_out(self, cr: Mapping[str, Any]) -> None:
         meta = cr["metadata"]
@@ -350,90 +327,40 @@ class JobReconciler:
         if phase_of(cr) == JobPhase.CANCELLED:
             await self._suspend_jobset(cr)
         elif is_true(cr, "TimedOut") or is_true(cr, startup.FAILED_CONDITION):
-            jobset = await self._own_jobset(cr)
-            if jobset is not None and not jobset["metadata"].get("deletionTimestamp"):
-                await api.delete(self._api, JOBSET_API_VERSION, "JobSet", cr["metadata"]["namespace"],
-                                 jobset["metadata"]["name"], uid=jobset["metadata"]["uid"])
+            await self.core.delete_jobset(cr)
 
     async def _suspend_jobset(self, cr: Mapping[str, Any]) -> None:
-        jobset = await self._own_jobset(cr)
+        jobset = await self.core.own_jobset(cr)
         if jobset is None or jobset_state(jobset) != JobState.RUNNING or (jobset.get("spec") or {}).get("suspend"):
             return
         meta = jobset["metadata"]
         try:
-            await api.json_patch(self._api, JOBSET_API_VERSION, "JobSet", meta["namespace"], meta["name"], [
-                {"op": "test", "path": "/metadata/uid", "value": meta["uid"]},
-                {"op": "add", "path": "/spec/suspend", "value": True}])
-        except ApiException as exc:
-            if exc.status == 404 or api.lost_race(exc):
+            await self._api.patch(JOBSETS, meta["namespace"], meta["name"],
+                                  fenced(uid_of(jobset), {"op": "add", "path": "/spec/suspend", "value": True}))
+        except ApiError as exc:
+            if exc.not_found or exc.lost_race:
                 log.debug("jobset.suspend_lost_race", name=meta["name"])
                 return
-            raise kopf.TemporaryError(f"suspending JobSet {meta['name']} failed: {api.describe(exc)}",
+            raise kopf.TemporaryError(f"suspending JobSet {meta['name']} failed: {exc.describe()}",
                                       delay=self._retry_delay) from None
 
-    # -- plumbing ------------------------------------------------------------------------------
 
-    async def _own_jobset(self, cr: Mapping[str, Any]) -> Obj | None:
-        """The CR's JobSet when its controller owner is this CR (name and UID), else None."""
-        meta = cr["metadata"]
-        jobset = await api.get(self._api, JOBSET_API_VERSION, "JobSet", meta["namespace"], jobset_name(meta["name"]))
-        if jobset is None:
-            return None
-        ref = controller_of(jobset)
-        if ref is None or ref.get("uid") != meta["uid"] or ref.get("kind") != JOB_KIND:
-            return None
-        return jobset
-
-    def terminal_once(self, cr: Mapping[str, Any], phase: JobPhase, conditions: list[Cond]) -> StatusChange | None:
-        """The terminal change, unless the run already ended (the first verdict stands)."""
-        if phase_of(cr) in TERMINAL:
-            return None
-        change = terminal(phase, conditions, now=self._clock())
-        values = dict(change.values)
-        if (cr.get("status") or {}).get("observedGeneration") is None:
-            values["observedGeneration"] = cr["metadata"].get("generation", 1)
-        return StatusChange(values=values, conditions=change.conditions, remove=change.remove)
-
-    async def write_status(self, ns: str, name: str, uid: str,
-                     compute: Callable[[Obj], StatusChange | None], *, kind: str = JOB_KIND) -> Obj | None:
-        """Read CR `ns/name`, apply `compute(cr)` as a fenced status patch, re-read and recompute
-        after a lost race. Returns the CR as written (or as read when `compute` gave None), None
-        when the CR is gone or replaced (a new UID). `kopf.TemporaryError` after `MAX_ATTEMPTS`
-        lost races or an unexpected rejection. `kind`: the CR's kind (an AIPerfSweep's status too)."""
-        for _ in range(MAX_ATTEMPTS):
-            cr = await api.get(self._api, CR_API_VERSION, kind, ns, name)
-            if cr is None or cr["metadata"]["uid"] != uid:
-                return None
-            change = compute(cr)
-            if change is None:
-                return cr
-            ops = status_patch(cr, change, now=self._clock())
-            try:
-                written = await api.json_patch(self._api, CR_API_VERSION, kind, ns, name, ops, status=True)
-            except ApiException as exc:
-                if api.lost_race(exc):
-                    log.debug("status.lost_race", namespace=ns, name=name, detail=api.describe(exc))
-                    continue
-                if exc.status == 404:
-                    return None
-                log.warning("status.rejected", namespace=ns, name=name, detail=api.describe(exc))
-                raise kopf.TemporaryError(f"status write refused: {api.describe(exc)}",
-                                          delay=self._retry_delay) from None
-            if change.phase is not None and change.phase != phase_of(cr):
-                self._metrics.entered_phase(change.phase.value)
-                await self._record_phase(written, change.phase)
-            return written
-        raise kopf.TemporaryError(f"status of {ns}/{name} kept changing under {MAX_ATTEMPTS} writes; retrying",
-                                  delay=1)
-
-
-def _with_values(change: StatusChange | None, values: Mapping[str, Any]) -> StatusChange | None:
-    """`change` with `values` set too (None stays None: nothing to write)."""
-    if change is None:
-        return None
-    return StatusChange(values={**change.values, **values}, conditions=change.conditions, remove=change.remove)
-
-
-def _epoch(cr: Mapping[str, Any]) -> str | None:
+def new_epoch(cr: Mapping[str, Any]) -> str | None:
     """The run key of a new CR (`aiperf.results.keys.run_key`: creation second + UID suffix)."""
     return epoch_of({"metadata": cr["metadata"]})
+
+
+def phase_recorder(metrics: Metrics, results: ResultsStore | None) -> Callable[[Obj, JobPhase], Awaitable[None]]:
+    """What a written phase change does beside the status: count it in `metrics`, and mirror it
+    into the results index (Completed comes from the harvest)."""
+
+    async def record(cr: Obj, phase: JobPhase) -> None:
+        metrics.entered_phase(phase.value)
+        epoch = epoch_of(cr)
+        if results is None or epoch is None or phase == JobPhase.COMPLETED:
+            return
+        meta = cr["metadata"]
+        await results.phase(meta["namespace"], meta["name"], epoch, uid=meta["uid"], phase=phase.value,
+                            created_at=meta.get("creationTimestamp"))
+
+    return record

@@ -3,7 +3,7 @@ kept by `aiperf.results.index.ResultsIndex` (layout, SQLite index, `latest.txt`,
 the `results-server` container serves the same volume).
 
 `ResultsStore.harvest` copies every export the controller pod's results sidecar lists (through
-the API server's pod proxy, `aiperf.kube.sidecar`) into a staging directory, fsyncing each file,
+the API server's pod proxy, `aiperf.kuberun.sidecar`) into a staging directory, fsyncing each file,
 then passes it through the index's single success gate (`record_completed`): the directory is
 renamed to `<epoch>/` whole, `latest.txt` moves forward (never back to an older run), the index
 row says Completed, retention trims the job's oldest runs. A copy that breaks off is removed
@@ -33,10 +33,9 @@ from typing import Any
 
 import anyio
 import structlog
-from kubernetes_asyncio.client import ApiClient
 
-from aiperf.kube import sidecar
-from aiperf.kube.client import KubeClusterError
+from aiperf.kubeapi import KubeApi, KubeClusterError
+from aiperf.kuberun import sidecar
 from aiperf.results.disk import LATEST, RUN_MARKER
 from aiperf.results.index import ResultsIndex, RunConflict
 from aiperf.results.keys import run_key
@@ -117,7 +116,7 @@ class ResultsStore:
         except (OSError, sqlite3.Error, ValueError) as exc:
             log.warning("results.index_write_failed", write=what, namespace=namespace, name=name, error=str(exc))
 
-    async def harvest(self, api: ApiClient, namespace: str, name: str, epoch: str, pod: str, uid: str,
+    async def harvest(self, api: KubeApi, namespace: str, name: str, epoch: str, pod: str, uid: str,
                       *, created_at: str | None = None, completed_at: str | None = None,
                       gone: Gone | None = None) -> Harvest:
         """Copy the exports of run `name` (CR `uid`) from the results sidecar of `pod` into its
@@ -150,7 +149,7 @@ class ResultsStore:
         return Harvest(path=relative, files=[f.name for f in stored.files])
 
     @staticmethod
-    async def _copy(api: ApiClient, namespace: str, pod: str, staging: Path) -> None:
+    async def _copy(api: KubeApi, namespace: str, pod: str, staging: Path) -> None:
         """Wait for the sidecar to see the run end, then download every export it lists into
         `staging` (durably)."""
         await sidecar.wait_sidecar_ended(api, namespace, pod)

@@ -33,23 +33,18 @@ from datetime import datetime
 from typing import Any
 
 import structlog
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from aiperf.kube.crd_model import JOB_KIND, JobPhase
+from aiperf.crd.model import JobPhase
 from aiperf.kube.diagnosis import Blocker, describe
-from aiperf.kube.ops import JOBSET_NAME_LABEL
-from aiperf.operator import api
-from aiperf.operator.desired import CR_API_VERSION
+from aiperf.kube.names import JOBSET_NAME_LABEL, JOBSET_UID_LABEL
+from aiperf.kubeapi import PODS, KubeApi, Obj
+from aiperf.operator.core import Reconciling
 from aiperf.operator.status import Cond, StatusChange, parse_time, phase_of, timestamp
 
-Obj = dict[str, Any]
 STARTING = frozenset({JobPhase.PENDING, JobPhase.INITIALIZING})
 ISSUE = "startupIssue"
 FAILED_CONDITION = "StartupFailed"
 WARNING_REASON = "StartupBlocked"
-JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
-COMPONENT = "aiperf-operator"
 log = structlog.get_logger("aiperf.operator")
 
 
@@ -123,43 +118,20 @@ def claim_fence(fingerprint: str) -> dict[str, Any]:
     return {f"/status/{ISSUE}/fingerprint": fingerprint}
 
 
-async def run_pods(client: ApiClient, jobset: Mapping[str, Any]) -> list[Obj]:
+async def run_pods(api: KubeApi, jobset: Mapping[str, Any]) -> list[Obj]:
     """The pods of `jobset` (label `jobset.sigs.k8s.io/jobset-name`, and its UID label when the
     pod carries one, so a same-name predecessor's pods are left out)."""
     meta = jobset["metadata"]
-    answer = await api.call(client, "GET", api.path("v1", "Pod", meta["namespace"]),
-                            query={"labelSelector": f"{JOBSET_NAME_LABEL}={meta['name']}"})
-    pods: list[Obj] = answer.get("items") or []
+    pods = (await api.list_all(PODS, meta["namespace"], label_selector=f"{JOBSET_NAME_LABEL}={meta['name']}")).items
     return [p for p in pods if (p["metadata"].get("labels") or {}).get(JOBSET_UID_LABEL, meta["uid"]) == meta["uid"]]
 
 
-def warning_event(cr: Mapping[str, Any], issue: Mapping[str, Any], *, now: datetime) -> Obj:
-    """The Warning Event for `issue` on the CR (named by the CR's UID and the fingerprint)."""
-    meta = cr["metadata"]
+async def warn_once(core: Reconciling, cr: Mapping[str, Any], issue: Mapping[str, Any]) -> bool:
+    """Post the Warning Event for `issue` on the CR (named by the CR's UID and the issue's
+    fingerprint) unless it exists. True when posted now; a refusal is logged and dropped."""
     kind = "will fail the run" if issue.get("critical") else "is retryable (spec.timeoutSeconds bounds it)"
-    stamp = timestamp(now)
-    return {
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{meta['name']}.{meta['uid'][:8]}.{issue.get('fingerprint')}",
-                     "namespace": meta["namespace"]},
-        "involvedObject": {"apiVersion": CR_API_VERSION, "kind": JOB_KIND, "name": meta["name"],
-                           "namespace": meta["namespace"], "uid": meta["uid"]},
-        "type": "Warning", "reason": WARNING_REASON,
-        "message": f"{describe(issue)} since {issue.get('firstObservedTime')}; it {kind}: "
-                   f"{issue.get('message') or ''}".rstrip(": "),
-        "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
-        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-    }
-
-
-async def warn_once(client: ApiClient, cr: Mapping[str, Any], issue: Mapping[str, Any], *, now: datetime) -> bool:
-    """Post the Warning Event for `issue` unless it exists. True when posted now. A refusal
-    other than AlreadyExists is logged and dropped: a missing Event never blocks the run."""
-    try:
-        await api.create(client, warning_event(cr, issue, now=now))
-    except ApiException as exc:
-        if exc.status != 409:
-            log.warning("startup.event_refused", name=cr["metadata"]["name"], detail=api.describe(exc))
+    message = f"{describe(issue)} since {issue.get('firstObservedTime')}; it {kind}: {issue.get('message') or ''}"
+    if not await core.warn(cr, key=str(issue.get("fingerprint")), reason=WARNING_REASON, message=message.rstrip(": ")):
         return False
     log.info("startup.blocked", namespace=cr["metadata"]["namespace"], name=cr["metadata"]["name"],
              reason=issue.get("reason"), pod=issue.get("pod"))

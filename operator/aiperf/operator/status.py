@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from aiperf.kube.crd_model import JobPhase
-from aiperf.kube.ops import JobState, jobset_state
+from aiperf.crd.model import JobPhase
+from aiperf.kubeapi import Obj
+from aiperf.kuberun.direct import JobState, jobset_state
+from aiperf.kuberun.jobs import phase_of
 from aiperf.messages import SystemState
 
-Obj = dict[str, Any]
 TERMINAL = frozenset({JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.CANCELLED})
 _RANK = {JobPhase.PENDING: 0, JobPhase.INITIALIZING: 1, JobPhase.RUNNING: 2}
 RUNNING_SUBPHASES = frozenset({SystemState.PROFILING, SystemState.PROCESSING, SystemState.EXPORTING,
@@ -44,15 +45,6 @@ def parse_time(text: str | None) -> datetime | None:
         return None
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def phase_of(cr: Mapping[str, Any]) -> JobPhase | None:
-    """`status.phase` of the CR, None when unset or unknown."""
-    value = (cr.get("status") or {}).get("phase")
-    try:
-        return JobPhase(value) if value else None
     except ValueError:
         return None
 

@@ -1,5 +1,6 @@
-"""The AIPerfSweep reconciler: plain async methods over an injected `ApiClient`, beside the
-AIPerfJob reconciler whose fenced status writes it shares (`JobReconciler.write_status`).
+"""The AIPerfSweep reconciler: plain async methods over an injected `KubeApi`, on the core it
+shares with the AIPerfJob reconciler (`aiperf.operator.core.Reconciling`: fenced status writes,
+create-or-adopt, the owned JobSet).
 
 - `create`: validate the workload and plan it (`aiperf.operator.sweep_desired`), set
   `totalVariations`, `totalRuns` and a storable `runEpoch` (a creationTimestamp that yields no
@@ -35,25 +36,26 @@ from typing import Any
 import anyio
 import kopf
 import structlog
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from aiperf.config.markers import SWEEP_AGGREGATE_FILES
-from aiperf.kube.client import KubeClusterError
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND, JobPhase
-from aiperf.kube.jobset import JOBSET_API_VERSION
-from aiperf.kube.ops import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL, JobState, jobset_state
-from aiperf.kube.sweep_executor import SWEEP_LABEL, TRIAL_LABEL, VARIATION_LABEL, cancel_child, is_owned_by
-from aiperf.operator import api
+from aiperf.crd.model import SWEEP_KIND, JobPhase
+from aiperf.kube.names import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL, sweep_object_name
+from aiperf.kubeapi import PODS, KubeApi, KubeClusterError, Obj
+from aiperf.kuberun.direct import JobState, jobset_state, running_pod
+from aiperf.kuberun.jobs import JOBS
+from aiperf.kuberun.sweep_plan import SWEEP_LABEL, TRIAL_LABEL, VARIATION_LABEL, is_owned_by
+from aiperf.kuberun.sweeps import SWEEPS, cancel_cr
+from aiperf.operator.core import Compute, CrKind, Reconciling
 from aiperf.operator.desired import CR_API_VERSION, Defaults, InvalidSpec
-from aiperf.operator.ownership import Verdict, claim, controller_of
-from aiperf.operator.reconciler import JobReconciler, _epoch
+from aiperf.operator.metrics import Metrics
+from aiperf.operator.ownership import controller_of
+from aiperf.operator.reconciler import new_epoch, phase_recorder
 from aiperf.operator.results import ResultsStore
 from aiperf.operator.status import TERMINAL, Cond, StatusChange, parse_time, phase_of, timestamp
-from aiperf.operator.sweep_desired import SWEEP_JOB, plan_sweep, sweep_object_name
+from aiperf.operator.sweep_desired import SWEEP_JOB, plan_sweep
 from aiperf.results.keys import is_key
 
-Obj = dict[str, Any]
+SWEEP = CrKind(SWEEPS, sweep_object_name)
 log = structlog.get_logger("aiperf.operator.sweep")
 AGGREGATE_JSON = SWEEP_AGGREGATE_FILES[0]
 REJECTED_REASON = "SweepRejected"
@@ -63,7 +65,7 @@ def storable_epoch(cr: Mapping[str, Any]) -> str | None:
     """The sweep's run epoch from its creationTimestamp and UID (`aiperf.results.keys.run_key`,
     the key every stored run has), None when it yields no storable key (before 1973, or
     unparsable)."""
-    epoch = _epoch(cr)
+    epoch = new_epoch(cr)
     return epoch if epoch is not None and is_key(epoch) else None
 
 
@@ -73,26 +75,23 @@ def results_name(name: str) -> str:
 
 
 class SweepReconciler:
-    """Reconciles AIPerfSweeps through `api`, writing status through `jobs` (see the module doc).
-    `results`: the results volume (None: nothing is harvested; the sweep still completes)."""
+    """Reconciles AIPerfSweeps through `api` (see the module doc); phase changes are counted in
+    `metrics`. `results`: the results volume (None: nothing is harvested; the sweep still
+    completes)."""
 
-    def __init__(self, *, api: ApiClient, jobs: JobReconciler, defaults: Defaults,
+    def __init__(self, *, api: KubeApi, metrics: Metrics, defaults: Defaults,
                  clock: Callable[[], datetime], retry_delay: float = 5.0,
                  results: ResultsStore | None = None) -> None:
-        self._api, self._jobs, self._defaults = api, jobs, defaults
+        self._api, self._defaults = api, defaults
         self._clock, self._retry_delay, self._results = clock, retry_delay, results
+        self.core = Reconciling(api=api, kind=SWEEP, clock=clock, retry_delay=retry_delay,
+                                on_phase=phase_recorder(metrics, results))
 
-    async def _write(self, ns: str, name: str, uid: str, compute: Callable[[Obj], StatusChange | None]) -> Obj | None:
-        return await self._jobs.write_status(ns, name, uid, compute, kind=SWEEP_KIND)
+    async def _write(self, ns: str, name: str, uid: str, compute: Compute) -> Obj | None:
+        return await self.core.write_status(ns, name, uid, compute)
 
-    def _end(self, phase: JobPhase, conditions: list[Cond],
-             values: Mapping[str, Any] | None = None) -> Callable[[Obj], StatusChange | None]:
-        def compute(cr: Obj) -> StatusChange | None:
-            change = self._jobs.terminal_once(cr, phase, conditions)
-            if change is None or not values:
-                return change
-            return StatusChange(values={**change.values, **values}, conditions=change.conditions, remove=change.remove)
-        return compute
+    def _end(self, phase: JobPhase, conditions: list[Cond], values: Mapping[str, Any] | None = None) -> Compute:
+        return self.core.end(phase, conditions, values)
 
     # -- create --------------------------------------------------------------------------------
 
@@ -132,7 +131,7 @@ class SweepReconciler:
         if live is None or phase_of(live) in TERMINAL:
             return
         for obj in planned.objects:
-            await self._ensure(obj, ns, name, uid)
+            await self.core.ensure(obj, ns, name, uid)
         await self._write(ns, name, uid, lambda cr: None if phase_of(cr) != JobPhase.PENDING else StatusChange(
             values={"phase": JobPhase.INITIALIZING.value},
             conditions=[Cond("ResourcesCreated", True, "Created",
@@ -147,53 +146,15 @@ class SweepReconciler:
                    "digits, plus 6); it never changes, so recreate the AIPerfSweep")
         await self._write(ns, name, uid, self._end(JobPhase.FAILED, [
             Cond("ConfigValid", True, "Valid", "the spec is valid"), Cond("Failed", True, REJECTED_REASON, message)]))
-        await self._warn(body, REJECTED_REASON, message)
+        await self.core.warn(body, key=REJECTED_REASON.lower(), reason=REJECTED_REASON, message=message)
         raise kopf.PermanentError(message)
-
-    async def _warn(self, body: Mapping[str, Any], reason: str, message: str) -> None:
-        meta = body["metadata"]
-        stamp = timestamp(self._clock())
-        event = {"apiVersion": "v1", "kind": "Event",
-                 "metadata": {"name": f"{meta['name']}.{meta['uid'][:8]}.{reason.lower()}",
-                              "namespace": meta["namespace"]},
-                 "involvedObject": {"apiVersion": CR_API_VERSION, "kind": SWEEP_KIND, "name": meta["name"],
-                                    "namespace": meta["namespace"], "uid": meta["uid"]},
-                 "type": "Warning", "reason": reason, "message": message,
-                 "source": {"component": "aiperf-operator"}, "reportingComponent": "aiperf-operator",
-                 "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
-        try:
-            await api.create(self._api, event)
-        except ApiException as exc:
-            if exc.status != 409:
-                log.warning("sweep.event_refused", name=meta["name"], detail=api.describe(exc))
-
-    async def _ensure(self, obj: Obj, ns: str, name: str, uid: str) -> None:
-        kind, obj_name = obj["kind"], obj["metadata"]["name"]
-        try:
-            await api.create(self._api, obj)
-            return
-        except ApiException as exc:
-            if exc.status != 409:
-                raise kopf.TemporaryError(f"creating {kind} {obj_name} failed: {api.describe(exc)}",
-                                          delay=self._retry_delay) from None
-        existing = await api.get(self._api, obj["apiVersion"], kind, ns, obj_name)
-        if existing is None:
-            raise kopf.TemporaryError(f"{kind} {obj_name} was being replaced; retrying", delay=1)
-        verdict = claim(existing, owner_name=name, owner_uid=uid, owner_kind=SWEEP_KIND)
-        if verdict.verdict is Verdict.ADOPT:
-            return
-        if verdict.verdict is Verdict.WAIT:
-            raise kopf.TemporaryError(verdict.reason, delay=self._retry_delay)
-        await self._write(ns, name, uid, self._end(JobPhase.FAILED, [
-            Cond("ResourcesCreated", False, "NameConflict", verdict.reason)]))
-        raise kopf.PermanentError(verdict.reason)
 
     # -- children ------------------------------------------------------------------------------
 
     async def owned_children(self, ns: str, name: str, uid: str) -> list[Obj]:
         """The AIPerfJobs whose controller owner is exactly this sweep (name and UID)."""
-        found = await api.list_objects(self._api, CR_API_VERSION, JOB_KIND, ns, label_selector=f"{SWEEP_LABEL}={name}")
-        return [c for c in found if is_owned_by(c, name, uid)]
+        found = await self._api.list_all(JOBS, ns, label_selector=f"{SWEEP_LABEL}={name}")
+        return [c for c in found.items if is_owned_by(c, name, uid)]
 
     async def child_event(self, child: Mapping[str, Any]) -> None:
         """A child AIPerfJob changed phase: roll it up into its sweep (nothing for a standalone job)."""
@@ -247,8 +208,8 @@ class SweepReconciler:
 
     async def sync(self, ns: str, name: str, uid: str) -> None:
         """Bring sweep `ns/name` (only while it has `uid`) forward (see the module doc)."""
-        cr = await api.get(self._api, CR_API_VERSION, SWEEP_KIND, ns, name)
-        if cr is None or cr["metadata"]["uid"] != uid:
+        cr = await self.core.read(ns, name, uid)
+        if cr is None:
             return
         phase = phase_of(cr)
         if phase in TERMINAL:
@@ -265,7 +226,7 @@ class SweepReconciler:
             await self._write(ns, name, uid, self._end(JobPhase.FAILED, [
                 Cond("AggregateReady", False, "SweepFailed", str(aggregation.get("message") or "the sweep failed"))]))
             return
-        jobset = await self._own_jobset(cr)
+        jobset = await self.core.own_jobset(cr)
         if aggregation.get("phase") == "Complete":
             await self._harvest(cr, aggregation, jobset)
             return
@@ -323,10 +284,7 @@ class SweepReconciler:
         meta = cr["metadata"]
         status = cr.get("status") or {}
         if status.get("resultsAvailable") is True or self._results is None:
-            jobset = await self._own_jobset(cr)
-            if jobset is not None and not jobset["metadata"].get("deletionTimestamp"):
-                await api.delete(self._api, JOBSET_API_VERSION, "JobSet", meta["namespace"],
-                                 jobset["metadata"]["name"], uid=jobset["metadata"]["uid"])
+            await self.core.delete_jobset(cr)
         ttl = (cr.get("spec") or {}).get("ttlSecondsAfterFinished")
         ttl = self._defaults.ttl_seconds if ttl is None else int(ttl)
         done = parse_time(status.get("completionTime"))
@@ -334,26 +292,14 @@ class SweepReconciler:
             return
         if phase_of(cr) == JobPhase.COMPLETED and self._results is not None and status.get("resultsAvailable") is not True:
             return
-        if await api.delete(self._api, CR_API_VERSION, SWEEP_KIND, meta["namespace"], meta["name"], uid=meta["uid"]):
+        if await self.core.delete_cr(cr):
             log.info("sweep.reaped", namespace=meta["namespace"], name=meta["name"], ttl=ttl)
-
-    async def _own_jobset(self, cr: Mapping[str, Any]) -> Obj | None:
-        meta = cr["metadata"]
-        jobset = await api.get(self._api, JOBSET_API_VERSION, "JobSet", meta["namespace"],
-                               sweep_object_name(meta["name"]))
-        if jobset is None:
-            return None
-        ref = controller_of(jobset)
-        if ref is None or ref.get("uid") != meta["uid"] or ref.get("kind") != SWEEP_KIND:
-            return None
-        return jobset
 
     async def _controller_pod(self, ns: str, jobset: Mapping[str, Any]) -> str | None:
         selector = f"{JOBSET_NAME_LABEL}={jobset['metadata']['name']},{REPLICATED_JOB_LABEL}={SWEEP_JOB}"
-        pods = await api.list_objects(self._api, "v1", "Pod", ns, label_selector=selector)
-        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
-        running.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
-        return str(running[-1]["metadata"]["name"]) if running else None
+        pods = (await self._api.list_all(PODS, ns, label_selector=selector)).items
+        pod = running_pod(sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or ""))
+        return str(pod["metadata"]["name"]) if pod is not None else None
 
     # -- cancel and delete ---------------------------------------------------------------------
 
@@ -369,15 +315,11 @@ class SweepReconciler:
             await self._write(ns, name, uid, self._end(JobPhase.CANCELLED, [
                 Cond("Cancelled", True, "Cancelled", f"spec.cancel set; cancelled {', '.join(cancelled) or 'no child'}")]))
             log.info("sweep.cancelled", namespace=ns, name=name, children=cancelled)
-        await self._write(ns, name, uid, lambda cr: None if (cr.get("status") or {}).get(
-            "observedGeneration") == cr["metadata"].get("generation") else StatusChange(
-            values={"observedGeneration": cr["metadata"].get("generation", 1)}))
+        await self.acknowledge(ns, name, uid)
 
     async def acknowledge(self, ns: str, name: str, uid: str) -> None:
         """Record the sweep's generation in `status.observedGeneration` (a consumed edit)."""
-        await self._write(ns, name, uid, lambda cr: None if (cr.get("status") or {}).get(
-            "observedGeneration") == cr["metadata"].get("generation") else StatusChange(
-            values={"observedGeneration": cr["metadata"].get("generation", 1)}))
+        await self.core.acknowledge(ns, name, uid)
 
     async def delete(self, body: Mapping[str, Any]) -> None:
         """The sweep is being deleted: cancel the unfinished children it owns (UID-exact)."""
@@ -394,7 +336,7 @@ class SweepReconciler:
                 out.append(child["metadata"]["name"])
                 continue
             try:
-                if await cancel_child(self._api, child):
+                if await cancel_cr(self._api, JOBS, child):
                     out.append(child["metadata"]["name"])
             except KubeClusterError as exc:
                 raise kopf.TemporaryError(str(exc), delay=self._retry_delay) from None

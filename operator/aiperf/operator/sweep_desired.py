@@ -4,7 +4,7 @@
     plan.objects    # ServiceAccount, Role, RoleBinding, JobSet `aiperf-sweep-<name>`, in creation order
 
 The spec is decoded with the typed model and planned with the planner local sweeps use
-(`aiperf.kube.sweep_executor.plan_for`); every run's benchmark is built and the deployment
+(`aiperf.kuberun.sweep_plan.plan_for`); every run's benchmark is built and the deployment
 envelope mapped onto `KubeSettings` exactly as each child AIPerfJob will be, so a sweep whose
 children could never run is refused before anything starts.
 
@@ -27,27 +27,20 @@ from typing import Any
 import msgspec
 
 from aiperf.config import ConfigError
+from aiperf.config.catalog import SWEEP_CONTROLLER
 from aiperf.config.sweep import Plan
+from aiperf.crd.model import API_GROUP, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec, JobSpecSchema
 from aiperf.kube.config_map import ARTIFACT_DIR
 from aiperf.kube.containers import ARTIFACTS_VOLUME, results_container
-from aiperf.kube.crd_model import (
-    API_GROUP,
-    SWEEP_KIND,
-    AIPerfJobSpec,
-    AIPerfSweepSpec,
-    JobSpecSchema,
-    decode_spec,
-)
 from aiperf.kube.jobset import JOBSET_API_VERSION
-from aiperf.kube.names import PREFIX
-from aiperf.kube.sweep_executor import CHILD_FIELDS, plan_for, run_benchmark
-from aiperf.operator.desired import CR_API_VERSION, Defaults, InvalidSpec, settings_for
+from aiperf.kube.names import image, sweep_object_name
+from aiperf.kubeapi import Obj
+from aiperf.kuberun.sweep_plan import CHILD_FIELDS, plan_for, run_benchmark
+from aiperf.operator.desired import Defaults, InvalidSpec, decode_as, settings_for
+from aiperf.operator.desired import owner_reference as job_owner_reference
 
-Obj = dict[str, Any]
-SWEEP_COMPONENT = "sweep-controller"
-SWEEP_CONTAINER = "sweep-controller"
-SWEEP_JOB = "sweep-controller"
-"""The replicated job (and its pods' `jobset.sigs.k8s.io/replicatedjob-name`)."""
+SWEEP_COMPONENT = SWEEP_CONTAINER = SWEEP_JOB = SWEEP_CONTROLLER.name
+"""The replicated job (and its pods' `jobset.sigs.k8s.io/replicatedjob-name`), container and component."""
 SWEEP_NAME_ENV, SWEEP_NAMESPACE_ENV, SWEEP_UID_ENV, SWEEP_EPOCH_ENV = (
     "AIPERF_SWEEP_NAME", "AIPERF_SWEEP_NAMESPACE", "AIPERF_SWEEP_UID", "AIPERF_SWEEP_EPOCH")
 MAX_RESTARTS = 3
@@ -62,11 +55,6 @@ SWEEP_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], bool], ...] = (
 """(apiGroup, resources, verbs, only the sweep's own object) of the sweep-controller's Role."""
 
 
-def sweep_object_name(name: str) -> str:
-    """`aiperf-sweep-<name>`: the sweep's ServiceAccount, Role, RoleBinding and JobSet."""
-    return f"{PREFIX}-sweep-{name}"
-
-
 @dataclass(frozen=True, kw_only=True)
 class SweepPlan:
     """The decoded spec, its plan, and the objects to create, in order."""
@@ -78,17 +66,12 @@ class SweepPlan:
 
 def owner_reference(body: Mapping[str, Any]) -> Obj:
     """The controller owner reference to the AIPerfSweep `body`."""
-    meta = body["metadata"]
-    return {"apiVersion": CR_API_VERSION, "kind": SWEEP_KIND, "name": meta["name"], "uid": meta["uid"],
-            "controller": True, "blockOwnerDeletion": True}
+    return job_owner_reference(body, SWEEP_KIND)
 
 
 def decode(spec: Any) -> AIPerfSweepSpec:
     """The decoded spec; raises `InvalidSpec` naming the field."""
-    try:
-        decoded = decode_spec(spec, SWEEP_KIND)
-    except ConfigError as exc:
-        raise InvalidSpec(str(exc)) from None
+    decoded = decode_as(spec, SWEEP_KIND)
     assert isinstance(decoded, AIPerfSweepSpec)
     return decoded
 
@@ -141,10 +124,7 @@ def _role_rules(name: str) -> list[Obj]:
 
 def sweep_image(spec: AIPerfSweepSpec, defaults: Defaults) -> str:
     """The sweep-controller's image: `spec.image`, else `<registry>/aiperf/sweep-controller:<tag>`."""
-    if spec.envelope.image:
-        return spec.envelope.image
-    path = f"{PREFIX}/sweep-controller:{defaults.image_tag}"
-    return f"{defaults.image_registry.rstrip('/')}/{path}" if defaults.image_registry else path
+    return spec.envelope.image or image(defaults.image_registry, SWEEP_CONTROLLER.name, defaults.image_tag)
 
 
 def _objects(body: Mapping[str, Any], spec: AIPerfSweepSpec, settings: Any, defaults: Defaults,
@@ -170,7 +150,7 @@ def _objects(body: Mapping[str, Any], spec: AIPerfSweepSpec, settings: Any, defa
         "args": ["--artifact-dir", ARTIFACT_DIR],
         "env": [{"name": SWEEP_NAME_ENV, "value": name}, {"name": SWEEP_NAMESPACE_ENV, "value": meta["namespace"]},
                 {"name": SWEEP_UID_ENV, "value": meta["uid"]}, {"name": SWEEP_EPOCH_ENV, "value": epoch}],
-        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "resources": {"requests": dict(SWEEP_CONTROLLER.requests), "limits": dict(SWEEP_CONTROLLER.limits)},
         "volumeMounts": [{"name": ARTIFACTS_VOLUME, "mountPath": ARTIFACT_DIR}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }

@@ -13,9 +13,9 @@ import aiohttp
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from aiperf.api.server import granian_server
 from aiperf.api.service import Api
 from aiperf.messages import Event
+from aiperf.runtime.http import granian_server
 
 
 class FakeEvents:

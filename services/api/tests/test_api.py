@@ -15,7 +15,6 @@ import zstandard
 from yarl import URL
 
 from aiperf.api.main import KUBERNETES_PORT, PORT_ENV, bind_address
-from aiperf.api.server import HttpServer, granian_server
 from aiperf.api.service import Api
 from aiperf.config import CommsOptions, RunConfig
 from aiperf.messages import (
@@ -31,6 +30,7 @@ from aiperf.messages import (
     SystemStateChanged,
 )
 from aiperf.runtime import UnknownCommand, UserError
+from aiperf.runtime.http import EmbeddedServer, granian_server
 from tests._api_fakes import FakeEvents, Serving
 
 pytestmark = pytest.mark.anyio
@@ -223,7 +223,7 @@ async def test_the_port_it_picks_stays_its_own_until_its_server_listens(tmp_path
     competitors: list[socket.socket] = []
     refused: list[int | None] = []
 
-    def racing_factory(app: Any, host: str, port: int) -> HttpServer:
+    def racing_factory(app: Any, host: str, port: int) -> EmbeddedServer:
         other = socket.socket()
         competitors.append(other)
         try:

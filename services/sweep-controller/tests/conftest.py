@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.config import new_client_from_config
 
-from aiperf.kube.crd import build_crd
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND
+from aiperf.crd.generator import build_crd
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND
+from aiperf.kubeapi import KubeApi, connect
 from aiperf.testing.fake_kube import FakeKube
 
 
@@ -27,7 +26,6 @@ async def kube() -> AsyncIterator[FakeKube]:
 
 
 @pytest.fixture
-async def api(kube: FakeKube) -> AsyncIterator[ApiClient]:
-    client = await new_client_from_config(kube.kubeconfig_path, persist_config=False)
-    yield client
-    await client.close()
+async def api(kube: FakeKube) -> AsyncIterator[KubeApi]:
+    async with await connect(kube.kubeconfig_path, None) as client:
+        yield client

@@ -13,11 +13,12 @@ from typing import Any
 
 import anyio
 import pytest
-from kubernetes_asyncio.client import ApiClient, CustomObjectsApi
 
 from aiperf.config.markers import END_MARKER
-from aiperf.kube.crd_model import JOB_KIND, SWEEP_KIND
-from aiperf.kube.sweep_executor import RUN_DIGEST_ANNOTATION, ForeignChild
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND
+from aiperf.kubeapi import KubeApi
+from aiperf.kuberun.sweep_plan import RUN_DIGEST_ANNOTATION
+from aiperf.kuberun.sweeps import SWEEPS, ForeignChild
 from aiperf.sweep_controller.controller import EXIT_BAD_SPEC, SweepController
 from aiperf.sweep_controller.main import main
 from aiperf.testing.fake_kube import FakeKube
@@ -57,7 +58,7 @@ def exists(kube: FakeKube, name: str) -> bool:
     return kube.get(API, JOB_KIND, NS, name) is not None
 
 
-def make(api: ApiClient, kube: FakeKube, tmp: Path, docs: dict[str, dict[str, Any] | None],
+def make(api: KubeApi, kube: FakeKube, tmp: Path, docs: dict[str, dict[str, Any] | None],
          sleeps: list[float]) -> SweepController:
     uid = stored(kube, SWEEP_KIND, "s")["metadata"]["uid"]
 
@@ -76,7 +77,7 @@ async def finish_children(kube: FakeKube, phases: dict[str, str]) -> None:
 
 
 async def test_children_run_one_after_another_and_a_variation_below_min_runs_is_named(
-        kube: FakeKube, api: ApiClient, tmp_path: Path) -> None:
+        kube: FakeKube, api: KubeApi, tmp_path: Path) -> None:
     kube.create(sweep([1, 2, 3], multiRun={"numRuns": 2, "minRuns": 2}))
     names = [f"s-v{v}-t{t}" for t in (1, 2) for v in (0, 1, 2)]
     docs: dict[str, dict[str, Any] | None] = {n: summary(int(n[3]) + 1) for n in names}
@@ -97,7 +98,7 @@ async def test_children_run_one_after_another_and_a_variation_below_min_runs_is_
     assert json.loads((tmp_path / END_MARKER).read_text())["exit_code"] == 0
 
 
-async def test_an_invalid_variation_fails_the_sweep_before_any_child(kube: FakeKube, api: ApiClient,
+async def test_an_invalid_variation_fails_the_sweep_before_any_child(kube: FakeKube, api: KubeApi,
                                                                      tmp_path: Path) -> None:
     kube.create(sweep([2, 0]))
     assert await make(api, kube, tmp_path, {}, []).run() == EXIT_BAD_SPEC
@@ -106,7 +107,7 @@ async def test_an_invalid_variation_fails_the_sweep_before_any_child(kube: FakeK
     assert kube.requests_for("POST", f"/apis/{API}/namespaces/{NS}/aiperfjobs") == []
 
 
-async def test_a_foreign_object_under_a_childs_name_is_never_adopted(kube: FakeKube, api: ApiClient,
+async def test_a_foreign_object_under_a_childs_name_is_never_adopted(kube: FakeKube, api: KubeApi,
                                                                      tmp_path: Path) -> None:
     kube.create(sweep([2]))
     kube.create({"apiVersion": API, "kind": JOB_KIND, "metadata": {"name": "s-v0-t1", "namespace": NS},
@@ -116,7 +117,7 @@ async def test_a_foreign_object_under_a_childs_name_is_never_adopted(kube: FakeK
 
 
 async def test_a_restarted_controller_adopts_its_children_and_refuses_another_plan(
-        kube: FakeKube, api: ApiClient, tmp_path: Path) -> None:
+        kube: FakeKube, api: KubeApi, tmp_path: Path) -> None:
     """The first incarnation creates child v0 and dies (its task cancelled, as a killed pod);
     the second replans the same runs: same plan digest, v0 adopted (never created twice), v1
     created. A child whose run digest is not the replanned one stops the sweep (exit 2)."""
@@ -149,7 +150,7 @@ async def test_a_restarted_controller_adopts_its_children_and_refuses_another_pl
     assert failed["phase"] == "Failed" and "s-v1-t1 was created from another plan" in failed["message"], failed
 
 
-async def test_a_recorded_plan_digest_that_differs_fails_the_sweep(kube: FakeKube, api: ApiClient,
+async def test_a_recorded_plan_digest_that_differs_fails_the_sweep(kube: FakeKube, api: KubeApi,
                                                                    tmp_path: Path) -> None:
     kube.create(sweep([1, 2]))
     kube.set_status(API, SWEEP_KIND, NS, "s", {"aggregation": {"phase": "Running", "planDigest": "f" * 16}})
@@ -168,7 +169,7 @@ def test_main_without_the_operators_environment_is_one_line_and_exit_2(
     assert err.count("\n") == 0 and "AIPERF_SWEEP_NAME" in err
 
 
-async def test_a_sweep_being_deleted_creates_no_further_child(kube: FakeKube, api: ApiClient, tmp_path: Path) -> None:
+async def test_a_sweep_being_deleted_creates_no_further_child(kube: FakeKube, api: KubeApi, tmp_path: Path) -> None:
     """Deleted while its first child runs (the operator's finalizer still holds it): that child
     ends (here Failed, as a child torn down with it may look) and no second child is created."""
     obj = sweep([1, 2])
@@ -181,8 +182,7 @@ async def test_a_sweep_being_deleted_creates_no_further_child(kube: FakeKube, ap
                 codes.append(await make(api, kube, tmp_path, {}, []).run())
             tg.start_soon(run)
             await kube.wait_until(partial(exists, kube, "s-v0-t1"))
-            group, version = API.split("/")
-            await CustomObjectsApi(api).delete_namespaced_custom_object(group, version, NS, "aiperfsweeps", "s")
+            await api.delete(SWEEPS, NS, "s", uid=stored(kube, SWEEP_KIND, "s")["metadata"]["uid"])
             assert stored(kube, SWEEP_KIND, "s")["metadata"].get("deletionTimestamp")
             kube.set_status(API, JOB_KIND, NS, "s-v0-t1", {"phase": "Failed"})
     assert codes == [0] and not exists(kube, "s-v1-t1")

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from aiperf.config import Benchmark, CommsOptions, ConcurrencyPhase, RunConfig, ServiceCounts
-from aiperf.kube.status_push import encode_status
+from aiperf.kuberun.status_push import encode_status
 from aiperf.messages import (
     Finalized,
     Phase,
@@ -148,7 +148,7 @@ async def test_the_verdict_brings_exact_counts_a_failure_and_whether_results_wer
 
 
 async def test_server_metrics_projection_rides_on_the_status_push(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from aiperf.kube.status_push import status_ops
+    from aiperf.kuberun.status_push import status_ops
     from aiperf.servermetrics.manager import read_projection, write_projection
 
     tracker = RunTracker(config=config(), clock=Clock(), server_metrics=lambda: read_projection(tmp_path))

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from aiperf.endpoints.sse import SseParser
 from aiperf.worker.exchange import Exchange
-from aiperf.worker.h1 import _Conn
+from aiperf.worker.h1 import Connection
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
 
@@ -64,11 +64,11 @@ class _Wire(asyncio.Transport):
         return self.closed
 
 
-def _exchange(stream: bytes, cuts: list[int], *, streaming: bool = True) -> tuple[Exchange, _Conn]:
+def _exchange(stream: bytes, cuts: list[int], *, streaming: bool = True) -> tuple[Exchange, Connection]:
     loop = asyncio.new_event_loop()
     try:
         read_no = [0]
-        conn = _Conn(loop, clock=lambda: read_no[0])
+        conn = Connection(loop, clock=lambda: read_no[0])
         conn.connection_made(_Wire())
         ex = Exchange()
         done = conn.start(ex, b"POST / HTTP/1.1\r\n\r\n", streaming=streaming, cap=1 << 30, idle_s=60.0)

@@ -15,17 +15,17 @@ from anyio.abc import TaskStatus
 
 from aiperf.comms.codec import BadMessage, Codec
 from aiperf.comms.curve import apply_curve, curve_of
-from aiperf.comms.sockets import DEFAULT_HWM, _Managed, _Socket
+from aiperf.comms.sockets import DEFAULT_HWM, ManagedSocket, ZmqSocket
 from aiperf.messages import Event, topic_of
 
 
-class Publisher(_Managed):
+class Publisher(ManagedSocket):
     """PUB connected to the proxy's frontend (XSUB)."""
 
     def __init__(self, ctx: zmq.asyncio.Context, *, connect: Sequence[str],
                  hwm: int = DEFAULT_HWM) -> None:
         self.codec: Codec[Event] = Codec(Event, channel="event_bus")
-        self._s = _Socket(ctx, zmq.PUB, channel="event_bus", connect=connect, linger_ms=1_000,
+        self._s = ZmqSocket(ctx, zmq.PUB, channel="event_bus", connect=connect, linger_ms=1_000,
                           options={zmq.SNDHWM: hwm})
 
     async def publish(self, event: Event) -> None:
@@ -38,14 +38,14 @@ class Publisher(_Managed):
         self._s.sock.setsockopt(zmq.LINGER, 0)
 
 
-class Subscriber(_Managed):
+class Subscriber(ManagedSocket):
     """SUB connected to the proxy's backend (XPUB), subscribed to `topics` (empty: all)."""
 
     def __init__(self, ctx: zmq.asyncio.Context, *, connect: Sequence[str],
                  topics: Sequence[bytes] = (b"",), hwm: int = DEFAULT_HWM) -> None:
         self.codec: Codec[Event] = Codec(Event, channel="event_bus")
         options: dict[int, int | bytes] = {zmq.RCVHWM: hwm}
-        self._s = _Socket(ctx, zmq.SUB, channel="event_bus", connect=connect, options=options)
+        self._s = ZmqSocket(ctx, zmq.SUB, channel="event_bus", connect=connect, options=options)
         self._topics = list(topics)
 
     async def __aenter__(self) -> Subscriber:

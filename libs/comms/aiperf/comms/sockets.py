@@ -35,8 +35,9 @@ class PeerUnreachable(Exception):
         super().__init__(f"peer {peer.decode(errors='replace')!r} unreachable on {channel}")
 
 
-class _Socket:
-    """Shared lifecycle: create, set options, bind/connect, close. Composition helper."""
+class ZmqSocket:
+    """Shared lifecycle of one ZMQ socket: create, set options, bind/connect, close (what every
+    wrapper of this module and of `aiperf.comms.pubsub` holds)."""
 
     def __init__(self, ctx: zmq.asyncio.Context, kind: int, *, channel: str,
                  options: dict[int, int | bytes], bind: Sequence[str] = (),
@@ -180,10 +181,11 @@ class _Socket:
             cast("Callable[[], None]", self._sock._schedule_remaining_events)()  # pyzmq's own hook
 
 
-class _Managed:
-    """Async context manager support for the wrappers below."""
+class ManagedSocket:
+    """Async context manager support for the socket wrappers (here and `aiperf.comms.pubsub`):
+    entering opens their `ZmqSocket`, leaving closes it."""
 
-    _s: _Socket
+    _s: ZmqSocket
 
     async def __aenter__(self) -> Self:
         self._s.open()
@@ -199,7 +201,7 @@ class _Managed:
         return list(self._s.bound)
 
 
-class RouterSocket(_Managed, Generic[In]):
+class RouterSocket(ManagedSocket, Generic[In]):
     """ROUTER with `ROUTER_MANDATORY`: a targeted send to an unknown peer raises
     `PeerUnreachable`; `broadcast` skips such peers and reports them.
     Frames: [peer identity, payload]."""
@@ -207,7 +209,7 @@ class RouterSocket(_Managed, Generic[In]):
     def __init__(self, ctx: zmq.asyncio.Context, *, decode: Any, channel: str,
                  bind: Sequence[str], hwm: int = DEFAULT_HWM) -> None:
         self.codec: Codec[In] = Codec(decode, channel=channel)
-        self._s = _Socket(ctx, zmq.ROUTER, channel=channel, bind=bind, options={
+        self._s = ZmqSocket(ctx, zmq.ROUTER, channel=channel, bind=bind, options={
             zmq.ROUTER_MANDATORY: 1, zmq.SNDHWM: hwm, zmq.RCVHWM: hwm})
 
     async def send(self, peer: bytes, message: object) -> None:
@@ -255,14 +257,14 @@ class RouterSocket(_Managed, Generic[In]):
         return peer, self.codec.decode(payload, peer=peer)
 
 
-class DealerSocket(_Managed, Generic[In]):
+class DealerSocket(ManagedSocket, Generic[In]):
     """DEALER with a fixed identity (the service id), so the ROUTER side can address it."""
 
     def __init__(self, ctx: zmq.asyncio.Context, *, identity: str, decode: Any, channel: str,
                  connect: Sequence[str], hwm: int = DEFAULT_HWM, linger_ms: int = 0) -> None:
         self.identity = identity
         self.codec: Codec[In] = Codec(decode, channel=channel)
-        self._s = _Socket(ctx, zmq.DEALER, channel=channel, connect=connect, linger_ms=linger_ms,
+        self._s = ZmqSocket(ctx, zmq.DEALER, channel=channel, connect=connect, linger_ms=linger_ms,
                           options={zmq.IDENTITY: identity.encode(), zmq.SNDHWM: hwm,
                                    zmq.RCVHWM: hwm})
 
@@ -275,7 +277,7 @@ class DealerSocket(_Managed, Generic[In]):
         return self.codec.decode(await self._s.recv())
 
 
-class PushSocket(_Managed):
+class PushSocket(ManagedSocket):
     """PUSH, binding or connecting. With `immediate=True` (IMMEDIATE=1) nothing is queued
     for peers whose connection is not complete, so `send_nowait` raises `anyio.WouldBlock`
     until the PULL side exists: the basis of the return-channel readiness probe."""
@@ -284,7 +286,7 @@ class PushSocket(_Managed):
                  connect: Sequence[str] = (), immediate: bool = False, hwm: int = DEFAULT_HWM,
                  linger_ms: int = 5_000) -> None:
         self.codec: Codec[object] = Codec(object, channel=channel)
-        self._s = _Socket(ctx, zmq.PUSH, channel=channel, bind=bind, connect=connect,
+        self._s = ZmqSocket(ctx, zmq.PUSH, channel=channel, bind=bind, connect=connect,
                           linger_ms=linger_ms,
                           options={zmq.SNDHWM: hwm, zmq.IMMEDIATE: int(immediate)})
 
@@ -298,14 +300,14 @@ class PushSocket(_Managed):
             raise anyio.WouldBlock
 
 
-class PullSocket(_Managed, Generic[In]):
+class PullSocket(ManagedSocket, Generic[In]):
     """PULL, binding or connecting; fair-queues from every PUSH peer."""
 
     def __init__(self, ctx: zmq.asyncio.Context, *, decode: Any, channel: str,
                  bind: Sequence[str] = (), connect: Sequence[str] = (),
                  hwm: int = DEFAULT_HWM) -> None:
         self.codec: Codec[In] = Codec(decode, channel=channel)
-        self._s = _Socket(ctx, zmq.PULL, channel=channel, bind=bind, connect=connect,
+        self._s = ZmqSocket(ctx, zmq.PULL, channel=channel, bind=bind, connect=connect,
                           options={zmq.RCVHWM: hwm})
 
     async def recv(self) -> In:

@@ -2,6 +2,10 @@
 table. The system-controller's start plan, the expected registrations, the Kubernetes pods
 (containers, ports, default resources) and the local launcher all read it; docs/extending.md
 says what else adding a service takes.
+
+`AUXILIARY` lists our other processes, each its own service folder and image, that register
+with nobody: the controller pod's results sidecar and server-metrics manager, the operator
+pod's results server, an AIPerfSweep's sweep-controller.
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ from aiperf.messages import ServiceType
 
 
 class Placement(enum.StrEnum):
-    """Where a service runs in Kubernetes: the one controller pod, or every worker pod."""
+    """Where a service runs in Kubernetes: the one controller pod or every worker pod of a run,
+    the operator's pod, or the pod of an AIPerfSweep."""
 
     CONTROLLER_POD = "controller"
     WORKER_POD = "worker"
+    OPERATOR_POD = "operator"
+    SWEEP_POD = "sweep"
 
 
 class Scale(enum.StrEnum):
@@ -77,6 +84,46 @@ CATALOG: tuple[ServiceSpec, ...] = (
 then the event bus (so no early event is lost), then consumers before producers."""
 
 SPECS: dict[ServiceType, ServiceSpec] = {spec.type: spec for spec in CATALOG}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuxiliarySpec:
+    """One of our processes that registers with nobody: `name` is its folder under `services/`,
+    its image `aiperf/<name>` and its container; `placement` where it runs; `health_port` its
+    health port (name, number; None: its HTTP port answers the probes); `ports` what it serves;
+    `requests`/`limits` its default Kubernetes resources."""
+
+    name: str
+    placement: Placement
+    health_port: tuple[str, int] | None = None
+    ports: tuple[tuple[str, int], ...] = ()
+    requests: tuple[tuple[str, str], ...] = ()
+    limits: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def module(self) -> str:
+        """Its entry module (`aiperf.results_sidecar.main`)."""
+        return f"aiperf.{self.name.replace('-', '_')}.main"
+
+
+RESULTS_SIDECAR = AuxiliarySpec(
+    name="results-sidecar", placement=Placement.CONTROLLER_POD, health_port=("health-results", 8089),
+    ports=(("http-results", 9091),), requests=(("cpu", "50m"), ("memory", "128Mi")),
+    limits=(("cpu", "50m"), ("memory", "128Mi")))
+"""Serves a run's exports after its control plane exited, until `POST /shutdown` or a linger time."""
+SERVER_METRICS_MANAGER = AuxiliarySpec(
+    name="server-metrics-manager", placement=Placement.CONTROLLER_POD, health_port=("health-smm", 8090),
+    requests=(("cpu", "100m"), ("memory", "256Mi")), limits=(("cpu", "100m"), ("memory", "256Mi")))
+"""Scrapes the inference server's metrics in-cluster around each phase (when the run asks)."""
+RESULTS_SERVER = AuxiliarySpec(name="results-server", placement=Placement.OPERATOR_POD,
+                               ports=(("http-results", 8081),))
+"""Stored runs over HTTP (API and dashboard); its resources come from the operator's chart."""
+SWEEP_CONTROLLER = AuxiliarySpec(name="sweep-controller", placement=Placement.SWEEP_POD,
+                                 requests=(("cpu", "50m"), ("memory", "128Mi")), limits=(("memory", "256Mi"),))
+"""Runs an AIPerfSweep's child AIPerfJobs, then writes the sweep's aggregate."""
+
+AUXILIARY: tuple[AuxiliarySpec, ...] = (RESULTS_SIDECAR, SERVER_METRICS_MANAGER, RESULTS_SERVER, SWEEP_CONTROLLER)
+"""Every auxiliary service (see the module doc)."""
 
 
 def spec_of(service_type: ServiceType) -> ServiceSpec:

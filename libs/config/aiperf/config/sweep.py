@@ -13,10 +13,10 @@ trial-major (every variation of trial 1, then of trial 2, ...), each run in
 `profile_runs/trial_000N[/<label>]` and each variation's aggregate in `aggregate[/<label>]`
 (AIPerf 0.13's layout). A `RunExecutor` runs one planned run: locally
 (`aiperf.cli.sweep_run.LocalExecutor`) or as a Kubernetes child job
-(`aiperf.kube.sweep_executor.ChildJobExecutor`).
+(`aiperf.kuberun.sweeps.ChildJobExecutor`).
 
 `Sweep` and `MultiRun` are the `sweep:` and `multi_run:` blocks of an AIPerf config v2 file
-(snake_case); the CR's `spec.sweep` (`aiperf.kube.crd_model.SweepSpec`) has the same fields in
+(snake_case); the CR's `spec.sweep` (`aiperf.crd.model.SweepSpec`) has the same fields in
 camelCase and shares `SweepType`.
 """
 

@@ -45,7 +45,7 @@ class DataSource:
       (strings or failure events)); it is polled while `progress_ws_url` (optional, a WebSocket
       sending such snapshots) is down, every `poll_interval_s` seconds, until the phase is
       terminal or the status route answers 404. The results server's
-      `aiperf.results.jobstatus` routes (operator mode) and the api's own serve them.
+      `aiperf.results_server.jobstatus` routes (operator mode) and the api's own serve them.
     """
 
     jobs_url: str = "/api/v1/results"

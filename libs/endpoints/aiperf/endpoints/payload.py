@@ -12,11 +12,13 @@ from typing import Any
 import orjson
 
 from aiperf.config import Endpoint
-from aiperf.endpoints.kinds import EndpointType
+from aiperf.endpoints.catalog import EndpointSpec, EndpointType, spec_of
 
 
 class PayloadBuilder:
-    """Builds JSON request bodies for one endpoint, model and streaming mode.
+    """Builds JSON request bodies for one endpoint, model and streaming mode, from its kind's
+    catalog entry (`aiperf.endpoints.catalog`: prompt field and payload function, output-limit
+    field, whether it streams).
 
     Field rules (as AIPerf 0.13):
 
@@ -32,7 +34,7 @@ class PayloadBuilder:
       (``"stream": false``) our ``stream_options`` is dropped, since servers reject it then.
     """
 
-    __slots__ = ("_endpoint_type", "_prompt_key", "_token_key", "_static", "_static_inner", "_slow")
+    __slots__ = ("_spec", "_prompt_key", "_token_key", "_static", "_static_inner", "_slow")
 
     def __init__(
         self,
@@ -43,16 +45,12 @@ class PayloadBuilder:
         extra_inputs: dict[str, Any] | None = None,
         use_legacy_max_tokens: bool = False,
     ) -> None:
-        self._endpoint_type = EndpointType(endpoint_type)
+        spec: EndpointSpec = spec_of(endpoint_type)
+        self._spec, self._prompt_key = spec, spec.prompt_field
+        self._token_key = (spec.legacy_token_field if use_legacy_max_tokens else None) or spec.token_field or ""
         extras = dict(extra_inputs or {})
         static: dict[str, Any] = {"model": model}
-        if self._endpoint_type is EndpointType.EMBEDDINGS:
-            self._prompt_key = "input"
-            self._token_key = ""
-        else:
-            self._prompt_key = "messages" if self._endpoint_type is EndpointType.CHAT else "prompt"
-            chat_key = "max_tokens" if use_legacy_max_tokens else "max_completion_tokens"
-            self._token_key = chat_key if self._endpoint_type is EndpointType.CHAT else "max_tokens"
+        if spec.streams:
             static["stream"] = streaming
             if streaming:
                 static["stream_options"] = {"include_usage": True}
@@ -74,7 +72,7 @@ class PayloadBuilder:
     @property
     def endpoint_type(self) -> EndpointType:
         """The endpoint kind this builder formats for."""
-        return self._endpoint_type
+        return self._spec.kind
 
     def output_limit(self, max_tokens: int | None) -> int | None:
         """The output limit `build(..., max_tokens=max_tokens)` sends (None: none is sent, as
@@ -90,12 +88,7 @@ class PayloadBuilder:
         ignored by completions and embeddings. `max_tokens` of None sends no limit (the server
         decides). Never blocks; raises `TypeError` only for values JSON cannot represent.
         """
-        value: Any
-        if self._endpoint_type is EndpointType.CHAT:
-            user = {"role": "user", "content": prompt}
-            value = [*history, user] if history else [user]
-        else:
-            value = [prompt]
+        value = self._spec.prompt(prompt, history)
         limit = max_tokens if self._token_key and max_tokens is not None else None
         if self._slow:
             body: dict[str, Any] = {self._prompt_key: value}

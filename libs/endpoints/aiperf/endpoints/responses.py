@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from aiperf.endpoints.kinds import EndpointType
+from aiperf.endpoints.catalog import EndpointSpec, EndpointType, spec_of
 from aiperf.endpoints.parsed import ContentResponse, ParsedResponse, Usage
 from aiperf.endpoints.sse import SseEvent, SseParser
 from aiperf.messages import ErrorDetails, RequestRecord
@@ -38,11 +38,12 @@ def parse_response(endpoint_type: EndpointType, streaming: bool, record: Request
     Non-streaming: one content response stamped `record.end_ns` (the last read's timestamp when
     `end_ns` is 0). Streaming: one content response per SSE event with text, stamped with the
     read that completed the event; events after ``[DONE]`` are ignored. A streaming request the
-    server answered with a plain JSON body is parsed as non-streaming (`streamed` False).
-    Embeddings produce no content responses; they succeed when ``data`` is a non-empty list.
-    Pure function: never raises on bad server output.
+    server answered with a plain JSON body is parsed as non-streaming (`streamed` False). What
+    a body or event carries is the kind's response function (`aiperf.endpoints.catalog`); a kind
+    that produces no tokens (embeddings) gives no content responses and succeeds when its
+    function finds a result. Pure function: never raises on bad server output.
     """
-    kind = EndpointType(endpoint_type)
+    kind = spec_of(endpoint_type)
     if record.error is not None:
         return ParsedResponse(error=record.error, streamed=streaming)
     if record.cancelled:
@@ -50,12 +51,12 @@ def parse_response(endpoint_type: EndpointType, streaming: bool, record: Request
         return ParsedResponse(error=err, streamed=streaming)
     if record.status >= 400:
         return ParsedResponse(error=_http_error(record.status, b"".join(record.chunks)), streamed=streaming)
-    if streaming and kind is not EndpointType.EMBEDDINGS:
+    if streaming and kind.streams:
         parsed = _parse_stream(kind, record)
     else:
         parsed = _parse_body(kind, record)
-    if parsed.error is None and kind is not EndpointType.EMBEDDINGS and not parsed.responses:
-        err = ErrorDetails(type="InvalidInferenceResultError", message="No responses with actual content")
+    if parsed.error is None and kind.produces_tokens and not parsed.responses:
+        err = ErrorDetails(type="InvalidInferenceResultError", message=kind.no_result)
         return ParsedResponse(usage=parsed.usage, error=err, last_response_ns=parsed.last_response_ns,
                               streamed=parsed.streamed)
     return parsed
@@ -138,27 +139,12 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _content(kind: EndpointType, obj: dict[str, Any], ts_ns: int) -> ContentResponse | None:
-    choices = obj.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None
-    choice = choices[0]
-    if kind is EndpointType.COMPLETIONS:
-        text = choice.get("text")
-        return ContentResponse(ts_ns, text) if isinstance(text, str) and text else None
-    part = choice.get("delta")
-    if not isinstance(part, dict):
-        part = choice.get("message")
-    if not isinstance(part, dict):
-        return None
-    text = part.get("content")
-    reasoning = part.get("reasoning_content") or part.get("reasoning")
-    text = text if isinstance(text, str) else ""
-    reasoning = reasoning if isinstance(reasoning, str) else ""
-    return ContentResponse(ts_ns, text, reasoning) if text or reasoning else None
+def _content(kind: EndpointSpec, obj: dict[str, Any], ts_ns: int) -> ContentResponse | None:
+    found = kind.content(obj)
+    return ContentResponse(ts_ns, *found) if found is not None else None
 
 
-def _parse_body(kind: EndpointType, record: RequestRecord) -> ParsedResponse:
+def _parse_body(kind: EndpointSpec, record: RequestRecord) -> ParsedResponse:
     ts = _end_ts(record)
     try:
         obj = _loads(b"".join(record.chunks))
@@ -168,10 +154,9 @@ def _parse_body(kind: EndpointType, record: RequestRecord) -> ParsedResponse:
     usage = _usage(obj)
     if err is not None:
         return ParsedResponse(usage=usage, error=err, last_response_ns=ts)
-    if kind is EndpointType.EMBEDDINGS:
-        data = obj.get("data")
-        if not isinstance(data, list) or not data:
-            err = ErrorDetails(type="InvalidInferenceResultError", message="No embeddings in response")
+    if not kind.produces_tokens:
+        if kind.content(obj) is None:
+            err = ErrorDetails(type="InvalidInferenceResultError", message=kind.no_result)
         return ParsedResponse(usage=usage, error=err, last_response_ns=ts)
     content = _content(kind, obj, ts)
     return ParsedResponse(responses=[content] if content else [], usage=usage, last_response_ns=ts)
@@ -182,7 +167,7 @@ class _Stream:
 
     __slots__ = ("kind", "status", "responses", "usage", "last_ts", "saw_event", "done")
 
-    def __init__(self, kind: EndpointType, status: int) -> None:
+    def __init__(self, kind: EndpointSpec, status: int) -> None:
         self.kind, self.status = kind, status
         self.responses: list[ContentResponse] = []
         self.usage: Usage | None = None
@@ -225,7 +210,7 @@ class FirstContent:
     __slots__ = ("_kind", "_parser", "_found")
 
     def __init__(self, endpoint_type: EndpointType) -> None:
-        self._kind = EndpointType(endpoint_type)
+        self._kind = spec_of(endpoint_type)
         self._parser = SseParser()
         self._found = False
 
@@ -246,7 +231,7 @@ class FirstContent:
         return False
 
 
-def _parse_stream(kind: EndpointType, record: RequestRecord) -> ParsedResponse:
+def _parse_stream(kind: EndpointSpec, record: RequestRecord) -> ParsedResponse:
     parser = SseParser()
     stream = _Stream(kind, record.status)
     for chunk, ts in zip(record.chunks, record.chunk_ns, strict=False):

@@ -14,17 +14,15 @@ health port from `AIPERF_HEALTH_PORT`. Channel ports (control 5667, event bus 56
 5564/5565, records 5557) and the API's 9090 are declared on the container that binds them.
 Port names are at most 15 characters (a Kubernetes rule), hence `health-ctrl`, `health-w3`.
 
-The controller pod also runs `results_container`: the api image started with its
-`serve-results` command (`aiperf.api.results_main`), which serves the finished exports from the
-artifacts volume (read-only) on port 9091 after the control plane has exited, until
-`POST /shutdown` (`aiperf kube shutdown`, the operator once it has copied them) or a linger time.
-Its health port is 8089.
-
-When the run scrapes server metrics (on by default), the controller pod also runs
-`server_metrics_container`: the system-controller image started with its `server-metrics`
-command (`aiperf.servermetrics.main`), which scrapes the inference server in-cluster around each
+The controller pod also runs two auxiliary services of the catalog (`aiperf.config.catalog.
+AUXILIARY`: their own images, ports and resources). `results_container`, the results sidecar
+(`aiperf.results_sidecar.main`), serves the finished exports from the artifacts volume
+(read-only) on port 9091 after the control plane has exited, until `POST /shutdown` (`aiperf
+kube shutdown`, the operator once it has copied them) or a linger time. When the run scrapes
+server metrics (on by default), `server_metrics_container`, the server-metrics manager
+(`aiperf.server_metrics_manager.main`), scrapes the inference server in-cluster around each
 phase, writes `server_metrics_export.json/.csv` into the artifacts volume and keeps the live
-status projection there for the control plane's status push. Its health port is 8090.
+status projection there for the control plane's status push.
 """
 
 from __future__ import annotations
@@ -34,7 +32,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiperf.comms import Channel
-from aiperf.config.catalog import API_PORT_NAME, spec_of
+from aiperf.config.catalog import (
+    API_PORT_NAME,
+    RESULTS_SIDECAR,
+    SERVER_METRICS_MANAGER,
+    AuxiliarySpec,
+    spec_of,
+)
 from aiperf.config.markers import SERVER_METRICS_DONE_MARKER
 from aiperf.kube.config_map import ARTIFACT_DIR, CONFIG_DIR, CONFIG_PATH, CURVE_DIR, IPC_DIR
 from aiperf.kube.names import image
@@ -45,17 +49,9 @@ from aiperf.runtime.health import HEALTH_PORT_ENV
 API_PORT = 9090
 CONTROL_PLANE_CONTAINER = "control-plane"
 """The system-controller's container in the controller pod (its service id stays `system-controller`)."""
-RESULTS_CONTAINER = "results-sidecar"
-RESULTS_PORT_NAME, RESULTS_PORT = "http-results", 9091
-RESULTS_HEALTH_PORT = ("health-results", 8089)
-RESULTS_COMMAND = "serve-results"
-"""The api image's command that runs the results server instead of the api service."""
-RESULTS_RESOURCES = {"cpu": "50m", "memory": "128Mi"}
-SERVER_METRICS_CONTAINER = "server-metrics-manager"
-SERVER_METRICS_COMMAND = "server-metrics"
-"""The system-controller image's command that runs the server-metrics collector."""
-SERVER_METRICS_HEALTH_PORT = ("health-smm", 8090)
-SERVER_METRICS_RESOURCES = {"cpu": "100m", "memory": "256Mi"}
+RESULTS_CONTAINER = RESULTS_SIDECAR.name
+((RESULTS_PORT_NAME, RESULTS_PORT),) = RESULTS_SIDECAR.ports
+SERVER_METRICS_CONTAINER = SERVER_METRICS_MANAGER.name
 JOB_INDEX_ENV = "AIPERF_JOB_INDEX"
 CONTROLLER_HOST_ENV = "AIPERF_CONTROLLER_HOST"
 JOB_INDEX_ANNOTATION = "jobset.sigs.k8s.io/job-index"
@@ -148,49 +144,47 @@ def container(settings: KubeSettings, *, name: str, service_type: ServiceType, s
     }
 
 
+def auxiliary_container(settings: KubeSettings, spec: AuxiliarySpec, *, args: list[str],
+                        env: Sequence[dict[str, Any]] = (), mounts: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The container of the auxiliary service `spec` (its image, health port and probes, ports,
+    resources), started with `args`, with `env` after its `AIPERF_HEALTH_PORT`."""
+    assert spec.health_port is not None
+    health_name, health_number = spec.health_port
+    return {
+        "name": spec.name,
+        "image": settings.image or image(settings.image_registry, spec.name, settings.image_tag),
+        "imagePullPolicy": settings.image_pull_policy,
+        "args": args,
+        "env": [{"name": HEALTH_PORT_ENV, "value": str(health_number)}, *env],
+        "ports": [{"name": name, "containerPort": number, "protocol": "TCP"}
+                  for name, number in (spec.health_port, *spec.ports)],
+        "resources": {"limits": dict(spec.limits), "requests": dict(spec.requests)},
+        **probes(health_name),
+        "volumeMounts": [dict(mount) for mount in mounts],
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+
+
 def results_container(settings: KubeSettings, *, server_metrics: bool = False) -> dict[str, Any]:
-    """The controller pod's results container (see the module doc): serves the exports of
+    """The controller pod's results sidecar (see the module doc): serves the exports of
     `ARTIFACT_DIR` on `RESULTS_PORT` once the run has ended (the control plane's end marker, or
-    its health port gone) and, with `server_metrics`, the server-metrics container has written
-    its exports (`SERVER_METRICS_DONE_MARKER`, waited for at most a minute), and exits 0 on
+    its health port gone) and, with `server_metrics`, the server-metrics manager has written its
+    exports (`SERVER_METRICS_DONE_MARKER`, waited for at most a minute), and exits 0 on
     `POST /shutdown` or `settings.ttl_seconds` after the run's end (the JobSet's own TTL counts
     from then)."""
     control_health = spec_of(ServiceType.SYSTEM_CONTROLLER).health_port[1]
-    health_name, health_number = RESULTS_HEALTH_PORT
-    return {
-        "name": RESULTS_CONTAINER,
-        "image": settings.image or image(settings.image_registry, ServiceType.API, settings.image_tag),
-        "imagePullPolicy": settings.image_pull_policy,
-        "args": [RESULTS_COMMAND, "--artifact-dir", ARTIFACT_DIR, "--port", str(RESULTS_PORT),
-                 "--controller-health-port", str(control_health), "--linger-s", str(settings.ttl_seconds),
-                 *(["--wait-for", SERVER_METRICS_DONE_MARKER] if server_metrics else [])],
-        "env": [{"name": HEALTH_PORT_ENV, "value": str(health_number)}],
-        "ports": [{"name": health_name, "containerPort": health_number, "protocol": "TCP"},
-                  {"name": RESULTS_PORT_NAME, "containerPort": RESULTS_PORT, "protocol": "TCP"}],
-        "resources": {"limits": dict(RESULTS_RESOURCES), "requests": dict(RESULTS_RESOURCES)},
-        **probes(health_name),
-        "volumeMounts": [{"name": ARTIFACTS_VOLUME, "mountPath": ARTIFACT_DIR, "readOnly": True}],
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-    }
+    args = ["--artifact-dir", ARTIFACT_DIR, "--port", str(RESULTS_PORT), "--controller-health-port",
+            str(control_health), "--linger-s", str(settings.ttl_seconds),
+            *(["--wait-for", SERVER_METRICS_DONE_MARKER] if server_metrics else [])]
+    return auxiliary_container(settings, RESULTS_SIDECAR, args=args,
+                               mounts=[{"name": ARTIFACTS_VOLUME, "mountPath": ARTIFACT_DIR, "readOnly": True}])
 
 
 def server_metrics_container(settings: KubeSettings) -> dict[str, Any]:
-    """The controller pod's `server-metrics-manager` container (see the module doc): it reaches
-    the event bus over the pod's IPC volume like the other controller containers, and exits 0
-    once the control plane's run-ended marker is in the artifacts volume."""
-    health_name, health_number = SERVER_METRICS_HEALTH_PORT
-    env = [{"name": HEALTH_PORT_ENV, "value": str(health_number)},
-           *({"name": var, "value": value} for var, value in settings.env_vars.items()),
+    """The controller pod's server-metrics manager (see the module doc): it reaches the event bus
+    over the pod's IPC volume like the other controller containers, and exits 0 once the control
+    plane's run-ended marker is in the artifacts volume."""
+    env = [*({"name": var, "value": value} for var, value in settings.env_vars.items()),
            *(ref.to_env(var) for var, ref in settings.plain_secret_env().items())]
-    return {
-        "name": SERVER_METRICS_CONTAINER,
-        "image": settings.image or image(settings.image_registry, ServiceType.SYSTEM_CONTROLLER, settings.image_tag),
-        "imagePullPolicy": settings.image_pull_policy,
-        "args": [SERVER_METRICS_COMMAND, "--config", CONFIG_PATH],
-        "env": env,
-        "ports": [{"name": health_name, "containerPort": health_number, "protocol": "TCP"}],
-        "resources": {"limits": dict(SERVER_METRICS_RESOURCES), "requests": dict(SERVER_METRICS_RESOURCES)},
-        **probes(health_name),
-        "volumeMounts": [dict(mount) for mount in _MOUNTS],
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-    }
+    return auxiliary_container(settings, SERVER_METRICS_MANAGER, args=["--config", CONFIG_PATH], env=env,
+                               mounts=_MOUNTS)

@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from aiperf.kube.names import REPLICATED_JOB_LABEL
 from aiperf.kube.settings import COMPONENT_LABEL
 
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 MAX_MESSAGE = 1024
 """Longest message kept (a kubelet message can carry a whole registry response)."""
 

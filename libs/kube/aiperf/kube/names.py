@@ -28,13 +28,25 @@ _IMAGE_REFERENCE = re.compile(
     r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
 
 PREFIX = "aiperf"
+API_GROUP = "aiperf.nvidia.com"
+API_VERSION = "v1alpha1"
+JOB_KIND, SWEEP_KIND = "AIPerfJob", "AIPerfSweep"
+"""The custom resources' API group, version and kinds (`aiperf.crd.model` re-exports them)."""
 CONTROLLER_JOB = "controller"
 WORKERS_JOB = "workers"
 WORKERS_LAST_JOB = "workers-last"
 POD_NAME_SUFFIX = "-abcde"
 """Stands for the random suffix the Job controller adds to pod names (JobSet's own length check)."""
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+"""The labels JobSet puts on its Jobs and pods: the JobSet's name, the replicated job's name, the
+UID of the JobSet that made them."""
+KEEP_SIDECAR_ANNOTATION = "aiperf.nvidia.com/keep-results-sidecar"
+"""On an AIPerfJob, `"true"`: the operator copies the results but leaves the results sidecar
+running (the attached `aiperf kube profile`, `kube shutdown` or its linger time retires it)."""
 JOB_NAME_ENV, JOB_NAMESPACE_ENV, JOB_UID_ENV = "AIPERF_JOB_NAME", "AIPERF_JOB_NAMESPACE", "AIPERF_JOB_UID"
-"""Operator mode: the AIPerfJob the controller pod reports to (`aiperf.kube.status_push.JobRef`)."""
+"""Operator mode: the AIPerfJob the controller pod reports to (`aiperf.kuberun.status_push.JobRef`)."""
 
 
 def is_dns1123_label(value: str) -> bool:
@@ -82,6 +94,11 @@ def jobset_name(name: str) -> str:
     return f"{PREFIX}-{name}"
 
 
+def sweep_object_name(name: str) -> str:
+    """`aiperf-sweep-<name>`: the ServiceAccount, Role, RoleBinding and JobSet of sweep `name`."""
+    return f"{PREFIX}-sweep-{name}"
+
+
 def curve_secret_name(name: str) -> str:
     """The Secret that holds the CURVE key files of run `name`."""
     return f"{PREFIX}-{name}-curve"
@@ -102,7 +119,8 @@ def controller_host(name: str) -> str:
     return f"{pod_hostname(name, CONTROLLER_JOB, 0)}.{jobset_name(name)}"
 
 
-def image(registry: str, service_type: ServiceType, tag: str) -> str:
-    """`<registry>/aiperf/<svc>:<tag>`, or `aiperf/<svc>:<tag>` when `registry` is empty."""
-    path = f"{PREFIX}/{service_type}:{tag}"
+def image(registry: str, service: ServiceType | str, tag: str) -> str:
+    """`<registry>/aiperf/<svc>:<tag>`, or `aiperf/<svc>:<tag>` when `registry` is empty (`svc`:
+    a service type or an auxiliary service's name)."""
+    path = f"{PREFIX}/{service}:{tag}"
     return f"{registry.rstrip('/')}/{path}" if registry else path

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiperf.kube.crd_model import API_GROUP
 from aiperf.kube.metadata import object_meta
-from aiperf.kube.names import config_map_name, jobset_name
+from aiperf.kube.names import API_GROUP, config_map_name, jobset_name
 from aiperf.kube.settings import KubeSettings
 
 AIPERF_API_GROUP = API_GROUP

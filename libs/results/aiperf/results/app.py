@@ -26,7 +26,7 @@ out of it are refused). Unknown job, run or file: 404.
 `create_app(source, extra_route_handlers=...)` mounts more handlers beside these (the web
 dashboard, `aiperf.dashboard.dashboard_routes()`, serves ``/`` and ``/static/...`` and reads the
 JSON routes above; keep their shapes stable). Given a cluster (`serve --in-cluster` or
-`--kubeconfig`), the live job status routes of `aiperf.results.jobstatus` are mounted too.
+`--kubeconfig`), the live job status routes of `aiperf.results_server.jobstatus` are mounted too.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ records-manager wrote the summary files it adds to.
 Locally it is a task of the controller process (`aiperf.system_controller.runner`), which owns
 the run's lifetime and writes the results-ready marker only after `finish` returned; in
 Kubernetes it runs alone in the controller pod's `server-metrics-manager` container
-(`aiperf.servermetrics.main`). Either way it is outside the credit path, and nothing it meets
+(`aiperf.server_metrics_manager.main`, its own service). Either way it is outside the credit path, and nothing it meets
 (an unreachable endpoint, a non-Prometheus answer, an unwritable file) fails the benchmark.
 """
 

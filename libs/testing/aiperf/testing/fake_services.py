@@ -5,7 +5,6 @@ controller's commands the way that service would, without doing the work."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -41,14 +40,14 @@ from aiperf.messages import (
     WorkerLost,
 )
 from aiperf.runtime import UnknownCommand
-from aiperf.runtime.control_client import ControlClient
+from aiperf.runtime.control_client import ControlClient, Handler
 from aiperf.runtime.lifecycle import Lifecycle
 
 log = structlog.get_logger("aiperf.testing")
 
-Answer = Callable[[Command[Any]], Awaitable[Reply | None]]
-"""How a fake service answers one command: the reply (None: `Ack`), or raises (the error goes
-back as `CommandFailed`, `UnknownCommand` for a command the real service does not handle)."""
+Answer = Handler
+"""How a fake service answers one command: a service's command handler (`aiperf.runtime.
+control_client.Handler`), raising `UnknownCommand` for a command the real service does not handle."""
 
 
 class ScriptedService:

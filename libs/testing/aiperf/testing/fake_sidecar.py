@@ -1,5 +1,5 @@
 """A fake of the controller pod's results sidecar behind the fake API server's pod proxy: the
-endpoints of `aiperf.api.results_app` (status, file list, files, shutdown) over a dict of files.
+endpoints of `aiperf.results_sidecar.app` (status, file list, files, shutdown) over a dict of files.
 
 `kube.register_proxy(ns, pod, 9091, FakeSidecar(files))` makes `.../pods/POD:9091/proxy/...`
 reach it while the pod's `results-sidecar` container runs. `POST /shutdown` records the call and

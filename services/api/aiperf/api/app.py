@@ -14,39 +14,33 @@ import anyio
 import structlog
 from litestar import Litestar, Request, Response, WebSocket, get, put, websocket
 from litestar.exceptions import (
-    HTTPException,
     NotFoundException,
     ServiceUnavailableException,
-    ValidationException,
     WebSocketDisconnect,
 )
 from litestar.params import FromPath
 from litestar.response import File
-from litestar.types import Scope
 
 from aiperf.api.live import LiveJob, live_routes, live_source
 from aiperf.api.prom import RECORDS_JSONL, RunMetrics, metrics_route
 from aiperf.api.raw_upload import RAW_PARTS_DIR, RAW_UPLOAD_PATH, RawUploads
 from aiperf.api.view import RunView
 from aiperf.dashboard import dashboard_routes
+from aiperf.results.files import (
+    EXPORT_FILES,
+    MEDIA_TYPES,
+    SUMMARY_JSON,
+    check_name,
+    existing_file,
+    unexpected_logger,
+)
 
 log = structlog.get_logger("aiperf.api")
-
-SUMMARY_JSON = "profile_export_aiperf.json"
-EXPORT_FILES = frozenset({SUMMARY_JSON, "profile_export_aiperf.csv", "profile_export.jsonl", "inputs.json",
-                          "profile_export_console.txt", "profile_export_raw.jsonl", "server_metrics_export.json",
-                          "server_metrics_export.csv", "profile_export_aiperf_timeslices.json",
-                          "profile_export_aiperf_timeslices.csv", "gpu_telemetry_export.jsonl"})
-"""The export files `/api/results/files/{name}` serves; any other name is refused."""
 
 DATASET_FILES = frozenset({"dataset.dat", "index.dat"})
 """The dataset files `/api/dataset/{name}` serves."""
 
 ZST_SUFFIX = ".zst"
-_MEDIA_TYPES = {".json": "application/json", ".csv": "text/csv", ".jsonl": "application/x-ndjson",
-                ".txt": "text/plain; charset=utf-8"}
-
-
 @dataclass(frozen=True, kw_only=True)
 class AppConfig:
     """Where the app finds its files.
@@ -102,8 +96,8 @@ def create_app(*, view: RunView, config: AppConfig) -> Litestar:
 
     @get("/api/results/files/{name:str}")
     async def result_file(name: FromPath[str]) -> File:
-        path = await _existing_file(config.artifact_dir, name, EXPORT_FILES)
-        return File(path=path, filename=name, media_type=_MEDIA_TYPES.get(path.suffix))
+        path = await existing_file(config.artifact_dir, name, EXPORT_FILES)
+        return File(path=path, filename=name, media_type=MEDIA_TYPES.get(path.suffix))
 
     @get("/api/dataset/{name:str}")
     async def dataset_file(name: FromPath[str]) -> File:
@@ -111,10 +105,10 @@ def create_app(*, view: RunView, config: AppConfig) -> Litestar:
             raise ServiceUnavailableException(detail="dataset not configured yet",
                                               headers={"Retry-After": "1"})
         if not config.compressed_dataset:
-            path = await _existing_file(config.dataset_dir, name, DATASET_FILES)
+            path = await existing_file(config.dataset_dir, name, DATASET_FILES)
             return File(path=path, filename=name, media_type="application/octet-stream")
-        _check_name(name, DATASET_FILES)
-        path = await _existing_file(config.dataset_dir, name + ZST_SUFFIX,
+        check_name(name, DATASET_FILES)
+        path = await existing_file(config.dataset_dir, name + ZST_SUFFIX,
                                     frozenset(n + ZST_SUFFIX for n in DATASET_FILES))
         # The stored zstd copy goes out byte for byte; the client decodes it.
         return File(path=path, filename=name, media_type="application/octet-stream",
@@ -131,28 +125,7 @@ def create_app(*, view: RunView, config: AppConfig) -> Litestar:
     return Litestar(route_handlers=[health, progress, progress_ws, results, result_file, dataset_file,
                                     upload_raw, metrics_route(metrics), *live_routes(live),
                                     *dashboard_routes(source=live_source(), path=DASHBOARD_PATH)],
-                    logging_config=None, after_exception=[_log_unexpected], openapi_config=None)
-
-
-def _check_name(name: str, allowed: frozenset[str]) -> None:
-    """Refuse anything that is not one plain allowed file name (no separators, no dot-dot)."""
-    if "/" in name or "\\" in name or name.startswith(".") or "\x00" in name:
-        raise ValidationException(detail=f"invalid file name {name!r}")
-    if name not in allowed:
-        raise NotFoundException(detail=f"unknown file {name!r}; one of {sorted(allowed)}")
-
-
-async def _existing_file(folder: Path, name: str, allowed: frozenset[str]) -> Path:
-    """`folder/name` if `name` is allowed and the file exists inside `folder` (symlinks out of
-    `folder` are refused); else an HTTP error."""
-    _check_name(name, allowed)
-    root = await anyio.Path(folder).resolve()
-    path = await (root / name).resolve()
-    if path.parent != root:
-        raise ValidationException(detail=f"invalid file name {name!r}")
-    if not await path.is_file():
-        raise NotFoundException(detail=f"{name} not written yet")
-    return Path(path)
+                    logging_config=None, after_exception=[unexpected_logger("api.request_failed")], openapi_config=None)
 
 
 async def _stream_progress(socket: WebSocket[Any, Any, Any], view: RunView, live: LiveJob) -> None:
@@ -183,11 +156,4 @@ async def _until_disconnect(socket: WebSocket[Any, Any, Any], scope: anyio.Cance
     scope.cancel()
 
 
-async def _log_unexpected(exc: Exception, scope: Scope) -> None:
-    # async: Litestar would run a sync hook in a worker thread
-    if not isinstance(exc, HTTPException):
-        log.error("api.request_failed", path=scope.get("path"), error=f"{type(exc).__name__}: {exc}",
-                  exc_info=exc)
-
-
-__all__ = ["DASHBOARD_PATH", "DATASET_FILES", "EXPORT_FILES", "AppConfig", "create_app"]
+__all__ = ["DASHBOARD_PATH", "DATASET_FILES", "AppConfig", "create_app"]

@@ -1,5 +1,4 @@
-"""Entry point of the api process: `python -m aiperf.api.main --help`; with `serve-results`
-first it runs the controller pod's results sidecar instead (`aiperf.api.results_main`).
+"""Entry point of the api process: `python -m aiperf.api.main --help`.
 
 Listens on `AIPERF_API_PORT` if set, else 9090 in Kubernetes and a free port locally (logged as
 ``api.listening``); `AIPERF_API_HOST` overrides the bind host (Kubernetes: all interfaces,
@@ -8,19 +7,18 @@ locally: loopback).
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import NoReturn
 
-from aiperf.api.server import granian_server
 from aiperf.api.service import Api
 from aiperf.comms import CONTROLLER_HOST_ENV, RAW_UPLOAD_TOKEN, Channel, Subscriber, curve_of
 from aiperf.config import RunConfig
 from aiperf.messages import ServiceType
 from aiperf.runtime import Service, ServiceContext, UserError, service_main
+from aiperf.runtime.http import exit_now, granian_server
 
 PORT_ENV = "AIPERF_API_PORT"
 HOST_ENV = "AIPERF_API_HOST"
@@ -59,30 +57,15 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
                upload_token=token)
 
 
-RESULTS_COMMAND = "serve-results"
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Run one api process; see `--help` (`serve-results --help` for the results sidecar)."""
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] == [RESULTS_COMMAND]:
-        from aiperf.api.results_main import main as serve_results
-
-        return serve_results(args[1:])
-    return service_main(ServiceType.API, build, args)
+    """Run one api process; see `--help`."""
+    return service_main(ServiceType.API, build, sys.argv[1:] if argv is None else argv)
 
 
 def run() -> NoReturn:
     """The process entry point (the pex's, and `python -m aiperf.api.main`): `main`, then leave
-    without tearing the interpreter down. Granian's Rust threads can outlive its stop; a
-    teardown under them crashed results sidecars after a clean shutdown ("panic in a function
-    that cannot unwind", exit 134/139). Nothing is left to clean up by then (a service forked by
-    the zygote ends the same way, see aiperf.runtime.zygote)."""
-    exit_code = main()
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(exit_code)
+    without tearing the interpreter down (`aiperf.runtime.http.exit_now`)."""
+    exit_now(main())
 
 
 if __name__ == "__main__":

@@ -14,11 +14,11 @@ import structlog
 from anyio.abc import TaskStatus
 
 from aiperf.api.app import AppConfig, create_app
-from aiperf.api.server import HttpServer, InFlight, ServerFactory, held_port, wait_listening
 from aiperf.api.view import RunView
 from aiperf.comms import BadMessage
 from aiperf.messages import Command, Event, ProfileConfigure, Reply
 from aiperf.runtime import UnknownCommand, UserError
+from aiperf.runtime.http import EmbeddedServer, InFlight, ServerFactory, held_port, wait_listening
 
 log = structlog.get_logger("aiperf.api")
 
@@ -105,7 +105,7 @@ class Api:
     def _bracketed(host: str) -> str:
         return f"[{host}]" if ":" in host else host
 
-    async def _serve(self, server: HttpServer, port: int) -> None:
+    async def _serve(self, server: EmbeddedServer, port: int) -> None:
         # Shielded: the server must run its own shutdown (stop workers, lifespan shutdown) to
         # the end; `_stop` makes `serve` return.
         with anyio.CancelScope(shield=True):
@@ -135,7 +135,7 @@ class Api:
                 return
             self.view.apply(event)
 
-    async def _stop(self, server: HttpServer) -> None:
+    async def _stop(self, server: EmbeddedServer) -> None:
         """Close the WebSockets and let requests finish (up to `drain_timeout_s`), then stop
         the server. Granian neither closes WebSockets nor waits for request tasks at shutdown."""
         self._stopping = True

@@ -1,11 +1,15 @@
 """What the api knows about the run: the latest state, progress and phase events from the event bus.
 
 `RunView` is fed one `Event` at a time (`apply`) and read by the HTTP handlers (`snapshot`) and
-the WebSocket handlers (`next_change`). It lives on the service's event loop; nothing here blocks.
+the WebSocket handlers (`next_change`). Progress is the run's folded `aiperf.progress.RunProgress`
+(the same fold the CLI dashboard and the controller's status push use). It lives on the
+service's event loop; nothing here blocks.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -24,6 +28,7 @@ from aiperf.messages import (
     SystemState,
     SystemStateChanged,
 )
+from aiperf.progress import PhaseProgress, RunProgress
 
 UNKNOWN_STATE = "unknown"
 """What `state` reads as before any `SystemStateChanged` was seen."""
@@ -40,12 +45,13 @@ class RunView:
     watcher waits any more. Create it inside the event loop that serves it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.state: SystemState | None = None
         self.reason = ""
         self.dataset: DatasetConfigured | None = None
         self.version = 0
-        self._progress: dict[Phase, Progress] = {}
+        self.progress = RunProgress()
+        self._clock = clock
         self._phases: dict[Phase, dict[str, Any]] = {}
         self._metrics: dict[Phase, dict[str, dict[str, float]]] = {}
         self._failures: list[dict[str, Any]] = []
@@ -71,8 +77,9 @@ class RunView:
                     return
                 self.state, self.reason = event.state, event.reason
             case Progress():
-                self._progress[event.phase] = event
+                self.progress = self.progress.apply(event, self._clock())
             case PhaseStarted() | PhaseSendingComplete() | PhaseComplete():
+                self.progress = self.progress.apply(event, self._clock())
                 self._phases.setdefault(event.phase, {})[_PHASE_EVENT_KEY[type(event)]] = (
                     msgspec.to_builtins(event))
             case DatasetConfigured():
@@ -86,12 +93,14 @@ class RunView:
         self._bump()
 
     def snapshot(self) -> dict[str, Any]:
-        """A JSON-ready copy: state, reason, latest progress and metrics per phase, phase events
-        (``started``/``sending_complete``/``complete``), dataset, failures, version."""
+        """A JSON-ready copy: state, reason, progress (of each phase the records-manager reported
+        on: ``phase``, ``completed``, ``errors``, ``expected``, ``elapsed_s``) and metrics per
+        phase, phase events (``started``/``sending_complete``/``complete``), dataset, failures,
+        version."""
         return {
             "state": self.state_name,
             "reason": self.reason,
-            "progress": {str(p): msgspec.to_builtins(e) for p, e in self._progress.items()},
+            "progress": {str(p.phase): _progress_entry(p) for p in self.progress.phases if p.elapsed_s is not None},
             "phases": {str(p): dict(events) for p, events in self._phases.items()},
             "metrics": {str(p): m for p, m in self._metrics.items()},
             "dataset": msgspec.to_builtins(self.dataset) if self.dataset is not None else None,
@@ -121,3 +130,9 @@ class RunView:
         if self._changed is not None:
             self._changed.set()
             self._changed = None
+
+
+def _progress_entry(p: PhaseProgress) -> dict[str, Any]:
+    """One phase's progress as the api has always shown it (a `Progress` broadcast's fields)."""
+    return {"kind": "progress", "phase": str(p.phase), "completed": p.completed, "errors": p.errors,
+            "expected": p.expected, "elapsed_s": p.elapsed_s}

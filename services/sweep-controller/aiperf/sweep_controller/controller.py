@@ -2,7 +2,7 @@
 
 `SweepController.run()`:
 1. reads the sweep (gone or replaced: nothing to do), decodes its spec and plans it with
-   `aiperf.kube.sweep_executor.plan_for` (the planner local sweeps use; an unseeded benchmark is
+   `aiperf.kuberun.sweep_plan.plan_for` (the planner local sweeps use; an unseeded benchmark is
    seeded from the CR's UID, so a restarted sweep-controller plans the same runs);
 2. builds every run's benchmark first: an invalid variation fails the sweep before any child;
    the plan's digest (`plan_digest` of every run's `run_digest`) goes into
@@ -32,33 +32,25 @@ from typing import Any
 
 import anyio
 import structlog
-from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from aiperf.config import ConfigError
 from aiperf.config.markers import END_MARKER, SWEEP_AGGREGATE_FILES
 from aiperf.config.sweep import Plan, RunOutcome
-from aiperf.kube.client import KubeClusterError
-from aiperf.kube.crd_model import SWEEP_KIND, AggregationPhase, AIPerfSweepSpec, decode_spec
-from aiperf.kube.ops import _call, _describe, _path
-from aiperf.kube.sweep_executor import (
-    CR_API_VERSION,
+from aiperf.crd.model import SWEEP_KIND, AggregationPhase, AIPerfSweepSpec, decode_spec
+from aiperf.kubeapi import ApiError, KubeApi, KubeClusterError, Obj, fenced, uid_of
+from aiperf.kuberun.sweep_plan import (
     EXIT_CANCELLED,
-    ChildJobExecutor,
-    PlanMismatch,
-    SummarySource,
     child_name,
-    get_cr,
     plan_digest,
     plan_for,
     run_benchmark,
     run_digest,
 )
+from aiperf.kuberun.sweeps import SWEEPS, ChildJobExecutor, PlanMismatch, SummarySource, get_cr
 from aiperf.metrics.atomic import write_atomic
 from aiperf.metrics.multirun import aggregate_runs, sweep_csv, sweep_document
 
 log = structlog.get_logger("aiperf.sweep_controller")
-Obj = dict[str, Any]
 AGGREGATE_JSON, SWEEP_JSON, SWEEP_CSV = SWEEP_AGGREGATE_FILES
 EXIT_OK, EXIT_FAILED, EXIT_BAD_SPEC = 0, 1, 2
 
@@ -68,7 +60,7 @@ class SweepController:
     where the aggregate goes (the pod's emptyDir its results sidecar serves); `summaries`: where
     finished children's summaries come from; `sleep`: the cooldown wait (injected for tests)."""
 
-    def __init__(self, *, api: ApiClient, namespace: str, name: str, uid: str, artifact_dir: Path,
+    def __init__(self, *, api: KubeApi, namespace: str, name: str, uid: str, artifact_dir: Path,
                  summaries: SummarySource, poll_s: float = 2.0,
                  sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> None:
         self._api, self._ns, self._name, self._uid = api, namespace, name, uid
@@ -78,8 +70,8 @@ class SweepController:
     async def plan(self) -> tuple[Obj, AIPerfSweepSpec, Plan] | None:
         """The live sweep, its spec and its plan; None when the sweep is gone or replaced.
         Raises ConfigError for a spec that cannot be planned."""
-        sweep = await get_cr(self._api, SWEEP_KIND, self._ns, self._name)
-        if sweep is None or sweep["metadata"]["uid"] != self._uid:
+        sweep = await get_cr(self._api, SWEEPS, self._ns, self._name)
+        if sweep is None or uid_of(sweep) != self._uid:
             return None
         spec = decode_spec(sweep.get("spec") or {}, SWEEP_KIND)
         assert isinstance(spec, AIPerfSweepSpec)
@@ -188,22 +180,19 @@ class SweepController:
             value["files"] = files
         if failed:
             value["failedVariations"] = failed
-        url = _path(CR_API_VERSION, "aiperfsweeps", self._ns, self._name, "status")
         for _ in range(5):
-            live = await get_cr(self._api, SWEEP_KIND, self._ns, self._name)
-            if live is None or live["metadata"]["uid"] != self._uid:
+            live = await get_cr(self._api, SWEEPS, self._ns, self._name)
+            if live is None or uid_of(live) != self._uid:
                 return
-            ops: list[Obj] = [{"op": "test", "path": "/metadata/uid", "value": self._uid}]
-            if live.get("status") is None:
-                ops.append({"op": "add", "path": "/status", "value": {}})
-            ops.append({"op": "add", "path": "/status/aggregation", "value": value})
+            ops = fenced(self._uid, *([{"op": "add", "path": "/status", "value": {}}] if live.get("status") is None
+                                      else []), {"op": "add", "path": "/status/aggregation", "value": value})
             try:
-                await _call(self._api, "PATCH", url, body=ops, content_type="application/json-patch+json")
+                await self._api.patch(SWEEPS, self._ns, self._name, ops, status=True)
                 return
-            except ApiException as exc:
+            except ApiError as exc:
                 if exc.status not in (409, 422):
                     raise KubeClusterError(f"writing status.aggregation of {self._name} failed: "
-                                           f"{_describe(exc)}") from None
+                                           f"{exc.describe()}") from None
                 log.debug("sweep.status_lost_race", name=self._name)
         raise KubeClusterError(f"status of AIPerfSweep {self._name} kept changing; giving up this write")
 

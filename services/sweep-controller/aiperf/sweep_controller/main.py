@@ -18,11 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import structlog
-from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.config import ConfigException, load_incluster_config, new_client_from_config
 
-from aiperf.kube.client import KubeError
-from aiperf.kube.sweep_executor import SidecarSummaries
+from aiperf.kubeapi import KubeApi, KubeError, client_of, connect, load_configuration
+from aiperf.kuberun.sweeps import SidecarSummaries
 from aiperf.sweep_controller.controller import EXIT_BAD_SPEC, EXIT_FAILED, SweepController
 
 PROG = "sweep-controller"
@@ -41,12 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _client(kubeconfig: str | None) -> ApiClient:
-    if kubeconfig:
-        return await new_client_from_config(kubeconfig, persist_config=False)
-    config = Configuration()
-    load_incluster_config(client_configuration=config)
-    return ApiClient(configuration=config)
+class Unconfigured(Exception):
+    """No usable cluster configuration (the message says why)."""
+
+
+async def _client(kubeconfig: str | None) -> KubeApi:
+    """The client of `--kubeconfig`, else of the pod's ServiceAccount; `Unconfigured` when
+    neither can be used."""
+    try:
+        return await connect(kubeconfig, None) if kubeconfig else client_of(await load_configuration(None))
+    except KubeError as exc:
+        raise Unconfigured(str(exc)) from None
 
 
 async def serve(args: argparse.Namespace, *, name: str, namespace: str, uid: str) -> int:
@@ -74,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return asyncio.run(serve(args, name=os.environ[NAME_ENV], namespace=os.environ[NAMESPACE_ENV],
                                  uid=os.environ[UID_ENV]))
-    except ConfigException as exc:
+    except Unconfigured as exc:
         print(f"{PROG}: no usable cluster configuration: {exc}", file=sys.stderr)
         return EXIT_BAD_SPEC
     except KubeError as exc:

@@ -3,7 +3,7 @@
 The system-controller is the process that lives from the first registration to the verdict, so
 it reports: `RunTracker` turns what it knows (its `SystemState`, the registrations, the phase and
 progress broadcasts of the event bus, the verdict and the exports) into the controller-owned
-status keys, and `reporting` wires a `aiperf.kube.status_push.StatusReporter` to push them
+status keys, and `reporting` wires a `aiperf.kuberun.status_push.StatusReporter` to push them
 (every few seconds, and at once on a state or phase change) when the environment names the CR.
 Status is advisory: a push that fails is logged and retried, it never fails the benchmark, and
 nothing here is on the credit path (the timing-manager and workers are other processes).
@@ -44,10 +44,11 @@ import anyio
 import structlog
 
 from aiperf.comms import BadMessage
+from aiperf.config import Phase as PhaseSpec
 from aiperf.config import PhaseKind, RunConfig
-from aiperf.kube.crd_model import AIPerfJobStatus, ControllerFailure, PhaseStatus, WorkersStatus
-from aiperf.kube.incluster import InClusterClient, InClusterConfig, InClusterError
-from aiperf.kube.status_push import JobRef, StatusReporter, timestamp
+from aiperf.crd.model import AIPerfJobStatus, ControllerFailure, PhaseStatus, WorkersStatus
+from aiperf.kubeapi import InClusterConfig, InClusterError, in_cluster
+from aiperf.kuberun.status_push import JobRef, StatusReporter, timestamp
 from aiperf.messages import (
     Event,
     Phase,
@@ -59,6 +60,7 @@ from aiperf.messages import (
     ServiceType,
     SystemState,
 )
+from aiperf.progress import PhaseProgress, RunProgress
 from aiperf.servermetrics.manager import read_projection
 from aiperf.system_controller.plan import plan_services
 from aiperf.system_controller.profile_driver import ProfileOutcome
@@ -76,16 +78,17 @@ class EventSource(Protocol):
     async def recv(self) -> Event: ...
 
 
-@dataclass
-class _PhaseProgress:
-    started: datetime
-    ended: datetime | None = None
-    total: int | None = None
-    duration_s: float | None = None
-    sent: int | None = None
-    completed: int = 0
-    failed: int = 0
-    cancelled: int | None = None
+@dataclass(frozen=True, kw_only=True)
+class _Accounted:
+    """A phase's exact counts and times from the run's final accounting (they replace the folded
+    broadcasts' once the run ended)."""
+
+    sent: int
+    completed: int
+    failed: int
+    cancelled: int
+    started: datetime | None
+    ended: datetime | None
 
 
 def _utc_now() -> datetime:
@@ -109,7 +112,8 @@ class RunTracker:
         self._config, self._clock, self.on_change = config, clock, on_change
         self._server_metrics = server_metrics
         self._phase_config = {Phase(str(p.role)): (i, p) for i, p in enumerate(config.benchmark.phases)}
-        self._phases: dict[Phase, _PhaseProgress] = {}  # in start order
+        self.progress = RunProgress()  # the broadcasts, folded (times: seconds since the epoch)
+        self._accounted: dict[Phase, _Accounted] = {}
         self._controller: SystemController | None = None
         self._configured = False
         self._frozen_workers: WorkersStatus | None = None
@@ -143,25 +147,15 @@ class RunTracker:
             self.apply(event)
 
     def apply(self, event: Event) -> None:
-        """Record a phase or progress broadcast (others, and phases the config lacks, are ignored)."""
+        """Fold a phase or progress broadcast into `progress` (others, and phases the config
+        lacks, are ignored); a phase's start or end is a change worth pushing at once."""
         if not isinstance(event, PhaseStarted | PhaseSendingComplete | PhaseComplete | Progress):
             return
         if event.phase not in self._phase_config:
             return
-        progress = self._progress(event.phase)
-        match event:
-            case PhaseStarted():
-                progress.total, progress.duration_s = event.expected_credits, event.expected_duration_s
-                self.on_change()
-            case PhaseSendingComplete():
-                progress.sent = event.issued
-            case PhaseComplete():
-                progress.sent, progress.ended = event.issued, self._clock()
-                self.on_change()
-            case Progress():
-                progress.completed, progress.failed = event.completed, event.errors
-                if event.expected is not None:
-                    progress.total = event.expected
+        self.progress = self.progress.apply(event, self._clock().timestamp())
+        if isinstance(event, PhaseStarted | PhaseComplete):
+            self.on_change()
 
     def finish(self, verdict: Verdict, outcome: ProfileOutcome | None) -> None:
         """The run ended with `verdict`: the accounting's exact counts (when the benchmark ran),
@@ -171,14 +165,12 @@ class RunTracker:
         for tag, acc in (accounting.phases if accounting is not None else {}).items():
             if tag not in self._phase_config:
                 continue
-            progress = self._progress(tag)
-            progress.sent = acc.sent or acc.issued
-            progress.completed, progress.failed, progress.cancelled = acc.ok + acc.failed + acc.cancelled, \
-                acc.failed, acc.cancelled
-            if acc.start_wall_ns:
-                progress.started = datetime.fromtimestamp(acc.start_wall_ns / 1e9, UTC)
-            if acc.end_wall_ns:
-                progress.ended = datetime.fromtimestamp(acc.end_wall_ns / 1e9, UTC)
+            if self.progress.phase(tag) is None:  # a phase whose broadcasts were all missed
+                self.progress = self.progress.apply(PhaseSendingComplete(phase=tag, issued=acc.issued, at_ns=0),
+                                                    self._clock().timestamp())
+            self._accounted[tag] = _Accounted(
+                sent=acc.sent or acc.issued, completed=acc.ok + acc.failed + acc.cancelled, failed=acc.failed,
+                cancelled=acc.cancelled, started=_wall(acc.start_wall_ns), ended=_wall(acc.end_wall_ns))
         if verdict.state is SystemState.FAILED:
             self._failure = ControllerFailure(message=verdict.reason or "the run failed",
                                               reason="UserError" if verdict.user_error else "RunFailed",
@@ -190,39 +182,42 @@ class RunTracker:
         """The controller-owned status keys as of now."""
         now = self._clock()
         phases: dict[str, PhaseStatus] = {}
-        top: PhaseStatus | None = None
-        top_progress: _PhaseProgress | None = None
-        for tag, progress in self._phases.items():
-            index, spec = self._phase_config[tag]
-            kind = spec.role
-            elapsed = ((progress.ended or now) - progress.started).total_seconds()
-            entry = PhaseStatus(
-                phase_name=spec.name, phase_kind=kind, phase_index=index,
-                profiling_index=sum(p.role == kind for p in self._config.benchmark.phases[:index])
-                if kind == PhaseKind.PROFILING else None,
-                requests_sent=progress.sent, requests_completed=progress.completed,
-                requests_failed=progress.failed, requests_cancelled=progress.cancelled,
-                requests_total=progress.total if progress.total is not None else spec.requests,
-                requests_per_second=round(progress.completed / elapsed, 3) if elapsed > 0 else 0.0,
-                start_time=timestamp(progress.started),
-                end_time=timestamp(progress.ended) if progress.ended else None)
+        top: tuple[PhaseStatus, float | None] | None = None
+        for progress in self.progress.phases:
+            index, spec = self._phase_config[progress.phase]
+            entry = self._phase_status(progress, index, spec, now)
             phases[spec.name] = entry
-            if kind == PhaseKind.PROFILING:
-                top, top_progress = entry, progress
-        current = self._phase_config[list(self._phases)[-1]][1].name if self._phases else None
+            if spec.role == PhaseKind.PROFILING:
+                top = entry, progress.fraction(now.timestamp()) if not entry.requests_total else None
+        current = self.progress.current
         return AIPerfJobStatus(
-            sub_phase=self.state, current_phase=current, phases=phases, workers=self._workers(),
-            requests_completed=top.requests_completed if top else None,
-            requests_total=top.requests_total if top else None,
-            requests_per_second=top.requests_per_second if top else None,
-            progress_percent=_percent(top, top_progress, now) if top and top_progress else None,
+            sub_phase=self.state, current_phase=self._phase_config[current.phase][1].name if current else None,
+            phases=phases, workers=self._workers(),
+            requests_completed=top[0].requests_completed if top else None,
+            requests_total=top[0].requests_total if top else None,
+            requests_per_second=top[0].requests_per_second if top else None,
+            progress_percent=_percent(*top) if top else None,
             controller_failure=self._failure, results_exported=self._exported,
             server_metrics=self._server_metrics())
 
-    def _progress(self, tag: Phase) -> _PhaseProgress:
-        if tag not in self._phases:  # also for a progress broadcast whose phase start was missed
-            self._phases[tag] = _PhaseProgress(started=self._clock())
-        return self._phases[tag]
+    def _phase_status(self, progress: PhaseProgress, index: int, spec: PhaseSpec, now: datetime) -> PhaseStatus:
+        """One phase's status entry: the folded broadcasts, or its final accounting once known."""
+        kind = spec.role
+        final = self._accounted.get(progress.phase)
+        started = (final.started if final else None) or _wall_s(progress.started)
+        ended = (final.ended if final else None) or (_wall_s(progress.ended) if progress.ended is not None else None)
+        completed = final.completed if final else progress.completed
+        elapsed = ((ended or now) - started).total_seconds()
+        total = progress.expected if progress.expected is not None else spec.requests
+        return PhaseStatus(
+            phase_name=spec.name, phase_kind=kind, phase_index=index,
+            profiling_index=sum(p.role == kind for p in self._config.benchmark.phases[:index])
+            if kind == PhaseKind.PROFILING else None,
+            requests_sent=final.sent if final else progress.sent, requests_completed=completed,
+            requests_failed=final.failed if final else progress.errors,
+            requests_cancelled=final.cancelled if final else None, requests_total=total,
+            requests_per_second=round(completed / elapsed, 3) if elapsed > 0 else 0.0,
+            start_time=timestamp(started), end_time=timestamp(ended) if ended else None)
 
     def _workers(self) -> WorkersStatus:
         if self._frozen_workers is not None:
@@ -251,14 +246,22 @@ class RunTracker:
             degraded_pods=sum(any(sid in lost for sid in members) for members in pods.values()))
 
 
-def _percent(phase: PhaseStatus, progress: _PhaseProgress, now: datetime) -> float | None:
-    """How far the profiling phase is: by request count, else by time against its duration."""
+def _percent(phase: PhaseStatus, by_time: float | None) -> float | None:
+    """How far the profiling phase is: by request count, else `by_time` (its elapsed time over
+    its duration), in percent."""
     if phase.requests_total:
         return round(min(100.0, 100.0 * (phase.requests_completed or 0) / phase.requests_total), 1)
-    if progress.duration_s:
-        elapsed = ((progress.ended or now) - progress.started).total_seconds()
-        return round(min(100.0, 100.0 * elapsed / progress.duration_s), 1)
-    return None
+    return round(100.0 * by_time, 1) if by_time is not None else None
+
+
+def _wall(ns: int) -> datetime | None:
+    """A wall-clock time in ns since the epoch (0: unknown) as an aware datetime."""
+    return datetime.fromtimestamp(ns / 1e9, UTC) if ns else None
+
+
+def _wall_s(seconds: float) -> datetime:
+    """Seconds since the epoch as an aware datetime."""
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 @asynccontextmanager
@@ -282,7 +285,7 @@ async def reporting(config: RunConfig, env: Mapping[str, str], *,
     artifacts = Path(config.artifact_dir)
     tracker = RunTracker(config=config, server_metrics=(lambda: read_projection(artifacts))
                          if config.benchmark.server_metrics.enabled else (lambda: None))
-    async with InClusterClient(kube) as client, anyio.create_task_group() as tg:
+    async with in_cluster(kube) as client, anyio.create_task_group() as tg:
         reporter = StatusReporter(client=client, job=job, snapshot=tracker.status)
         tracker.on_change = reporter.poke
         await tg.start(reporter.run)

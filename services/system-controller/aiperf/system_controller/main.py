@@ -8,9 +8,6 @@ otherwise it brings the services up and down. In operator mode (`AIPERF_JOB_NAME
 `AIPERF_JOB_NAMESPACE`, `AIPERF_JOB_UID` set by the operator) it also pushes the run's part of
 the AIPerfJob's status (`job_status`).
 
-With `server-metrics` first it runs the controller pod's `server-metrics-manager` container
-instead (`aiperf.servermetrics.main`), from this same image.
-
 To debug the controller alone, start fakes of the eight other services first
 (`aiperf dev-fakes --for system-controller`) and run it with `--external-services`: it then
 starts no process and drives the fakes that registered, as in Kubernetes.
@@ -36,7 +33,6 @@ from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report, write_end_marker
 from aiperf.system_controller.runner import run_cancellable
 
-SERVER_METRICS_COMMAND = "server-metrics"
 EXPORT_WAIT_S = 15.0
 """Kubernetes: how long the controller waits for the server-metrics-manager's export before it
 writes the results-ready marker anyway."""
@@ -45,10 +41,6 @@ writes the results-ready marker anyway."""
 def main(argv: list[str] | None = None) -> int:
     """Run the controller for `--config`; the exit code is the run's verdict."""
     args_in = sys.argv[1:] if argv is None else argv
-    if args_in[:1] == [SERVER_METRICS_COMMAND]:
-        from aiperf.servermetrics.main import main as server_metrics_main
-
-        return server_metrics_main(args_in[1:])
     parser = argparse.ArgumentParser(prog="system-controller", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="path of run_config.json")

@@ -78,7 +78,7 @@ class _Failure(Exception):
         self.type, self.message, self.retriable = type_, message, retriable
 
 
-class _Conn(asyncio.Protocol):
+class Connection(asyncio.Protocol):
     """One TCP (or TLS) connection carrying one exchange at a time.
 
     Per read: one clock read, counters, one parser call; the body parts the parser hands back
@@ -346,7 +346,7 @@ class H1Transport:
                  ssl_context: ssl.SSLContext | None = None, monotonic: Callable[[], float] = _mono) -> None:
         self._limits, self._keepalive_s, self._monotonic = limits, keepalive_s, monotonic
         self._ssl = ssl_context
-        self._idle: dict[_Key, list[_Conn]] = {}
+        self._idle: dict[_Key, list[Connection]] = {}
         self._dns: dict[tuple[str, int], tuple[float, list[tuple[int, tuple[str, int]]]]] = {}
         self._targets: dict[str, tuple[_Key, bytes]] = {}
         self._closes_after_stream: set[_Key] = set()
@@ -390,7 +390,7 @@ class H1Transport:
         limits = self._limits
         ex.start_wall_ns = time.time_ns()
         ex.start_ns = _perf_ns()
-        conn: _Conn | None = None
+        conn: Connection | None = None
         try:
             key, head = self._target(url)
             lines = [head]
@@ -427,7 +427,7 @@ class H1Transport:
                     conn.idle_since = self._monotonic()
                     self._idle.setdefault(key, []).append(conn)
 
-    async def _acquire(self, ex: Exchange, key: _Key, url: str) -> _Conn:
+    async def _acquire(self, ex: Exchange, key: _Key, url: str) -> Connection:
         idle = self._idle.get(key)
         if idle:
             now = self._monotonic()
@@ -441,7 +441,7 @@ class H1Transport:
                 conn.close()
         return await self._connect(ex, key, url)
 
-    def _closed_early(self, key: _Key, conn: _Conn) -> None:
+    def _closed_early(self, key: _Key, conn: Connection) -> None:
         """The server closed `conn` while it was kept for reuse: learn a server that closes
         after every streamed response (`PREMATURE_CLOSE_S`)."""
         if (conn.last_streamed and key not in self._closes_after_stream
@@ -450,7 +450,7 @@ class H1Transport:
             log.info("http.closes_after_stream", host=key[1], port=key[2],
                      note="the server closes connections after streamed responses; not reusing them")
 
-    async def _connect(self, ex: Exchange, key: _Key, url: str) -> _Conn:
+    async def _connect(self, ex: Exchange, key: _Key, url: str) -> Connection:
         scheme, host, port = key
         loop = asyncio.get_running_loop()
         try:
@@ -471,7 +471,7 @@ class H1Transport:
                         sock.close()
                         raise
                     _, conn = await loop.create_connection(
-                        functools.partial(_Conn, loop, sock=sock), sock=sock, ssl=context,
+                        functools.partial(Connection, loop, sock=sock), sock=sock, ssl=context,
                         server_hostname=host if context is not None else None)
                     return conn
                 except OSError as exc:

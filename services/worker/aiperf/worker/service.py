@@ -25,7 +25,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from aiperf.comms import BadMessage
 from aiperf.config import Endpoint
 from aiperf.dataset import Conversation, DatasetError, DatasetReader
-from aiperf.endpoints import EndpointType, FirstContent, PayloadBuilder, parse_response, path_of
+from aiperf.endpoints import EndpointType, FirstContent, PayloadBuilder, parse_response, spec_of
 from aiperf.messages import (
     CancelCredits,
     ClientLoad,
@@ -246,14 +246,14 @@ class Worker:
         except DatasetError as exc:
             raise UserError(str(exc)) from exc
         endpoint = self._endpoint
-        kind = endpoint.type
-        streaming = endpoint.streaming and kind is not EndpointType.EMBEDDINGS
+        kind = spec_of(endpoint.type)
+        streaming = endpoint.streaming and kind.streams
         self.close()
         self._target = _Target(
-            reader=reader, builder=PayloadBuilder.of(endpoint, self._model), url=endpoint.request_url(path_of(kind)),
+            reader=reader, builder=PayloadBuilder.of(endpoint, self._model), url=endpoint.request_url(kind.path),
             headers={"Content-Type": "application/json", **self._settings.headers},
-            streaming=streaming, endpoint=str(kind), model=self._model, timeout_s=endpoint.timeout or math.inf,
-            keeps_history=kind is EndpointType.CHAT)
+            streaming=streaming, endpoint=str(kind.kind), model=self._model, timeout_s=endpoint.timeout or math.inf,
+            keeps_history=kind.keeps_history)
         self._configured.set()
         log.info("worker.configured", url=self._target.url, streaming=streaming, dataset=directory)
 

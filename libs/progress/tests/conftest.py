@@ -1,0 +1,1 @@
+"""Fixtures of the progress tests: none beyond hypothesis' own."""

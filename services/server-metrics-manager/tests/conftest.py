@@ -1,0 +1,1 @@
+"""Fixtures of the server-metrics manager's tests: none beyond pytest's own."""
