@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from aiperf.cli.kube_sweep import FIELD_PATHS
+from aiperf.cli.sweep_options import SWEEPABLE
 from aiperf.crd.generator import build_crd
 from aiperf.crd.model import JOB_KIND, SWEEP_KIND
 from aiperf.crd.validation import validate_resource
@@ -39,6 +41,10 @@ def stored(kube: FakeKube, kind: str, name: str) -> dict[str, Any]:
 
 def target(kube: FakeKube) -> tuple[str, ...]:
     return ("--kubeconfig", kube.kubeconfig_path, "-n", NS)
+
+
+def test_every_sweepable_flag_has_a_path_in_the_aiperfsweep() -> None:
+    assert {field for field, _ in SWEEPABLE.values()} == set(FIELD_PATHS)
 
 
 async def test_dry_run_prints_a_valid_aiperfsweep_and_calls_nothing(aiperf: Run, kube: FakeKube) -> None:

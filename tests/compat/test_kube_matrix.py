@@ -45,6 +45,10 @@ MATRIX: list[tuple[str, list[str]]] = [
     ("multi-turn", ["--conversation-turn-mean", "3", "--conversation-turn-stddev", "1",
                     "--conversation-turn-delay-mean", "500", "--conversation-turn-delay-stddev", "100"]),
     ("prefix-prompts", ["--num-prefix-prompts", "4", "--prefix-prompt-length", "64"]),
+    ("concurrency-ramp", ["--concurrency", "32", "--concurrency-ramp-duration", "10", "--request-count", "200"]),
+    ("rate-ramp", ["--request-rate", "20", "--request-rate-ramp-duration", "5", "--request-count", "100"]),
+    ("prefill", ["--streaming", "--concurrency", "16", "--prefill-concurrency", "4",
+                 "--prefill-concurrency-ramp-duration", "5", "--request-count", "100"]),
     ("cancellation", ["--request-cancellation-rate", "10", "--request-cancellation-delay", "0.5",
                       "--request-count", "40"]),
     ("goodput", ["--goodput", "time_to_first_token:200 request_latency:1000", "--streaming"]),
@@ -66,6 +70,8 @@ MATRIX: list[tuple[str, list[str]]] = [
     ("sweep-rates", ["--request-rate", "5,10", "--request-count", "50", "--parameter-sweep-cooldown-seconds", "5"]),
     ("repeated-runs", ["--num-profile-runs", "3", "--profile-run-cooldown-seconds", "10", "--confidence-level",
                        "0.9", "--concurrency", "8", "--request-count", "80"]),
+    ("sweep-prefill", ["--streaming", "--concurrency", "16", "--prefill-concurrency", "2,4,8",
+                       "--request-count", "60"]),
     ("sweep-and-trials", ["--concurrency", "4,16", "--num-profile-runs", "2", "--request-count", "60"]),
 ]
 """(id, flags) of every flag set; names come from the id."""

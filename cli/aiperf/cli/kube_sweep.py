@@ -40,6 +40,7 @@ from aiperf.kuberun.sweeps import list_sweeps as list_sweeps_of
 
 FIELD_PATHS = {
     "concurrency": "phases.profiling.concurrency", "request_rate": "phases.profiling.rate",
+    "prefill_concurrency": "phases.profiling.prefill_concurrency",
     "request_count": "phases.profiling.requests", "benchmark_duration": "phases.profiling.duration",
     "isl": "datasets.{dataset}.prompts.isl.mean", "osl": "datasets.{dataset}.prompts.osl.mean",
     "num_dataset_entries": "datasets.{dataset}.entries",
