@@ -53,6 +53,12 @@ class Oracle:
                               env={k: v for k, v in plain.items() if v is not None}, cwd=cwd, timeout=timeout,
                               check=False)
 
+    def kube_validate(self, paths: list[Path], cwd: Path) -> dict[str, dict[str, Any]]:
+        """AIPerf's `kube validate -o json` verdict on each file, by file name (`passed`,
+        `errors`)."""
+        done = self.run("kube", "validate", *map(str, paths), "-o", "json", cwd=cwd)
+        return {Path(r["path"]).name: r for r in json.loads(done.stdout)}
+
     def make_tokenizer(self, folder: Path) -> Path:
         """A small Hugging Face tokenizer saved into `folder`, made with the oracle venv's
         `tokenizers`/`transformers` (AIPerf needs one and cannot download any here; ours reads

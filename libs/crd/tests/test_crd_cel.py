@@ -195,6 +195,8 @@ def test_a_sweep_needs_its_sweep_and_a_job_has_none() -> None:
     assert Problem("spec", "'sweep': required") in problems(doc)
     doc = job(sweep={"parameters": {"a": [1]}})
     assert any("unknown field(s) 'sweep'" in p.message for p in problems(doc))
+    assert validate_resource(doc) == [  # what AIPerf's `kube init` makes of a sweep template: named as such
+        Problem("spec.sweep", "an AIPerfJob is one run; a sweep is an AIPerfSweep (kind: AIPerfSweep)")]
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [

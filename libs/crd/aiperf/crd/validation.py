@@ -406,8 +406,11 @@ def validate_resource(doc: Any, old: Any = None) -> list[Problem]:
     elif not is_dns1123_label(name) or len(jobset_name(name)) > 63:
         out.append(Problem("metadata.name", f"{name!r}: lowercase letters, digits and '-', starting and ending "
                                             f"with a letter or digit, at most {63 - len(jobset_name(''))} characters"))
-    out += validator_for(kind).problems(doc, old)
     spec = doc.get("spec")
+    if kind == JOB_KIND and isinstance(spec, dict) and "sweep" in spec:  # AIPerf's `kube init` of a sweep template
+        out.append(Problem("spec.sweep", "an AIPerfJob is one run; a sweep is an AIPerfSweep (kind: AIPerfSweep)"))
+        doc = {**doc, "spec": {k: v for k, v in spec.items() if k != "sweep"}}
+    out += validator_for(kind).problems(doc, old)
     try:
         if not out:
             decode_spec(spec, kind)
