@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from _harness import job
 
+from aiperf.config import FileDataset
 from aiperf.kube import build_all
 from aiperf.kuberun.status_push import JobRef
 from aiperf.operator.desired import Defaults, InvalidSpec, plan_job, run_config_for
@@ -109,6 +110,34 @@ def test_the_pod_template_takes_effect_in_every_pod_and_container() -> None:
             assert {"name": "cache", "mountPath": "/models", "readOnly": True} in container["volumeMounts"]
             context = container["securityContext"]
             assert context["readOnlyRootFilesystem"] is True and context["allowPrivilegeEscalation"] is False
+
+
+TRACE_PVC = {"volumes": [{"name": "perf-cache", "persistentVolumeClaim": {"claimName": "perf-cache"}}],
+             "volumeMounts": [{"name": "perf-cache", "mountPath": "/perf-cache"}]}
+
+
+def test_a_dataset_file_on_a_volume_the_pods_mount_is_read_where_it_is_mounted() -> None:
+    """AIPerf's recipes: a trace on a PVC, mounted through podTemplate; the dataset-manager (in the
+    controller pod, every container of which mounts it) reads it there."""
+    spec = body(podTemplate=TRACE_PVC)
+    spec["spec"]["benchmark"] = {"model": "m", "dataset": {"type": "file", "path": "/perf-cache/traces/t.jsonl",
+                                                           "format": "mooncake_trace"},
+                                 "profiling": {"type": "fixed_schedule"}}
+    plan = plan_job(spec, defaults=Defaults())
+    dataset = run_config_for("run", plan.spec).benchmark.dataset
+    assert isinstance(dataset, FileDataset) and dataset.path == "/perf-cache/traces/t.jsonl"
+    controller = plan.objects[-1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    (manager,) = (c for c in controller["containers"] if c["name"] == "dataset-manager")
+    assert {"name": "perf-cache", "mountPath": "/perf-cache"} in manager["volumeMounts"]
+
+
+@pytest.mark.parametrize("path", ["/elsewhere/t.jsonl", "traces/t.jsonl", "/perf-cachex/t.jsonl"])
+def test_a_dataset_file_on_no_mounted_volume_is_refused_naming_it(path: str) -> None:
+    spec = body(podTemplate=TRACE_PVC)
+    spec["spec"]["benchmark"] = {"model": "m", "dataset": {"type": "file", "path": path, "format": "single_turn"}}
+    with pytest.raises(InvalidSpec) as exc:
+        plan_job(spec, defaults=Defaults())
+    assert str(exc.value).startswith(f"spec.benchmark.datasets[0].path: {path}: not on a volume the pods mount; ")
 
 
 @pytest.mark.parametrize(("template", "words"), [

@@ -176,6 +176,8 @@ BENCHMARK_MISTAKES = [
     (lambda b: b["phases"][0].update(name="steady"), "spec.benchmark.phases[0].kind",
      "required for the custom phase name 'steady'"),
     (lambda b: b.update(modle="m"), "spec.benchmark", "unknown field 'modle'"),
+    (lambda b: b.update(datasets=[{"type": "file", "path": "/traces/t.jsonl", "format": "single_turn"}]),
+     "spec.benchmark.datasets[0].path", "/traces/t.jsonl: not on a volume the pods mount"),
 ]
 
 

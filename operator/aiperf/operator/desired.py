@@ -35,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from aiperf.config import CommsOptions, ConfigError, FileDataset, RunConfig, RuntimeOptions
+from aiperf.config import CommsOptions, ConfigError, RunConfig, RuntimeOptions
 from aiperf.crd.model import (
     API_GROUP,
     API_KEY_ENV_NAMES,
@@ -98,10 +98,6 @@ def decode(spec: Any) -> AIPerfJobSpec:
     """The decoded AIPerfJob spec; raises `InvalidSpec` naming the field and the problem."""
     decoded = decode_as(spec, JOB_KIND)
     assert isinstance(decoded, AIPerfJobSpec)
-    dataset = decoded.benchmark.dataset
-    if isinstance(dataset, FileDataset) and dataset.path is not None:
-        raise InvalidSpec("spec.benchmark.datasets: a dataset file is not supported in a cluster yet "
-                          "(the file would have to be in every pod); use a synthetic dataset or inline records")
     return decoded
 
 

@@ -27,12 +27,13 @@ import enum
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import Meta
 
-from aiperf.config import SECRET_ENV_VARS, Benchmark, ConfigError, PhaseKind
+from aiperf.config import SECRET_ENV_VARS, Benchmark, ConfigError, FileDataset, PhaseKind
 from aiperf.config.sweep import SweepType  # one sweep model: the planner's, shared with config files
 from aiperf.kube.names import (  # the API's names: the manifests' too
     API_GROUP,
@@ -758,13 +759,30 @@ def read_benchmark(body: Any, random_seed: int | None = None, variables: Any = N
     return benchmark
 
 
+def _check_dataset_file(benchmark: Benchmark, template: PodTemplate | None) -> None:
+    """A dataset file must lie on a volume the pods mount (`podTemplate.volumes`/`volumeMounts`,
+    mounted into every container: the dataset-manager reads it there, as AIPerf's recipes mount
+    their trace PVCs); inline records need none. Raises `ConfigError` naming the path."""
+    dataset = benchmark.dataset
+    if not isinstance(dataset, FileDataset) or dataset.path is None:
+        return
+    path = PurePosixPath(dataset.path)
+    mounts = [m.get("mountPath") or m.get("mount_path") for m in (template.volume_mounts if template else [])]
+    if path.is_absolute() and any(isinstance(m, str) and path.is_relative_to(m) for m in mounts):
+        return
+    raise ConfigError(f"spec.benchmark.datasets[0].path: {dataset.path}: not on a volume the pods mount; mount "
+                      "the volume holding it with podTemplate.volumes and volumeMounts (an absolute path under "
+                      "a mountPath), or give the records inline")
+
+
 def decode_spec(spec: Any, kind: str, environ: Mapping[str, str] | None = None) -> AIPerfJobSpec | AIPerfSweepSpec:
     """The decoded spec of a CR of `kind` (`AIPerfJob` or `AIPerfSweep`) from its `spec` mapping:
     `${VAR}` references (from `environ`, by default the process's) and Jinja2 `variables`
     resolved, the envelope checked against its model, the benchmark read as a config file's
-    (AIPerf's shapes; features we do not build refused by name). Secrets only by reference: an
-    inline API key (other than AIPerf's `<redacted>` placeholder) or header value is refused.
-    Raises `aiperf.config.ConfigError` with one line, `spec.<path>: <reason>`."""
+    (AIPerf's shapes; features we do not build refused by name; a dataset file on a volume the
+    pods mount). Secrets only by reference: an inline API key (other than AIPerf's `<redacted>`
+    placeholder) or header value is refused. Raises `aiperf.config.ConfigError` with one line,
+    `spec.<path>: <reason>`."""
     from aiperf.config.templating import render_document
 
     if not isinstance(spec, dict):
@@ -777,6 +795,7 @@ def decode_spec(spec: Any, kind: str, environ: Mapping[str, str] | None = None) 
         raise _spec_error(exc) from None
     _refuse_unbuilt(envelope, kind)
     benchmark = read_benchmark(envelope.benchmark, envelope.random_seed, envelope.variables)
+    _check_dataset_file(benchmark, envelope.pod_template)
     if kind == JOB_KIND:
         return AIPerfJobSpec(envelope=envelope, benchmark=benchmark)
     from aiperf.config.sweep import Sweep, decode_block
