@@ -38,6 +38,8 @@ MATRIX: list[tuple[str, list[str]]] = [
                         "--benchmark-duration", "30"]),
     ("duration-grace", ["--concurrency", "4", "--benchmark-duration", "60", "--benchmark-grace-period", "10"]),
     ("warmup", ["--warmup-request-count", "20", "--concurrency", "8", "--request-count", "100"]),
+    ("multi-url", ["--url", "http://vllm-2.llm.svc:8000", "http://vllm-3.llm.svc:8000/v1", "--concurrency", "12",
+                   "--request-count", "60"]),
     ("completions", ["--endpoint-type", "completions", "--streaming", "--request-count", "20"]),
     ("embeddings", ["--endpoint-type", "embeddings", "--request-count", "20"]),
     ("length-spread", ["--isl", "256", "--isl-stddev", "32", "--osl", "64", "--osl-stddev", "8"]),

@@ -157,12 +157,17 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
 def _endpoint(doc: dict[str, Any], flags: ProfileFlags, headers: dict[str, str]) -> None:
     endpoint = _sub(doc, "endpoint")
     if flags.url is not None:
-        url, authorization = split_credentials(normalize_url(flags.url))
-        endpoint["urls"] = [url]
-        if authorization is not None:
-            if "Authorization" in headers or flags.api_key is not None:
-                raise FlagError("--url: carries credentials while --api-key or --header sets Authorization "
-                                "too; give them one way")
+        given = [u.strip() for value in flags.url for u in value.split(",") if u.strip()]
+        if not given:
+            raise FlagError("--url: give at least one URL")
+        endpoint["urls"] = []
+        for url, authorization in (split_credentials(normalize_url(u)) for u in given):
+            endpoint["urls"].append(url)
+            if authorization is None:
+                continue
+            if "Authorization" in headers and headers["Authorization"] != authorization or flags.api_key is not None:
+                raise FlagError("--url: carries credentials while --api-key, --header or another --url sets "
+                                "Authorization too; give them one way")
             headers["Authorization"] = authorization
     _set(endpoint, "type", flags.endpoint_type)
     _set(endpoint, "streaming", flags.streaming)

@@ -102,10 +102,10 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     if path is not None and not Path(path).expanduser().exists():
         print(f"error: --input-file {path}: no such file or folder", file=sys.stderr)
         return EXIT_USER_ERROR
-    url = benchmark.endpoint.url
-    if (why := reachable(url)) is not None:
-        print(f"error: cannot reach {url} ({why}); is the server running? (--url)", file=sys.stderr)
-        return EXIT_USER_ERROR
+    for url in dict.fromkeys(u.rstrip("/") for u in benchmark.endpoint.urls):
+        if (why := reachable(url)) is not None:
+            print(f"error: cannot reach {url} ({why}); is the server running? (--url)", file=sys.stderr)
+            return EXIT_USER_ERROR
     out = Path(benchmark.artifacts.dir).resolve()
     try:
         out.mkdir(parents=True, exist_ok=True)

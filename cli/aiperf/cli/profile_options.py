@@ -27,8 +27,9 @@ class ProfileFlags:
 
     model: Annotated[str | None, Parameter(name=["--model", "-m", "--model-names"])] = None
     """Model name sent in every request (required unless --config names one)."""
-    url: Annotated[str | None, Parameter(name=["--url", "-u"])] = None
-    """Server base URL; `http://` is added when missing (default: http://localhost:8000)."""
+    url: Annotated[list[str] | None, Parameter(name=["--url", "-u"], consume_multiple=True)] = None
+    """Server base URL; `http://` is added when missing (default: http://localhost:8000). Several
+    (`--url A B`, `--url A,B` or repeated): each conversation goes to the next one in turn."""
     endpoint_type: Literal["chat", "completions", "embeddings"] | None = None
     """OpenAI API: chat (/v1/chat/completions), completions, embeddings (default: chat)."""
     streaming: bool | None = None

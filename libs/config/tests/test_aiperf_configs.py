@@ -115,6 +115,18 @@ def test_aiperfs_shorthands_read_as_the_long_form() -> None:
     assert short.profiling.requests == 50 and short.profiling.duration == 90  # whichever comes first
 
 
+def test_several_urls_are_read_in_order_each_joined_with_the_path() -> None:
+    document, _ = normalize({"benchmark": {"model": "m", "endpoint": {
+        "urls": ["server1:8000/v1", "http://server2:8000", "http://server3:8000/v1/chat/completions"],
+        "urlStrategy": "round_robin"}}})
+    endpoint = decode_benchmark(document).endpoint
+    assert endpoint.request_urls("/v1/chat/completions") == [
+        "http://server1:8000/v1/chat/completions", "http://server2:8000/v1/chat/completions",
+        "http://server3:8000/v1/chat/completions"]
+    assert [endpoint.metrics_url(i) for i in range(3)] == [
+        "http://server1:8000/metrics", "http://server2:8000/metrics", "http://server3:8000/metrics"]
+
+
 @pytest.mark.parametrize(("url", "path", "expected"), [
     ("http://h:8000", None, "http://h:8000/v1/chat/completions"),
     ("http://h:8000/", None, "http://h:8000/v1/chat/completions"),
@@ -195,7 +207,6 @@ def test_unbuilt_features_that_ask_for_nothing_are_dropped(body: Doc) -> None:
     ({"phases": {"type": "user_centric", "users": 3, "rate": 1, "duration": 5}},
      "phases.type: 'user_centric': not supported (user-centric rate phases are not built yet)"),
     ({"endpoint": {"type": "responses"}}, "endpoint.type: 'responses': not supported (the endpoint types are chat"),
-    ({"endpoint": {"urls": ["http://a:1", "http://b:1"]}}, "endpoint.urls: 2 URLs: not supported"),
     ({"dataset": {"type": "public", "dataset": "sharegpt"}}, "datasets[0].type: public: not supported"),
     ({"dataset": {"type": "file", "path": "x", "format": "speed_bench_coding"}},
      "datasets[0].format: 'speed_bench_coding': not supported (the file formats are single_turn"),

@@ -301,7 +301,7 @@ OPEN_RIGS: list[Rig] = []
 
 def make_rig(benchmark: Benchmark, *, conversations: FakeConversations | None = None,
              workers: int = 1, behaviour: Behaviour | None = None, cancel_drain_s: float = 5.0,
-             registration_timeout_s: float = 5.0, audit_interval_s: float | None = None) -> Rig:
+             registration_timeout_s: float = 5.0, audit_interval_s: float | None = None, urls: int = 1) -> Rig:
     clock, router, returns, events = VirtualClock(), FakeRouter(), FakeReturns(), FakeEvents()
     convs = conversations if conversations is not None else FakeConversations.single_turn(5)
     tm = TimingManager(service_id="timing-manager", phases=benchmark.phases, seed=benchmark.random_seed,
@@ -309,7 +309,7 @@ def make_rig(benchmark: Benchmark, *, conversations: FakeConversations | None = 
                        registration_timeout_s=registration_timeout_s, credits=router, returns=returns,
                        events=events, open_conversations=lambda _: convs, clock=clock,
                        wall_clock=lambda: 42, sleep=clock.sleep, cancel_drain_s=cancel_drain_s,
-                       audit_interval_s=audit_interval_s)
+                       audit_interval_s=audit_interval_s, urls=urls)
     fake_workers = FakeWorkers(router, returns, clock)
     if behaviour is not None:
         fake_workers.behaviour = behaviour

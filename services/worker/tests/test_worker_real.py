@@ -159,3 +159,12 @@ async def test_a_credit_holding_a_prefill_slot_reports_its_first_token_before_it
         got = await tm.exchange([(1, "stream", {}), (2, "error500", {"report_first_token": True})])
         assert got[1][1].ok and not got[2][1].ok
         assert len(server.requests) == 3
+
+
+async def test_a_credits_url_index_picks_the_server(zctx: zmq.asyncio.Context, ipc_dir: str, dataset_dir: str) -> None:
+    async with LlmServer() as one, LlmServer() as two, \
+            real_worker(zctx, ipc_dir, dataset_dir, url=one.url, urls=[one.url, two.url + "/v1"]) as tm:
+        got = await tm.exchange([(0, "stream", {}), (1, "stream", {"url_index": 1}), (2, "stream", {"url_index": 0}),
+                                 (3, "stream", {"url_index": 3})])  # past the end: wraps around
+        assert all(ret.ok for _, ret in got.values())
+        assert len(one.requests) == 2 and len(two.requests) == 2

@@ -67,15 +67,20 @@ class EndpointKind(enum.StrEnum):
     EMBEDDINGS = "embeddings"
 
 
+MAX_URLS = 256
+"""The most endpoint URLs one benchmark may spread its requests over."""
+
+
 class Endpoint(_Spec, frozen=True, kw_only=True):
-    """The server under test: `urls` (one today; AIPerf's list shape, `url_strategy`
-    `round_robin`), each a base URL or a full endpoint URL. The request path follows from `path`
+    """The server under test: `urls`, each a base URL or a full endpoint URL; with several, each
+    conversation goes to the next one in turn (`url_strategy` `round_robin`, AIPerf's: a
+    conversation's later turns follow its first). The request path follows from `path`
     when given (`""`: none appended), else from `type` (`request_url`). `timeout` is per request,
     seconds, 0 for none. `header_names` are sent on every request; their values are secrets and
     come from the environment, never from this model. `connection_reuse` `pooled` (AIPerf's
     default) is how workers use their connections."""
 
-    urls: Annotated[list[Url], Meta(min_length=1, max_length=1)] = msgspec.field(
+    urls: Annotated[list[Url], Meta(min_length=1, max_length=MAX_URLS)] = msgspec.field(
         default_factory=one_item_list("http://localhost:8000"))
     url_strategy: Literal["round_robin"] = "round_robin"
     type: EndpointKind = EndpointKind.CHAT
@@ -92,6 +97,10 @@ class Endpoint(_Spec, frozen=True, kw_only=True):
     def url(self) -> str:
         """The first URL as given (no trailing slash)."""
         return self.urls[0].rstrip("/")
+
+    def request_urls(self, default_path: str) -> list[str]:
+        """`request_url` of every URL, in order (a credit's `url_index` picks one)."""
+        return [self.request_url(default_path, i) for i in range(len(self.urls))]
 
     def request_url(self, default_path: str, index: int = 0) -> str:
         """Where requests go: URL `index` joined with `path` (else `default_path`, the kind's

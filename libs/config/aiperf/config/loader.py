@@ -315,8 +315,6 @@ def _endpoint(value: Any, secrets: dict[str, Any]) -> Any:
             if authorization is not None:
                 secrets.setdefault("headers", {})["Authorization"] = authorization
         data["urls"] = clean
-        if len(clean) > 1:
-            raise _not_supported("endpoint.urls", f"{len(clean)} URLs", "one URL per benchmark yet")
     if secrets.get("headers"):
         data["header_names"] = sorted({*data.get("header_names", []), *secrets["headers"]})
     if "timeout" in data:

@@ -73,7 +73,8 @@ class TimingManager:
     before `scheduled_at_ns` so the worker can wait for the exact time locally. After a
     `CancelCredits`, credits still out after `cancel_drain_s` are counted as lost. Every
     `audit_interval_s` (None: never) the workers are audited for credits lost on the wire
-    (`aiperf.issuing.audit`).
+    (`aiperf.issuing.audit`). With `urls` endpoint URLs, each conversation goes to the next URL
+    in turn (`CreditIssuer`).
     """
 
     def __init__(self, *, service_id: str, phases: Sequence[Phase], seed: int | None, expected_workers: int,
@@ -81,7 +82,8 @@ class TimingManager:
                  events: EventSink, open_conversations: OpenConversations,
                  clock: Clock = time.perf_counter_ns, wall_clock: Clock = time.time_ns,
                  sleep: Sleep = anyio.sleep, send_ahead_ns: int = 2_000_000,
-                 tick_ns: int = 0, cancel_drain_s: float = 10.0, audit_interval_s: float | None = 2.0) -> None:
+                 tick_ns: int = 0, cancel_drain_s: float = 10.0, audit_interval_s: float | None = 2.0,
+                 urls: int = 1) -> None:
         self.service_id = service_id
         self._phases, self._seed, self._expected = list(phases), seed, expected_workers
         self._registration_timeout_s = registration_timeout_s
@@ -89,6 +91,7 @@ class TimingManager:
         self._open_conversations = open_conversations
         self._clock, self._wall_clock, self._sleep = clock, wall_clock, sleep
         self._send_ahead_ns, self._tick_ns, self._cancel_drain_s = send_ahead_ns, tick_ns, cancel_drain_s
+        self._urls = urls
         self.pool = WorkerPool()
         self._conversations: Conversations | None = None
         self._ledgers: dict[PhaseTag, PhaseLedger] = {}
@@ -269,7 +272,7 @@ class TimingManager:
             ledger.stop(CANCELLED)
         issuer = CreditIssuer(ledger=ledger, pool=self.pool, credits=self._credits, conversations=conversations,
                               clock=self._clock, sleep=self._sleep, send_ahead_ns=self._send_ahead_ns,
-                              tick_ns=self._tick_ns)
+                              tick_ns=self._tick_ns, urls=self._urls)
         with ledger.issuing:
             async with anyio.create_task_group() as tg:
                 if phase.duration is not None:

@@ -25,6 +25,7 @@ class InFlight:
     turn: int
     holds_slot: bool
     holds_prefill: bool = False
+    url_index: int = 0
     issued_ns: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: Outcome = ""
@@ -77,10 +78,11 @@ class PhaseLedger:
         return self._cancel_rate > 0 and self._cancel_rng.random() * 100 < self._cancel_rate
 
     def open(self, *, worker: str, conversation: int, turn: int, holds_slot: bool,
-             issued_ns: int = 0, holds_prefill: bool = False) -> InFlight:
+             issued_ns: int = 0, holds_prefill: bool = False, url_index: int = 0) -> InFlight:
         """Record a new credit (numbered in issue order) as in flight at `worker` since `issued_ns`."""
         entry = InFlight(num=self.issued, worker=worker, conversation=conversation, turn=turn,
-                         holds_slot=holds_slot, holds_prefill=holds_prefill, issued_ns=issued_ns)
+                         holds_slot=holds_slot, holds_prefill=holds_prefill, url_index=url_index,
+                         issued_ns=issued_ns)
         self.issued += 1
         self.in_flight[entry.num] = entry
         return entry

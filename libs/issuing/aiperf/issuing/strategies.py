@@ -116,15 +116,16 @@ class ClosedLoop:
         while ledger.may_issue():
             index = next(cursor)
             worker: str | None = None
+            url = 0
             for turn, timing in enumerate(issuer.conversations.turns(index)):
                 if turn and timing.delay_ms:
                     await issuer.sleep(timing.delay_ms / 1000)
                 if not ledger.may_issue():
                     return
-                entry = await issuer.issue(index, turn, prefer=worker)
+                entry = await issuer.issue(index, turn, prefer=worker, url_index=url)
                 if entry is None:
                     return
-                worker = entry.worker
+                worker, url = entry.worker, entry.url_index
                 if not ledger.may_issue():
                     return  # the budget is spent: sending is complete, do not wait here
                 await entry.done.wait()
@@ -226,7 +227,7 @@ class Paced:
             if not ledger.may_issue():
                 return
             next_entry = await issuer.issue_slotted(entry.conversation, turn, scheduled=scheduled,
-                                                    prefer=entry.worker)
+                                                    prefer=entry.worker, url_index=entry.url_index)
             if next_entry is None or not ledger.may_issue():
                 return
             entry = next_entry

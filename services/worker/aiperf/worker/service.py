@@ -123,7 +123,7 @@ class _Target:
 
     reader: Conversations
     builder: PayloadBuilder
-    url: str
+    urls: list[str]
     headers: dict[str, str]
     streaming: bool
     endpoint: str
@@ -250,12 +250,12 @@ class Worker:
         streaming = endpoint.streaming and kind.streams
         self.close()
         self._target = _Target(
-            reader=reader, builder=PayloadBuilder.of(endpoint, self._model), url=endpoint.request_url(kind.path),
+            reader=reader, builder=PayloadBuilder.of(endpoint, self._model), urls=endpoint.request_urls(kind.path),
             headers={"Content-Type": "application/json", **self._settings.headers},
             streaming=streaming, endpoint=str(kind.kind), model=self._model, timeout_s=endpoint.timeout or math.inf,
             keeps_history=kind.keeps_history)
         self._configured.set()
-        log.info("worker.configured", url=self._target.url, streaming=streaming, dataset=directory)
+        log.info("worker.configured", urls=self._target.urls, streaming=streaming, dataset=directory)
 
     def _open_indexed(self, directory: str) -> Conversations:
         reader = self._open_dataset(directory)
@@ -435,7 +435,8 @@ class Worker:
                 await wait_until(credit.scheduled_at_ns + self.clock_offset_ns,
                                  spin_ns=self._settings.schedule_spin_ns)
             scope.deadline = anyio.current_time() + limit_s
-            await self._transport.post(ex, target.url, body, headers, streaming=target.streaming)
+            url = target.urls[credit.url_index % len(target.urls)]
+            await self._transport.post(ex, url, body, headers, streaming=target.streaming)
         if scope.cancelled_caught:
             if flight.cancel_reason is not None:
                 flight.cancelled = True
