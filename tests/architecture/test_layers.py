@@ -45,7 +45,7 @@ LIBS: dict[str, set[str]] = {
     "kube": {"comms", "config", "messages", "runtime"},
     "crd": {"config", "kube", "messages"},
     "kuberun": {"config", "crd", "kube", "kubeapi", "runtime"},
-    "testing": {"comms", "config", "dataset", "endpoints", "messages", "metrics", "results", "runtime"},
+    "testing": {"comms", "config", "dataset", "endpoints", "kubeapi", "messages", "metrics", "results", "runtime"},
 }
 """Each lib (its folder under libs/) and the libs it may import. The kube side: `kubeapi` is the
 client and knows nothing of aiperf; `kube` builds manifests (pure); `crd` is the custom resources'
