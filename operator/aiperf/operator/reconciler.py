@@ -17,8 +17,9 @@ its two error types, which say what happens next).
   what blocks its pods in `status.startupIssue`, warns, and fails it once a critical blocker
   persists.
 
-Status writes, object creation and adoption, the JobSet lookup and its fenced delete are the
-shared core of both reconcilers (`aiperf.operator.core.Reconciling`). Nothing here deletes the
+The first steps of `create` and `sync`, the frame of `cancel`, status writes, object creation
+and adoption, the JobSet lookup and its fenced delete are the shared core of both reconcilers
+(`aiperf.operator.core.Reconciling`). Nothing here deletes the
 CR's dependents on CR deletion: their owner references make the garbage collector do it.
 """
 
