@@ -5,7 +5,6 @@ names, the operator's flags, the per-run Role)."""
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -16,6 +15,7 @@ from _repo import chart_dir
 from aiperf.config.catalog import RESULTS_SERVER
 from aiperf.kube import RULES
 from aiperf.kube.containers import BOUND_PORTS
+from aiperf.kubeapi import Obj
 from aiperf.operator.main import DEFAULT_HEALTH_PORT, DEFAULT_METRICS_PORT, build_parser
 from aiperf.results_server.main import build_parser as results_server_flags
 
@@ -23,7 +23,6 @@ from aiperf.results_server.main import build_parser as results_server_flags
 
 KUBERNETES_VERSION = "1.32.0"  # as libs/kube/tests/_kube_checks.py
 RESULTS_CONTAINER_PORT = 9091  # the controller pod's results container (ARCHITECTURE.md, section 7)
-Obj = dict[str, Any]
 
 
 @pytest.fixture(scope="module")

@@ -55,10 +55,10 @@ async def test_write_status_recomputes_after_a_lost_race(kube: FakeKube, client:
         return StatusChange(values={"phase": "Running"})
 
     reconciler = JobReconciler(api=client, defaults=Defaults(), metrics=Metrics())
-    written = await reconciler.write_status(NS, "run", uid, compute)
+    written = await reconciler.core.write_status(NS, "run", uid, compute)
     assert len(reads) == 2 and reads[1]["status"]["subPhase"] == "profiling"
     assert written is not None and written["status"] == {"phase": "Running", "subPhase": "profiling"}
-    assert await reconciler.write_status(NS, "run", "another-uid", compute) is None  # a replaced CR is never written
+    assert await reconciler.core.write_status(NS, "run", "another-uid", compute) is None  # a replaced CR is never written
 
 
 async def test_a_startup_failure_claim_holds_only_for_the_blocker_it_was_made_on(kube: FakeKube,

@@ -7,7 +7,8 @@
 - the CLI: libs, the system-controller (it runs the controller in-process), the mock and the dev
   fakes; every other service only by name at run time (`aiperf service TYPE`, the catalog);
 - no module imports a private name (`_x`) of another module;
-- every kube verb (a command of `aiperf.cli.kube_app`, a method of a `RunRef`) stays under 40 lines.
+- every kube verb (a command of `aiperf.cli.kube_app`, a method of a `RunRef`) and every other
+  function of the kube CLI modules (`cli/aiperf/cli/kube*.py`) stays under 40 lines.
 
 The checker reads the sources (`ast`), so a rule holds for code that is never imported in a test.
 """
@@ -44,7 +45,7 @@ LIBS: dict[str, set[str]] = {
     "kube": {"comms", "config", "messages", "runtime"},
     "crd": {"config", "kube", "messages"},
     "kuberun": {"config", "crd", "kube", "kubeapi", "runtime"},
-    "testing": {"comms", "config", "dataset", "endpoints", "messages", "metrics", "results", "runtime"},
+    "testing": {"comms", "config", "dataset", "endpoints", "kubeapi", "messages", "metrics", "results", "runtime"},
 }
 """Each lib (its folder under libs/) and the libs it may import. The kube side: `kubeapi` is the
 client and knows nothing of aiperf; `kube` builds manifests (pure); `crd` is the custom resources'
@@ -137,32 +138,86 @@ def test_the_cli_imports_other_services_only_by_name() -> None:
     assert set(service_packages()) & CLI_SERVICES == CLI_SERVICES
 
 
+ROOTS = ("libs", "services", "cli", "operator", "mock", "tests", "scripts")
+
+
 def all_sources() -> Iterator[Path]:
     """Every Python file of the repository's source roots, tests included."""
-    for root in ("libs", "services", "cli", "operator", "mock", "tests", "scripts"):
+    for root in ROOTS:
         yield from (p for p in (REPO / root).rglob("*.py") if "__pycache__" not in p.parts)
 
 
+def module_of(path: Path) -> str | None:
+    """The dotted name of the `aiperf` module at `path`; None for a file outside the namespace
+    (a test, a script)."""
+    parts = path.with_suffix("").parts
+    return ".".join(parts[len(parts) - 1 - parts[::-1].index("aiperf"):]) if "aiperf" in parts else None
+
+
+def private(name: str) -> bool:
+    """`_x` is private; a dunder is not."""
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_imports(path: Path) -> Iterator[str]:
+    """Each first-party import of `path` that reaches a private name of another module: a private
+    name imported (`from aiperf.x import _y`), or a module path through a private module
+    (`aiperf.x._y`) from outside the package that holds it."""
+    importer = module_of(path) or ""
+    for module, names in imports_of(path):
+        if first_party(module) is None:
+            continue
+        parts = module.split(".")
+        for i, part in enumerate(parts):
+            if private(part) and not importer.startswith(".".join(parts[:i]) + "."):
+                yield f"import of {module}"
+                break
+        yield from (f"from {module} import {name}" for name in names if private(name))
+
+
 def test_no_module_imports_a_private_name_of_another() -> None:
-    bad = sorted(f"{p.relative_to(REPO)}: from {module} import {name}" for p in all_sources()
-                 for module, names in imports_of(p) if first_party(module) is not None
-                 for name in names if name.startswith("_") and not name.startswith("__"))
+    bad = sorted(f"{p.relative_to(REPO)}: {found}" for p in all_sources() for found in private_imports(p))
     assert not bad, "what another module uses is public: give it a name without the underscore"
 
 
+def test_the_private_name_check_reads_every_root_tests_included() -> None:
+    """The check above is only as good as what it reads: under Pants, the sandbox must hold every
+    root's sources and tests (tests/BUILD and the root `layout` target put them there)."""
+    seen = [p.relative_to(REPO).parts for p in all_sources()]
+    assert {parts[0] for parts in seen} == set(ROOTS)
+    assert {parts[0] for parts in seen if "tests" in parts[1:]} == {"libs", "services", "cli", "operator", "mock"}
+    tested = {parts[:2] for parts in seen if parts[0] in ("libs", "services") and "tests" in parts}
+    assert tested >= {("libs", lib) for lib in LIBS}, "every lib's tests are read"
+
+
+KUBE_CLI = REPO / "cli" / "aiperf" / "cli"
 VERB_MODULES = ("kube_app.py", "kube_run_direct.py", "kube_run_job.py", "kube_run_sweep.py")
+"""The verbs themselves: the commands of `kube_app` and the methods of each `RunRef`."""
 MAX_VERB_LINES = 40
 
 
-@pytest.mark.parametrize("module", VERB_MODULES)
-def test_every_kube_verb_is_short(module: str) -> None:
-    path = REPO / "cli" / "aiperf" / "cli" / module
+def long_functions(path: Path, limit: int) -> list[str]:
+    """`name: N lines` of each function (nested ones too) of `path` of `limit` lines or more,
+    counted from its `def` to its last line."""
     tree = ast.parse(path.read_text())
     functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-    assert functions
-    long = sorted(f"{n.name}: {n.end_lineno - n.lineno + 1} lines" for n in functions
-                  if n.end_lineno is not None and n.end_lineno - n.lineno + 1 >= MAX_VERB_LINES)
-    assert not long, f"a kube verb is one short function over a RunRef (under {MAX_VERB_LINES} lines)"
+    return sorted(f"{n.name}: {n.end_lineno - n.lineno + 1} lines" for n in functions
+                  if n.end_lineno is not None and n.end_lineno - n.lineno + 1 >= limit)
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in KUBE_CLI.glob("kube*.py")))
+def test_every_kube_cli_function_is_short(module: str) -> None:
+    """Every function of the kube CLI modules (the verbs, and what they call) stays under the
+    limit: a longer one is split into named steps."""
+    assert not long_functions(KUBE_CLI / module, MAX_VERB_LINES), \
+        f"a kube verb is one short function over a RunRef, its helpers short too (under {MAX_VERB_LINES} lines)"
+
+
+def test_the_kube_verb_modules_are_checked(tmp_path: Path) -> None:
+    assert set(VERB_MODULES) <= {p.name for p in KUBE_CLI.glob("kube*.py")}
+    long = tmp_path / "kube_x.py"
+    long.write_text("def verb():\n" + "    pass\n" * (MAX_VERB_LINES - 1))
+    assert long_functions(long, MAX_VERB_LINES) == [f"verb: {MAX_VERB_LINES} lines"]
 
 
 def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
@@ -171,3 +226,14 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     found = list(imports_of(bad))
     assert first_party(found[0][0]) == "worker" and found[1][1] == ["_hidden"]
     assert "worker" in service_packages() and lib_of()["kubeapi"] == "kubeapi"
+    assert list(private_imports(bad)) == ["from aiperf.kube.names import _hidden"]
+
+
+def test_the_checker_sees_a_private_module_used_from_outside_its_package(tmp_path: Path) -> None:
+    reach = "from aiperf.dataset._text import CORPUS\nimport aiperf.dataset._text\n"
+    outside, inside = tmp_path / "tests" / "conftest.py", tmp_path / "aiperf" / "dataset" / "prompts.py"
+    for path in (outside, inside):
+        path.parent.mkdir(parents=True)
+        path.write_text(reach)
+    assert list(private_imports(outside)) == ["import of aiperf.dataset._text"] * 2
+    assert list(private_imports(inside)) == []

@@ -55,12 +55,12 @@ from kube._podman import pod_from_template, podman
 from aiperf.kube.containers import JOB_INDEX_ANNOTATION
 from aiperf.kube.curve_secret import CURVE_FILE_MODE
 from aiperf.kube.jobset import JOBSET_API_VERSION
+from aiperf.kubeapi import Obj
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_api import ApiError
 from aiperf.testing.fake_kube_proxy import forward_to
 from aiperf.testing.fake_kube_select import Selector
 
-Obj = dict[str, Any]
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"

@@ -100,47 +100,74 @@ def _detail(body: bytes) -> str | None:
     return str(value["detail"]) if isinstance(value, dict) and "detail" in value and "status_code" in value else None
 
 
-async def fetch_stored(api: KubeApi, name: str, namespace: str, artifact_dir: str, *, epoch: str | None,
-                       client: ResultsServerClient) -> Path:
-    """Download run `epoch` (see the module doc for the default) of `namespace/name` into
-    ARTIFACT_DIR/NAME/; returns that folder. KubeError when there is no such run (a user
-    mistake), KubeClusterError when the server cannot be read."""
+async def _epoch_of_job(api: KubeApi, name: str, namespace: str) -> str | None:
+    """The run epoch of AIPerfJob `namespace/name` once it has ended Completed (waiting for its
+    end); None when there is no such CR (or no epoch). KubeError when it ended otherwise."""
     job = await jobs.get_job(api, name, namespace)
-    if epoch is None and job is not None:
-        phase = jobs.phase_of(job)
-        if phase not in jobs.TERMINAL_PHASES:
-            print(f"waiting for run {name} to end (phase {phase or 'Pending'})")
-            phase = await jobs.watch_job_until_done(api, name, namespace)
-            job = await jobs.get_job(api, name, namespace) or job
-        if phase != "Completed":
-            raise KubeError(f"run {name} ended {phase}: the operator stored no results; "
-                            f"`aiperf kube results {name} --from-pods -n {namespace}` reads what its pod left")
-        epoch = str((job.get("status") or {}).get("runEpoch") or "")
-    base = f"/api/v1/results/{quote(namespace, safe='')}/{quote(name, safe='')}"
+    if job is None:
+        return None
+    phase = jobs.phase_of(job)
+    if phase not in jobs.TERMINAL_PHASES:
+        print(f"waiting for run {name} to end (phase {phase or 'Pending'})")
+        phase = await jobs.watch_job_until_done(api, name, namespace)
+        job = await jobs.get_job(api, name, namespace) or job
+    if phase != "Completed":
+        raise KubeError(f"run {name} ended {phase}: the operator stored no results; "
+                        f"`aiperf kube results {name} --from-pods -n {namespace}` reads what its pod left")
+    return str((job.get("status") or {}).get("runEpoch") or "") or None
+
+
+def _job_path(namespace: str, name: str) -> str:
+    """The results server's path of job `namespace/name` (its runs are under `/runs/EPOCH`)."""
+    return f"/api/v1/results/{quote(namespace, safe='')}/{quote(name, safe='')}"
+
+
+async def _latest_epoch(client: ResultsServerClient, name: str, namespace: str) -> str:
+    """The newest successful run the results server stores of a job whose CR is gone."""
+    try:
+        listing = await client.json(_job_path(namespace, name) + "/runs")
+    except NoResultsServer as exc:
+        raise KubeError(f"no AIPerfJob {name} in namespace {namespace}, and {exc}; "
+                        "for a direct-mode run pass --from-pods") from None
+    epoch = (listing or {}).get("latestEpoch")
     if not epoch:
-        try:
-            listing = await client.json(base + "/runs")
-        except NoResultsServer as exc:
-            raise KubeError(f"no AIPerfJob {name} in namespace {namespace}, and {exc}; "
-                            "for a direct-mode run pass --from-pods") from None
-        epoch = (listing or {}).get("latestEpoch")
-        if not epoch:
-            raise KubeError(f"no AIPerfJob {name} in namespace {namespace} and no stored results of it; "
-                            f"for a direct-mode run pass --from-pods")
-    run = await client.json(f"{base}/runs/{quote(epoch, safe='')}")
+        raise KubeError(f"no AIPerfJob {name} in namespace {namespace} and no stored results of it; "
+                        f"for a direct-mode run pass --from-pods")
+    return str(epoch)
+
+
+async def _download_run(client: ResultsServerClient, name: str, namespace: str, epoch: str,
+                        dest: Path) -> list[str]:
+    """Download the stored files of run `epoch` of job `namespace/name` into folder `dest`; their
+    names. KubeError when the server has no such run, or no file of it."""
+    run_path = f"{_job_path(namespace, name)}/runs/{quote(epoch, safe='')}"
+    run = await client.json(run_path)
     if run is None:
         raise KubeError(f"the results server has no run {epoch} of {namespace}/{name}; "
                         f"`aiperf kube results {name} --epoch E` with an epoch it lists")
     names = [f["name"] for f in run.get("files") or [] if _PLAIN.match(str(f.get("name", "")))]
     if not names:
         raise KubeError(f"run {epoch} of {namespace}/{name} has no stored files (phase {run.get('phase')})")
-    dest = Path(artifact_dir) / name
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise KubeError(f"cannot create {dest}: {exc.strerror or exc}") from None
     for file_name in names:
-        await client.download(f"{base}/runs/{quote(epoch, safe='')}/{quote(file_name, safe='')}", dest / file_name)
+        await client.download(f"{run_path}/{quote(file_name, safe='')}", dest / file_name)
+    return names
+
+
+async def fetch_stored(api: KubeApi, name: str, namespace: str, artifact_dir: str, *, epoch: str | None,
+                       client: ResultsServerClient) -> Path:
+    """Download run `epoch` (see the module doc for the default) of `namespace/name` into
+    ARTIFACT_DIR/NAME/; returns that folder. KubeError when there is no such run (a user
+    mistake), KubeClusterError when the server cannot be read."""
+    if epoch is None:
+        epoch = await _epoch_of_job(api, name, namespace)
+    if not epoch:
+        epoch = await _latest_epoch(client, name, namespace)
+    dest = Path(artifact_dir) / name
+    names = await _download_run(client, name, namespace, epoch, dest)
     print(f"results: {dest}/ ({', '.join(names)}) from the operator's results server, run epoch {epoch}")
     return dest
 

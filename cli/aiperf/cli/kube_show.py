@@ -142,52 +142,69 @@ def _issue(issue: Obj) -> str:
     return text + (f" ({where})" if where else "") + (" [critical]" if issue.get("critical") else "")
 
 
+def _progress(status: Obj) -> str | None:
+    """`DONE/TOTAL requests (P%), R req/s`; None before the first count."""
+    done, total = status.get("requestsCompleted"), status.get("requestsTotal")
+    if done is None:
+        return None
+    progress = f"{done}/{total if total is not None else '?'} requests"
+    if status.get("progressPercent") is not None:
+        progress += f" ({status['progressPercent']:.0f}%)"
+    if status.get("requestsPerSecond") is not None:
+        progress += f", {status['requestsPerSecond']:.1f} req/s"
+    return progress
+
+
+def _workers(status: Obj) -> str | None:
+    """`READY/TOTAL ready, pods READY/TOTAL`; None before the controller counted them."""
+    workers = status.get("workers") or {}
+    if not workers:
+        return None
+    pods = f", pods {workers.get('readyPods', 0)}/{workers['totalPods']}" if workers.get("totalPods") else ""
+    return f"{workers.get('ready', 0)}/{workers.get('total', '?')} ready{pods}"
+
+
+def _phases(status: Obj) -> list[str]:
+    """`Phases:` and a line per benchmark phase; nothing before the first."""
+    lines = []
+    for name, p in (status.get("phases") or {}).items():
+        counts = f"{p.get('requestsCompleted', 0)}/{p.get('requestsTotal', '?')} requests"
+        if p.get("requestsFailed"):
+            counts += f", {p['requestsFailed']} failed"
+        lines.append(f"  {name} ({p.get('phaseKind', '?')}): {counts}")
+    return ["Phases:", *lines] if lines else []
+
+
+def _conditions(status: Obj) -> list[str]:
+    """`Conditions:` and their table (type, status, reason, message); nothing when none."""
+    conditions = status.get("conditions") or []
+    if not conditions:
+        return []
+    rows = [("TYPE", "STATUS", "REASON", "MESSAGE")] + [
+        (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason") or ""), str(c.get("message") or ""))
+        for c in conditions]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return ["Conditions:", *("  " + "   ".join([*(r[i].ljust(widths[i]) for i in range(3)), r[3]]).rstrip()
+                             for r in rows)]
+
+
 def render_job(job: Obj) -> list[str]:
     """The lines describing a live AIPerfJob: identity, phase and progress, workers, the startup
     issue, conditions, results, and the spec's gist."""
     meta, status = job.get("metadata") or {}, job.get("status") or {}
-    phase = status.get("phase") or "Pending"
-    done, total = status.get("requestsCompleted"), status.get("requestsTotal")
-    progress = None
-    if done is not None:
-        progress = f"{done}/{total if total is not None else '?'} requests"
-        if status.get("progressPercent") is not None:
-            progress += f" ({status['progressPercent']:.0f}%)"
-        if status.get("requestsPerSecond") is not None:
-            progress += f", {status['requestsPerSecond']:.1f} req/s"
-    workers = status.get("workers") or {}
-    issue = status.get("startupIssue") or {}
-    failure = status.get("controllerFailure") or {}
+    issue, failure = status.get("startupIssue") or {}, status.get("controllerFailure") or {}
     lines = _fields([
         ("Name", meta.get("name")), ("Namespace", meta.get("namespace")), ("UID", meta.get("uid")),
         ("Created", f"{meta.get('creationTimestamp')} ({age(meta.get('creationTimestamp'), now())} ago)"),
-        ("Phase", phase + (f" ({status['subPhase']})" if status.get("subPhase") else "")),
-        ("Current phase", status.get("currentPhase")), ("Progress", progress),
-        ("Workers", f"{workers.get('ready', 0)}/{workers.get('total', '?')} ready" + (
-            f", pods {workers.get('readyPods', 0)}/{workers['totalPods']}" if workers.get("totalPods") else "")
-         if workers else None),
-        ("Startup issue", _issue(issue) if issue else None),
+        ("Phase", (status.get("phase") or "Pending") + (f" ({status['subPhase']})" if status.get("subPhase") else "")),
+        ("Current phase", status.get("currentPhase")), ("Progress", _progress(status)),
+        ("Workers", _workers(status)), ("Startup issue", _issue(issue) if issue else None),
         ("Failure", ": ".join(str(x) for x in (failure.get("service"), failure.get("message")) if x)
          if failure else None),
         ("Started", status.get("startTime")), ("Finished", status.get("completionTime")),
         ("Results", status.get("resultsPath")),
     ])
-    phases = status.get("phases") or {}
-    if phases:
-        lines.append("Phases:")
-        for name, p in phases.items():
-            counts = f"{p.get('requestsCompleted', 0)}/{p.get('requestsTotal', '?')} requests"
-            if p.get("requestsFailed"):
-                counts += f", {p['requestsFailed']} failed"
-            lines.append(f"  {name} ({p.get('phaseKind', '?')}): {counts}")
-    conditions = status.get("conditions") or []
-    if conditions:
-        lines.append("Conditions:")
-        rows = [("TYPE", "STATUS", "REASON", "MESSAGE")] + [
-            (str(c.get("type", "")), str(c.get("status", "")), str(c.get("reason") or ""), str(c.get("message") or ""))
-            for c in conditions]
-        widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        lines += ["  " + "   ".join([*(r[i].ljust(widths[i]) for i in range(3)), r[3]]).rstrip() for r in rows]
+    lines += [*_phases(status), *_conditions(status)]
     try:
         spec = decode_spec(job.get("spec") or {}, JOB_KIND)
     except ConfigError:

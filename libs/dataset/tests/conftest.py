@@ -11,7 +11,7 @@ import pytest
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from aiperf.dataset._corpus_text import CORPUS
+from aiperf.dataset.corpus import CORPUS
 from aiperf.tokenizer import Tokenizer, load_tokenizer
 
 

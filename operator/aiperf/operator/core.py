@@ -6,6 +6,11 @@ next).
   resourceVersion and phase; a lost race re-reads and recomputes (up to `MAX_ATTEMPTS`), so a
   stale view never overwrites a newer one. A phase change is counted in the metrics and
   recorded in the results index (`on_phase`).
+- `admit`: the first step of every create: a CR created cancelled ends Cancelled, one whose
+  spec cannot be planned ends Failed (`kopf.PermanentError`).
+- `unfinished`: the first step of every sync: the live CR, unless it has ended or is asked to
+  cancel (each handed to the reconciler's own step).
+- `cancel`: honour `spec.cancel`: stop what the kind runs, then phase Cancelled.
 - `terminal_once`/`end`: the terminal change, unless the CR already ended (the first verdict
   stands); `acknowledge`: record the consumed generation.
 - `ensure`: create one of the CR's objects, or adopt the object holding its name only when its
@@ -20,15 +25,25 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 import structlog
 
 from aiperf.crd.model import JobPhase
 from aiperf.kubeapi import JOBSETS, ApiError, KubeApi, Obj, Resource, resource_of, uid_of
+from aiperf.operator.desired import InvalidSpec
 from aiperf.operator.ownership import Verdict, claim, controller_of
-from aiperf.operator.status import TERMINAL, Cond, StatusChange, phase_of, status_patch, terminal, timestamp
+from aiperf.operator.status import (
+    TERMINAL,
+    Cond,
+    StatusChange,
+    cancel_requested,
+    phase_of,
+    status_patch,
+    terminal,
+    timestamp,
+)
 
 MAX_ATTEMPTS = 5
 COMPONENT = "aiperf-operator"
@@ -37,6 +52,9 @@ log = structlog.get_logger("aiperf.operator")
 
 Compute = Callable[[Obj], StatusChange | None]
 OnPhase = Callable[[Obj, JobPhase], Awaitable[None]]
+Step = Callable[[Obj], Awaitable[None]]
+Stop = Callable[[Mapping[str, Any]], Awaitable[str]]
+P = TypeVar("P")
 
 
 @dataclass(frozen=True)
@@ -67,6 +85,52 @@ class Reconciling:
         """The live CR when it still has `uid`, else None."""
         cr = await self.api.get(self.kind.resource, ns, name)
         return cr if cr is not None and uid_of(cr) == uid else None
+
+    async def admit(self, body: Mapping[str, Any], plan: Callable[[], P]) -> P | None:
+        """The first step of creating CR `body`: None after ending it Cancelled when it was
+        created with `spec.cancel`; else `plan()`, whose `InvalidSpec` ends it Failed (condition
+        ConfigValid False) and raises `kopf.PermanentError`."""
+        meta = body["metadata"]
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        if cancel_requested(body):
+            await self.write_status(ns, name, uid, self.end(JobPhase.CANCELLED, [
+                Cond("Cancelled", True, "Cancelled", "spec.cancel was true at creation; nothing was started")]))
+            return None
+        try:
+            return plan()
+        except InvalidSpec as exc:
+            problem = str(exc)
+            await self.write_status(ns, name, uid, self.end(JobPhase.FAILED, [
+                Cond("ConfigValid", False, "InvalidSpec", problem)]))
+            raise kopf.PermanentError(f"invalid spec: {problem}") from None
+
+    async def unfinished(self, ns: str, name: str, uid: str, *, finished: Step, cancel: Step) -> Obj | None:
+        """The first step of syncing CR `ns/name`: the live CR (still of `uid`) when it has not
+        ended and is not asked to cancel. Else None, once an ended CR went through `finished` and
+        one with `spec.cancel` through `cancel`."""
+        cr = await self.read(ns, name, uid)
+        if cr is None:
+            return None
+        if phase_of(cr) in TERMINAL:
+            await finished(cr)
+            return None
+        if cancel_requested(cr):
+            await cancel(cr)
+            return None
+        return cr
+
+    async def cancel(self, body: Mapping[str, Any], stop: Stop) -> None:
+        """Honour `spec.cancel: true` on CR `body`: unless it has ended, `stop(body)` (what the
+        kind stops), then phase Cancelled with the message `stop` returns. Always records the
+        spec's generation in `status.observedGeneration`."""
+        meta = body["metadata"]
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        if cancel_requested(body) and phase_of(body) not in TERMINAL:
+            message = await stop(body)
+            await self.write_status(ns, name, uid, self.end(JobPhase.CANCELLED, [
+                Cond("Cancelled", True, "Cancelled", message)]))
+            log.info("cr.cancelled", kind=self.kind.kind, namespace=ns, name=name, message=message)
+        await self.acknowledge(ns, name, uid)
 
     async def write_status(self, ns: str, name: str, uid: str, compute: Compute) -> Obj | None:
         """Read CR `ns/name`, apply `compute(cr)` as a fenced status patch, re-read and recompute
@@ -202,4 +266,4 @@ class Reconciling:
             return False
         return True
 
-__all__ = ["COMPONENT", "MAX_ATTEMPTS", "Compute", "CrKind", "Reconciling"]
+__all__ = ["COMPONENT", "MAX_ATTEMPTS", "Compute", "CrKind", "Reconciling", "Step", "Stop"]

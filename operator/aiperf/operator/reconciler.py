@@ -17,8 +17,9 @@ its two error types, which say what happens next).
   what blocks its pods in `status.startupIssue`, warns, and fails it once a critical blocker
   persists.
 
-Status writes, object creation and adoption, the JobSet lookup and its fenced delete are the
-shared core of both reconcilers (`aiperf.operator.core.Reconciling`). Nothing here deletes the
+The first steps of `create` and `sync`, the frame of `cancel`, status writes, object creation
+and adoption, the JobSet lookup and its fenced delete are the shared core of both reconcilers
+(`aiperf.operator.core.Reconciling`). Nothing here deletes the
 CR's dependents on CR deletion: their owner references make the garbage collector do it.
 """
 
@@ -52,8 +53,8 @@ from aiperf.kuberun import sidecar
 from aiperf.kuberun.direct import JobState, jobset_state
 from aiperf.kuberun.jobs import JOBS
 from aiperf.operator import startup
-from aiperf.operator.core import Compute, CrKind, Reconciling
-from aiperf.operator.desired import CR_API_VERSION, Defaults, InvalidSpec, JobPlan, plan_job
+from aiperf.operator.core import CrKind, Reconciling
+from aiperf.operator.desired import CR_API_VERSION, Defaults, JobPlan, plan_job
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.ownership import controller_of
 from aiperf.operator.results import ResultsStore, RunDeleted, epoch_of
@@ -95,14 +96,6 @@ class JobReconciler:
         self.core = Reconciling(api=api, kind=JOB, clock=clock, retry_delay=retry_delay,
                                 on_phase=phase_recorder(metrics, results))
 
-    async def write_status(self, ns: str, name: str, uid: str, compute: Compute) -> Obj | None:
-        """`Reconciling.write_status` of the AIPerfJob `ns/name` (only while it has `uid`)."""
-        return await self.core.write_status(ns, name, uid, compute)
-
-    def terminal_once(self, cr: Mapping[str, Any], phase: JobPhase, conditions: list[Cond]) -> StatusChange | None:
-        """`Reconciling.terminal_once`: the terminal change unless the run already ended."""
-        return self.core.terminal_once(cr, phase, conditions)
-
     # -- create --------------------------------------------------------------------------------
 
     async def create(self, body: Mapping[str, Any]) -> None:
@@ -111,17 +104,9 @@ class JobReconciler:
         phase Failed), `kopf.TemporaryError` while an older incarnation's objects still exist."""
         meta = body["metadata"]
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
-        if (body.get("spec") or {}).get("cancel") is True:
-            await self.write_status(ns, name, uid, lambda cr: self.terminal_once(cr, JobPhase.CANCELLED, [
-                Cond("Cancelled", True, "Cancelled", "spec.cancel was true at creation; nothing was started")]))
+        plan = await self.core.admit(body, lambda: plan_job(body, defaults=self._defaults))
+        if plan is None:
             return
-        try:
-            plan = plan_job(body, defaults=self._defaults)
-        except InvalidSpec as exc:
-            problem = str(exc)
-            await self.write_status(ns, name, uid, lambda cr: self.terminal_once(cr, JobPhase.FAILED, [
-                Cond("ConfigValid", False, "InvalidSpec", problem)]))
-            raise kopf.PermanentError(f"invalid spec: {problem}") from None
         now = timestamp(self._clock())
 
         def pending(cr: Obj) -> StatusChange | None:
@@ -134,13 +119,13 @@ class JobReconciler:
                 values["runEpoch"] = epoch
             return StatusChange(values=values, conditions=[Cond("ConfigValid", True, "Valid", "the spec is valid")])
 
-        live = await self.write_status(ns, name, uid, pending)
+        live = await self.core.write_status(ns, name, uid, pending)
         if live is None or phase_of(live) in TERMINAL:
             return
         if self._results is not None and (epoch := epoch_of(live)) is not None:
             await self._results.created(ns, name, epoch, uid=uid, created_at=meta.get("creationTimestamp"))
         await self._create_objects(plan, ns, name, uid)
-        await self.write_status(ns, name, uid, lambda cr: None if phase_of(cr) in TERMINAL else StatusChange(
+        await self.core.write_status(ns, name, uid, lambda cr: None if phase_of(cr) in TERMINAL else StatusChange(
             values={"phase": p.value} if (p := forward(phase_of(cr), JobPhase.INITIALIZING)) else {},
             conditions=[Cond("ResourcesCreated", True, "Created",
                              f"{', '.join(o['kind'] for o in plan.objects)} created")]))
@@ -159,15 +144,8 @@ class JobReconciler:
     async def sync(self, ns: str, name: str, uid: str) -> None:
         """Bring the status of CR `ns/name` (only while it has `uid`) up to date with its JobSet,
         its deadline and `spec.cancel` (see the module doc). Idempotent; safe to call any time."""
-        cr = await self.core.read(ns, name, uid)
+        cr = await self.core.unfinished(ns, name, uid, finished=self._clean_up_finished, cancel=self.cancel)
         if cr is None:
-            return
-        phase = phase_of(cr)
-        if phase in TERMINAL:
-            await self._clean_up_finished(cr)
-            return
-        if (cr.get("spec") or {}).get("cancel") is True:
-            await self.cancel(cr)
             return
         due = deadline(cr)
         if due is not None and self._clock() >= due:
@@ -177,7 +155,7 @@ class JobReconciler:
             return  # the create handler is still at work
         jobset = await self.core.own_jobset(cr)
         if jobset is None:
-            await self.write_status(ns, name, uid, lambda live: self.terminal_once(live, JobPhase.FAILED, [
+            await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [
                 Cond("ResourcesCreated", False, "JobSetMissing",
                      f"JobSet {jobset_name(name)} was deleted before the run finished")]))
             return
@@ -187,7 +165,7 @@ class JobReconciler:
                 await self._finish(cr, end.exit_code, end.pod)
                 return
         now = self._clock()
-        written = await self.write_status(ns, name, uid, lambda live: observe_jobset(live, jobset, now=now))
+        written = await self.core.write_status(ns, name, uid, lambda live: observe_jobset(live, jobset, now=now))
         if written is not None:
             await self._diagnose_startup(written, jobset)
 
@@ -198,7 +176,8 @@ class JobReconciler:
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
         if phase_of(cr) not in startup.STARTING:
             if phase_of(cr) == JobPhase.RUNNING and startup.issue_of(cr) is not None:  # the pods run now
-                await self.write_status(ns, name, uid, lambda live: startup.issue_change(live, None, now=self._clock()))
+                await self.core.write_status(ns, name, uid,
+                                             lambda live: startup.issue_change(live, None, now=self._clock()))
             return
         try:
             pods = await startup.run_pods(self._api, jobset)
@@ -207,7 +186,7 @@ class JobReconciler:
                                       delay=self._retry_delay) from None
         blocker = classify(pods)
         now = self._clock()
-        live = await self.write_status(ns, name, uid, lambda read: startup.issue_change(read, blocker, now=now))
+        live = await self.core.write_status(ns, name, uid, lambda read: startup.issue_change(read, blocker, now=now))
         issue = startup.issue_of(live) if live is not None else None
         if live is None or issue is None:
             return
@@ -219,10 +198,10 @@ class JobReconciler:
 
         def claim(read: Obj) -> StatusChange | None:
             cond = startup.failure(read, fingerprint, now=now, thresholds=self._thresholds)
-            change = self.terminal_once(read, JobPhase.FAILED, [cond]) if cond is not None else None
+            change = self.core.terminal_once(read, JobPhase.FAILED, [cond]) if cond is not None else None
             return replace(change, expect=startup.claim_fence(fingerprint)) if change is not None else None
 
-        failed = await self.write_status(ns, name, uid, claim)
+        failed = await self.core.write_status(ns, name, uid, claim)
         if failed is not None and is_true(failed, startup.FAILED_CONDITION):
             log.info("run.startup_failed", namespace=ns, name=name, reason=issue.get("reason"))
             await self._clean_up_finished(failed)
@@ -263,12 +242,11 @@ class JobReconciler:
             log.info("results.stored", namespace=ns, name=name, path=stored.path, files=len(stored.files))
             done = Cond("ResultsStored", True, "Stored", f"{len(stored.files)} files under {stored.path}")
             values = {"resultsPath": stored.path, "runEpoch": epoch}
-            written = await self.write_status(ns, name, uid, self.core.end(JobPhase.COMPLETED, [done], values))
+            written = await self.core.write_status(ns, name, uid, self.core.end(JobPhase.COMPLETED, [done], values))
         else:
             failed = Cond("ResultsStored", False, "ControlPlaneFailed",
                           f"the control plane exited {exit_code}; see `aiperf kube logs {name} -n {ns}`")
-            written = await self.write_status(ns, name, uid, lambda live: self.terminal_once(
-                live, JobPhase.FAILED, [failed]))
+            written = await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [failed]))
         if written is None or (meta.get("annotations") or {}).get(KEEP_SIDECAR_ANNOTATION) == "true":
             return
         try:
@@ -299,14 +277,12 @@ class JobReconciler:
         """Honour `spec.cancel: true` on CR `body`: suspend its JobSet (UID-fenced; its pods stop,
         the JobSet stays as the run's record until the CR goes), then phase Cancelled. Always
         records the spec's generation in `status.observedGeneration`. A finished run is left as is."""
-        meta = body["metadata"]
-        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
-        if (body.get("spec") or {}).get("cancel") is True and phase_of(body) not in TERMINAL:
-            await self._suspend_jobset(body)
-            await self.write_status(ns, name, uid, lambda cr: self.terminal_once(cr, JobPhase.CANCELLED, [
-                Cond("Cancelled", True, "Cancelled", "spec.cancel set; the JobSet was suspended")]))
-            log.info("run.cancelled", namespace=ns, name=name)
-        await self.acknowledge(ns, name, uid)
+
+        async def stop(cr: Mapping[str, Any]) -> str:
+            await self._suspend_jobset(cr)
+            return "spec.cancel set; the JobSet was suspended"
+
+        await self.core.cancel(body, stop)
 
     async def acknowledge(self, ns: str, name: str, uid: str) -> None:
         """Record the CR's current generation in `status.observedGeneration` (a consumed edit)."""
@@ -315,8 +291,8 @@ class JobReconciler:
     async def _time_out(self, cr: Mapping[str, Any]) -> None:
         meta = cr["metadata"]
         seconds = (cr.get("spec") or {}).get("timeoutSeconds")
-        written = await self.write_status(meta["namespace"], meta["name"], meta["uid"], lambda live: self.terminal_once(
-            live, JobPhase.FAILED, [Cond("TimedOut", True, "Timeout", f"the run exceeded timeoutSeconds {seconds}")]))
+        written = await self.core.write_status(meta["namespace"], meta["name"], meta["uid"], self.core.end(
+            JobPhase.FAILED, [Cond("TimedOut", True, "Timeout", f"the run exceeded timeoutSeconds {seconds}")]))
         log.info("run.timed_out", namespace=meta["namespace"], name=meta["name"], seconds=seconds)
         if written is not None:
             await self._clean_up_finished(written)

@@ -39,7 +39,7 @@ from aiperf.kube.diagnosis import Blocker, describe
 from aiperf.kube.names import JOBSET_NAME_LABEL, JOBSET_UID_LABEL
 from aiperf.kubeapi import PODS, KubeApi, Obj
 from aiperf.operator.core import Reconciling
-from aiperf.operator.status import Cond, StatusChange, parse_time, phase_of, timestamp
+from aiperf.operator.status import Cond, StatusChange, cancel_requested, parse_time, phase_of, timestamp
 
 STARTING = frozenset({JobPhase.PENDING, JobPhase.INITIALIZING})
 ISSUE = "startupIssue"
@@ -102,7 +102,7 @@ def failure(cr: Mapping[str, Any], fingerprint: str, *, now: datetime,
     and its startup issue still has `fingerprint`, is critical and has persisted past its
     threshold; else None (the claim is off)."""
     issue = issue_of(cr)
-    if (phase_of(cr) not in STARTING or (cr.get("spec") or {}).get("cancel") is True or issue is None
+    if (phase_of(cr) not in STARTING or cancel_requested(cr) or issue is None
             or issue.get("fingerprint") != fingerprint):
         return None
     limit = thresholds.fail_after(issue)

@@ -49,6 +49,11 @@ def parse_time(text: str | None) -> datetime | None:
         return None
 
 
+def cancel_requested(cr: Mapping[str, Any]) -> bool:
+    """True when the CR's `spec.cancel` is set."""
+    return (cr.get("spec") or {}).get("cancel") is True
+
+
 def condition_of(cr: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
     """The CR's condition of `type_`, if any."""
     for cond in (cr.get("status") or {}).get("conditions") or []:
@@ -183,7 +188,7 @@ def observe_jobset(cr: Mapping[str, Any], jobset: Mapping[str, Any], *, now: dat
     if state == JobState.FAILED:
         return terminal(JobPhase.FAILED, [Cond("WorkersReady", False, "JobSetFailed", _failure_message(jobset))],
                         now=now)
-    if state == JobState.SUSPENDED and (cr.get("spec") or {}).get("cancel") is True:
+    if state == JobState.SUSPENDED and cancel_requested(cr):
         return terminal(JobPhase.CANCELLED, [Cond("Cancelled", True, "Cancelled", "spec.cancel is true")], now=now)
     sub = (cr.get("status") or {}).get("subPhase")
     running = ready >= expected or sub in RUNNING_SUBPHASES

@@ -45,13 +45,21 @@ from aiperf.kuberun.direct import JobState, jobset_state, running_pod
 from aiperf.kuberun.jobs import JOBS
 from aiperf.kuberun.sweep_plan import SWEEP_LABEL, TRIAL_LABEL, VARIATION_LABEL, is_owned_by
 from aiperf.kuberun.sweeps import SWEEPS, cancel_cr
-from aiperf.operator.core import Compute, CrKind, Reconciling
-from aiperf.operator.desired import CR_API_VERSION, Defaults, InvalidSpec
+from aiperf.operator.core import CrKind, Reconciling
+from aiperf.operator.desired import CR_API_VERSION, Defaults
 from aiperf.operator.metrics import Metrics
 from aiperf.operator.ownership import controller_of
 from aiperf.operator.reconciler import new_epoch, phase_recorder
 from aiperf.operator.results import ResultsStore
-from aiperf.operator.status import TERMINAL, Cond, StatusChange, parse_time, phase_of, timestamp
+from aiperf.operator.status import (
+    TERMINAL,
+    Cond,
+    StatusChange,
+    cancel_requested,
+    parse_time,
+    phase_of,
+    timestamp,
+)
 from aiperf.operator.sweep_desired import SWEEP_JOB, plan_sweep
 from aiperf.results.keys import is_key
 
@@ -87,12 +95,6 @@ class SweepReconciler:
         self.core = Reconciling(api=api, kind=SWEEP, clock=clock, retry_delay=retry_delay,
                                 on_phase=phase_recorder(metrics, results))
 
-    async def _write(self, ns: str, name: str, uid: str, compute: Compute) -> Obj | None:
-        return await self.core.write_status(ns, name, uid, compute)
-
-    def _end(self, phase: JobPhase, conditions: list[Cond], values: Mapping[str, Any] | None = None) -> Compute:
-        return self.core.end(phase, conditions, values)
-
     # -- create --------------------------------------------------------------------------------
 
     async def create(self, body: Mapping[str, Any]) -> None:
@@ -101,18 +103,10 @@ class SweepReconciler:
         while an older incarnation's objects are still there."""
         meta = body["metadata"]
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
-        if (body.get("spec") or {}).get("cancel") is True:
-            await self._write(ns, name, uid, self._end(JobPhase.CANCELLED, [
-                Cond("Cancelled", True, "Cancelled", "spec.cancel was true at creation; nothing was started")]))
-            return
         epoch = storable_epoch(body) or ""
-        try:
-            planned = plan_sweep(body, defaults=self._defaults, epoch=epoch)
-        except InvalidSpec as exc:
-            problem = str(exc)
-            await self._write(ns, name, uid, self._end(JobPhase.FAILED, [Cond("ConfigValid", False, "InvalidSpec",
-                                                                               problem)]))
-            raise kopf.PermanentError(f"invalid spec: {problem}") from None
+        planned = await self.core.admit(body, lambda: plan_sweep(body, defaults=self._defaults, epoch=epoch))
+        if planned is None:
+            return
         if not epoch:
             await self._reject_unstorable_epoch(body)
         now = timestamp(self._clock())
@@ -127,15 +121,14 @@ class SweepReconciler:
                 "observedGeneration": cr["metadata"].get("generation", 1)},
                 conditions=[Cond("ConfigValid", True, "Valid", "the spec is valid")])
 
-        live = await self._write(ns, name, uid, pending)
+        live = await self.core.write_status(ns, name, uid, pending)
         if live is None or phase_of(live) in TERMINAL:
             return
         for obj in planned.objects:
             await self.core.ensure(obj, ns, name, uid)
-        await self._write(ns, name, uid, lambda cr: None if phase_of(cr) != JobPhase.PENDING else StatusChange(
-            values={"phase": JobPhase.INITIALIZING.value},
-            conditions=[Cond("ResourcesCreated", True, "Created",
-                             f"{', '.join(o['kind'] for o in planned.objects)} created")]))
+        created = StatusChange(values={"phase": JobPhase.INITIALIZING.value}, conditions=[
+            Cond("ResourcesCreated", True, "Created", f"{', '.join(o['kind'] for o in planned.objects)} created")])
+        await self.core.write_status(ns, name, uid, lambda cr: created if phase_of(cr) == JobPhase.PENDING else None)
         log.info("sweep.created", namespace=ns, name=name, runs=len(planned.plan.runs))
 
     async def _reject_unstorable_epoch(self, body: Mapping[str, Any]) -> None:
@@ -144,7 +137,7 @@ class SweepReconciler:
         created = meta.get("creationTimestamp")
         message = (f"creationTimestamp {created} yields no storable run epoch (whole seconds since 1970, 9-10 "
                    "digits, plus 6); it never changes, so recreate the AIPerfSweep")
-        await self._write(ns, name, uid, self._end(JobPhase.FAILED, [
+        await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [
             Cond("ConfigValid", True, "Valid", "the spec is valid"), Cond("Failed", True, REJECTED_REASON, message)]))
         await self.core.warn(body, key=REJECTED_REASON.lower(), reason=REJECTED_REASON, message=message)
         raise kopf.PermanentError(message)
@@ -202,28 +195,21 @@ class SweepReconciler:
                 return None
             return StatusChange(values=values, remove=remove)
 
-        await self._write(ns, name, uid, compute)
+        await self.core.write_status(ns, name, uid, compute)
 
     # -- sync ----------------------------------------------------------------------------------
 
     async def sync(self, ns: str, name: str, uid: str) -> None:
         """Bring sweep `ns/name` (only while it has `uid`) forward (see the module doc)."""
-        cr = await self.core.read(ns, name, uid)
+        cr = await self.core.unfinished(ns, name, uid, finished=self._finished, cancel=self.cancel)
         if cr is None:
             return
-        phase = phase_of(cr)
-        if phase in TERMINAL:
-            await self._finished(cr)
-            return
-        if (cr.get("spec") or {}).get("cancel") is True:
-            await self.cancel(cr)
-            return
-        if phase is None or phase == JobPhase.PENDING:
+        if phase_of(cr) in (None, JobPhase.PENDING):
             return  # the create handler is at work
         await self.rollup(ns, name, uid)
         aggregation = (cr.get("status") or {}).get("aggregation") or {}
         if aggregation.get("phase") == "Failed":
-            await self._write(ns, name, uid, self._end(JobPhase.FAILED, [
+            await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [
                 Cond("AggregateReady", False, "SweepFailed", str(aggregation.get("message") or "the sweep failed"))]))
             return
         jobset = await self.core.own_jobset(cr)
@@ -231,11 +217,11 @@ class SweepReconciler:
             await self._harvest(cr, aggregation, jobset)
             return
         if jobset is None:
-            await self._write(ns, name, uid, self._end(JobPhase.FAILED, [Cond(
+            await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [Cond(
                 "ResourcesCreated", False, "JobSetMissing",
                 f"JobSet {sweep_object_name(name)} was deleted before the sweep finished")]))
         elif jobset_state(jobset) == JobState.FAILED:
-            await self._write(ns, name, uid, self._end(JobPhase.FAILED, [Cond(
+            await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [Cond(
                 "AggregateReady", False, "SweepControllerFailed",
                 f"the sweep-controller failed past {SWEEP_JOB} restarts; see `aiperf kube logs`")]))
 
@@ -247,7 +233,7 @@ class SweepReconciler:
         values: dict[str, Any] = {"resultsAvailable": False}
         if self._results is not None:
             if jobset is None:
-                await self._write(ns, name, uid, self._end(JobPhase.FAILED, [Cond(
+                await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [Cond(
                     "AggregateReady", False, "JobSetMissing", "the aggregate's only copy went with its JobSet")]))
                 return
             pod = await self._controller_pod(ns, jobset)
@@ -268,13 +254,13 @@ class SweepReconciler:
             values = {"resultsAvailable": True, "resultsPath": stored.path}
         failed = list(aggregation.get("failedVariations") or [])
         if failed:
-            end = self._end(JobPhase.FAILED, [Cond("AggregateReady", True, "Harvested", str(aggregation.get("message"))),
-                                              Cond("MinRunsMet", False, "TooFewSuccessfulRuns",
-                                                   f"below minRuns: {', '.join(failed)}")], values)
+            end = self.core.end(JobPhase.FAILED, [
+                Cond("AggregateReady", True, "Harvested", str(aggregation.get("message"))),
+                Cond("MinRunsMet", False, "TooFewSuccessfulRuns", f"below minRuns: {', '.join(failed)}")], values)
         else:
-            end = self._end(JobPhase.COMPLETED, [Cond("AggregateReady", True, "Harvested",
-                                                      str(aggregation.get("message") or "aggregated"))], values)
-        written = await self._write(ns, name, uid, end)
+            end = self.core.end(JobPhase.COMPLETED, [
+                Cond("AggregateReady", True, "Harvested", str(aggregation.get("message") or "aggregated"))], values)
+        written = await self.core.write_status(ns, name, uid, end)
         log.info("sweep.finished", namespace=ns, name=name, results=values.get("resultsPath"))
         if written is not None:
             await self._finished(written)
@@ -306,16 +292,17 @@ class SweepReconciler:
     async def cancel(self, body: Mapping[str, Any]) -> None:
         """`spec.cancel: true`: cancel the sweep's unfinished children, phase Cancelled; always
         records the generation in `observedGeneration`."""
-        meta = body["metadata"]
-        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
-        if (body.get("spec") or {}).get("cancel") is True and phase_of(body) not in TERMINAL:
-            await self._write(ns, name, uid, lambda cr: None if phase_of(cr) in TERMINAL else StatusChange(
-                conditions=[Cond("Cancelling", True, "CancelRequested", "spec.cancel set; cancelling the current child")]))
+
+        async def stop(cr: Mapping[str, Any]) -> str:
+            meta = cr["metadata"]
+            ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+            cancelling = StatusChange(conditions=[
+                Cond("Cancelling", True, "CancelRequested", "spec.cancel set; cancelling the current child")])
+            await self.core.write_status(ns, name, uid, lambda live: None if phase_of(live) in TERMINAL else cancelling)
             cancelled = await self._cancel_children(ns, name, uid)
-            await self._write(ns, name, uid, self._end(JobPhase.CANCELLED, [
-                Cond("Cancelled", True, "Cancelled", f"spec.cancel set; cancelled {', '.join(cancelled) or 'no child'}")]))
-            log.info("sweep.cancelled", namespace=ns, name=name, children=cancelled)
-        await self.acknowledge(ns, name, uid)
+            return f"spec.cancel set; cancelled {', '.join(cancelled) or 'no child'}"
+
+        await self.core.cancel(body, stop)
 
     async def acknowledge(self, ns: str, name: str, uid: str) -> None:
         """Record the sweep's generation in `status.observedGeneration` (a consumed edit)."""
@@ -332,7 +319,7 @@ class SweepReconciler:
         for child in await self.owned_children(ns, name, uid):
             if (child.get("status") or {}).get("phase") in {p.value for p in TERMINAL}:
                 continue
-            if (child.get("spec") or {}).get("cancel") is True:  # the sweep-controller was first
+            if cancel_requested(child):  # the sweep-controller was first
                 out.append(child["metadata"]["name"])
                 continue
             try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from aiperf.dataset._corpus_text import CORPUS
+from aiperf.dataset.corpus import CORPUS
 from aiperf.tokenizer import Tokenizer
 
 MIN_SLICE = 8

@@ -81,25 +81,36 @@ class GroupReady(Reply, frozen=True, kw_only=True):
 
 
 class PhaseAccounting(msgspec.Struct, frozen=True, kw_only=True):
-    """Where every credit of one phase went. Balanced when `issued == ok + failed + cancelled +
-    lost` and `returned + lost == issued`. Times are the timing-manager's `perf_counter_ns`
-    (`*_ns`) and wall clock (`*_wall_ns`). `stopped_reason` is set only when issuing ended early
-    for a reason other than the plan (cancelled, no workers left)."""
+    """Where every credit of one phase went, as the timing-manager counted it. Balanced when
+    `issued == ok + failed + cancelled + lost` and `returned + lost == issued`."""
 
     issued: int = 0
+    """Credits issued to workers."""
     returned: int = 0
+    """Credits their workers gave back, each `ok`, `failed` or `cancelled`."""
     sent: int = 0
+    """Returned credits whose request left the worker (one cancelled before its send did not)."""
     ok: int = 0
     failed: int = 0
     cancelled: int = 0
+    """How the returned credits ended, as their workers saw the exchange (`ok`: no transport
+    error, status < 400; `cancelled`: the request was cancelled before it ended)."""
     lost: int = 0
+    """Credits written off with their lost worker (never returned)."""
     start_ns: int = 0
     end_ns: int = 0
+    """When the phase started issuing and when its last credit was settled: the timing-manager's
+    `perf_counter_ns`."""
     start_wall_ns: int = 0
     end_wall_ns: int = 0
+    """The same two moments on the wall clock (`time.time_ns`)."""
     schedule_lag_p50_ns: int = 0
     schedule_lag_p99_ns: int = 0
+    """How late scheduled credits (rate and trace phases) were issued after their planned time:
+    the median and the 99th percentile; 0 when none was scheduled."""
     stopped_reason: str = ""
+    """Set only when issuing ended early for a reason other than the plan (cancelled, no workers
+    left)."""
 
 
 class RunAccounting(msgspec.Struct, frozen=True, kw_only=True):
