@@ -77,6 +77,30 @@ class SweepOptions:
                    multi_run=extra)
 
 
+def _sweep_block(options: SweepOptions, swept: dict[str, list[Any]], *, dataset: str) -> dict[str, Any]:
+    """`spec.sweep` as AIPerf writes it: the swept flags' paths, or repeated runs of one benchmark."""
+    if swept:
+        block: dict[str, Any] = {"type": options.sweep_type, "parameters": {
+            FIELD_PATHS[f].format(dataset=dataset): v for f, v in swept.items()}}
+    else:
+        block = {"type": "scenarios", "runs": [{"name": "base"}]}
+    if options.cooldown:
+        block["cooldownSeconds"] = options.cooldown
+    return block
+
+
+def _multi_run_block(options: SweepOptions) -> dict[str, Any]:
+    """`spec.multiRun` (empty: one run per variation, nothing to write)."""
+    multi: dict[str, Any] = dict(options.multi_run)
+    if options.trials != 1:
+        multi["numRuns"] = options.trials
+    if options.trial_cooldown:
+        multi["cooldownSeconds"] = options.trial_cooldown
+    if options.min_runs != 1:
+        multi["minRuns"] = options.min_runs
+    return multi
+
+
 def build_sweep(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags,
                 options: SweepOptions) -> tuple[dict[str, Any], int]:
     """The AIPerfSweep of the flags and the number of runs it plans; raises FlagError or
@@ -88,22 +112,8 @@ def build_sweep(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags
     job = build_job(build_deployment(target, deploy, base), log_level=deploy.log_level)
     spec = dict(job["spec"])
     spec.pop("ttlSecondsAfterFinished", None)  # the sweep's own TTL: the operator's default
-    dataset = spec["benchmark"]["datasets"][0]["name"]
-    if swept:
-        spec["sweep"] = {"type": options.sweep_type,
-                         "parameters": {FIELD_PATHS[f].format(dataset=dataset): v for f, v in swept.items()}}
-    else:  # repeated runs of one benchmark, written as AIPerf writes them
-        spec["sweep"] = {"type": "scenarios", "runs": [{"name": "base"}]}
-    if options.cooldown:
-        spec["sweep"]["cooldownSeconds"] = options.cooldown
-    multi: dict[str, Any] = dict(options.multi_run)
-    if options.trials != 1:
-        multi["numRuns"] = options.trials
-    if options.trial_cooldown:
-        multi["cooldownSeconds"] = options.trial_cooldown
-    if options.min_runs != 1:
-        multi["minRuns"] = options.min_runs
-    if multi:
+    spec["sweep"] = _sweep_block(options, swept, dataset=spec["benchmark"]["datasets"][0]["name"])
+    if multi := _multi_run_block(options):
         spec["multiRun"] = multi
     body = rejected_if_invalid({"apiVersion": CR_API_VERSION, "kind": SWEEP_KIND, "metadata": job["metadata"],
                                 "spec": spec})
