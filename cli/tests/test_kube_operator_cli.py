@@ -40,13 +40,32 @@ async def test_generate_operator_prints_the_runs_aiperfjob(aiperf: Run, kube: Fa
         "aiperf.nvidia.com/v1alpha1", "AIPerfJob", {"name": "demo", "namespace": NS, "labels": {"team": "perf"}})
     assert validate_resource(job) == []
     spec = job["spec"]
-    assert (spec["workersPerPod"], spec["ttlSecondsAfterFinished"], spec["logLevel"]) == (5, 60, "debug")
+    body = spec["benchmark"]
+    assert body["runtime"] == {"workers": 25, "ui": "none", "workersPerPod": 5}
+    assert body["logging"] == {"level": "DEBUG"} and body["models"] == {"items": [{"name": "Qwen/Qwen3-0.6B"}]}
+    assert [p["name"] for p in body["phases"]] == ["profiling"] and body["datasets"][0]["name"] == "main"
+    assert (spec["ttlSecondsAfterFinished"], spec["imagePullPolicy"]) == (60, "IfNotPresent")
+    assert not {"workersPerPod", "logLevel", "secrets"} & set(spec)  # AIPerf's envelope: its validate accepts it
     assert spec["podTemplate"] == {
         "nodeSelector": {"pool": "bench"},
         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "bench", "effect": "NoSchedule"}],
-        "imagePullSecrets": [{"name": "regcred"}], "imagePullPolicy": "IfNotPresent", "labels": {"team": "perf"},
+        "imagePullSecrets": [{"name": "regcred"}], "labels": {"team": "perf"},
         "env": [{"name": "LOG_FORMAT", "value": "json"},
                 {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}]}
+
+
+async def test_generate_operator_names_the_endpoint_secrets_as_aiperf_does(aiperf: Run) -> None:
+    result = await aiperf("kube", "generate", *BENCH, *DEPLOY, "--operator", "--api-key", "sk-1",
+                          "--api-key-secret", "llm/key", "--header", "X-Tenant:t1", "--headers-secret", "llm/headers")
+    assert result.code == 0, result.err
+    assert "sk-1" not in result.out and "t1" not in result.out
+    spec = yaml.safe_load(result.out)["spec"]
+    assert spec["benchmark"]["endpoint"]["apiKey"] == "<redacted>"
+    env = {e["name"]: e.get("valueFrom") for e in spec["podTemplate"]["env"]}
+    assert env["AIPERF_INJECTED_API_KEY"] == {"secretKeyRef": {"name": "llm", "key": "key"}}
+    assert env["AIPERF_INJECTED_HEADERS"] == {"secretKeyRef": {"name": "llm", "key": "headers"}}
+    decoded = decode_spec(spec, "AIPerfJob")
+    assert (decoded.api_key_secret.name, decoded.headers_secret.key) == ("llm", "headers")
 
 
 async def test_the_aiperfjob_runs_the_benchmark_direct_mode_runs(aiperf: Run) -> None:
@@ -56,9 +75,33 @@ async def test_the_aiperfjob_runs_the_benchmark_direct_mode_runs(aiperf: Run) ->
     config_map = next(d for d in yaml.safe_load_all(direct.out) if d["kind"] == "ConfigMap")
     run_config = json.loads(next(iter(config_map["data"].values())))
     expected = msgspec.convert(run_config["benchmark"], Benchmark)
-    expected = msgspec.structs.replace(expected, runtime=msgspec.structs.replace(expected.runtime, workers=25))
+    expected = msgspec.structs.replace(
+        expected, runtime=msgspec.structs.replace(expected.runtime, workers=25, workers_per_pod=5),
+        logging=msgspec.structs.replace(expected.logging, level="debug"))
     (job,) = list(yaml.safe_load_all(operator.out))
     assert decode_spec(job["spec"], "AIPerfJob").benchmark == expected
+
+
+def test_a_job_with_user_files_carries_their_variables() -> None:
+    from aiperf.cli.kube_deploy import Deployment
+    from aiperf.cli.kube_operator import build_job
+    from aiperf.config.loader import normalize
+    from aiperf.config.templating import render_document
+    from aiperf.kube import KubeSettings
+
+    document, _ = normalize(render_document({"variables": {"n": 2, "total": "{{ n * 4 }}"}, "benchmark": {
+        "model": "m", "profiling": {"type": "concurrency", "concurrency": "{{ total }}", "requests": 10},
+        "artifacts": {"userFiles": [{"path": "run.json", "content": {"total": "{{ total }}"}}]}}}, {}))
+    benchmark = decode_benchmark(document)
+    settings = KubeSettings(name="demo", namespace=NS, total_workers=1)
+    job = build_job(Deployment(settings=settings, benchmark=benchmark, objects=[], yaml=""))
+    assert job["spec"]["variables"] == {"n": 2, "total": 8}
+    assert job["spec"]["benchmark"]["phases"][0]["concurrency"] == 8  # rendered when read
+    assert job["spec"]["benchmark"]["artifacts"]["userFiles"] == [
+        {"path": "run.json", "format": "json", "content": {"total": "{{ total }}"}}]  # rendered at the run's start
+    assert validate_resource(job) == []
+    decoded = decode_spec(job["spec"], "AIPerfJob").benchmark
+    assert (decoded.variables, decoded.artifacts.user_files) == (benchmark.variables, benchmark.artifacts.user_files)
 
 
 async def test_generate_operator_to_a_file(aiperf: Run, tmp_path: Path) -> None:
@@ -109,7 +152,7 @@ async def test_validate_accepts_valid_documents(aiperf: Run, tmp_path: Path) -> 
 async def test_validate_prints_one_line_per_problem_and_exits_1(aiperf: Run, tmp_path: Path) -> None:
     job = await _job(aiperf)
     job["spec"]["benchmark"]["phases"] = [{"type": "concurrency", "name": "steady", "requests": 5}]
-    job["spec"]["workersPerPod"] = 0
+    job["spec"]["connectionsPerWorker"] = 0
     job["spec"]["podTemplate"]["colour"] = "blue"
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
     good.write_text(yaml.safe_dump(await _job(aiperf)))
@@ -119,11 +162,10 @@ async def test_validate_prints_one_line_per_problem_and_exits_1(aiperf: Run, tmp
     lines = result.out.splitlines()
     assert lines[0] == f"{good}: AIPerfJob/demo: valid"
     assert sorted(lines[1:]) == sorted([
-        f"{bad}: AIPerfJob/demo: spec.benchmark.phases: phases: an optional warmup phase, then one profiling phase",
-        f"{bad}: AIPerfJob/demo: spec.benchmark.phases[0].kind: kind: required for a custom phase name "
+        f"{bad}: AIPerfJob/demo: spec.benchmark.phases[0].kind: required for the custom phase name 'steady' "
         "(warmup or profiling)",
         f"{bad}: AIPerfJob/demo: spec.podTemplate: unknown field(s) 'colour'",
-        f"{bad}: AIPerfJob/demo: spec.workersPerPod: 0 is less than the minimum of 1"])
+        f"{bad}: AIPerfJob/demo: spec.connectionsPerWorker: 0 is less than the minimum of 1"])
 
 
 async def test_validate_json_gives_one_object_per_problem(aiperf: Run, tmp_path: Path) -> None:
@@ -136,7 +178,7 @@ async def test_validate_json_gives_one_object_per_problem(aiperf: Run, tmp_path:
     (line,) = result.out.splitlines()
     assert json.loads(line) == {"file": str(path), "document": 0, "resource": "AIPerfJob/demo",
                                 "path": "spec.resourceMode",
-                                "message": "'besteffort' is not one of ['burstable', 'guaranteed']"}
+                                "message": "'besteffort' is not one of ['burstable', 'guaranteed', 'none']"}
 
 
 @pytest.mark.parametrize(("content", "message"), [

@@ -78,7 +78,9 @@ async def _cr_file(aiperf: Run, path: Path) -> dict[str, Any]:
     printed = await aiperf("kube", "generate", *BENCH, "--name", "demo", "--total-workers", "12",
                            "--workers-per-pod", "5", "--operator")
     job: dict[str, Any] = yaml.safe_load(printed.out)
-    job["spec"]["image"] = "${REGISTRY}/aiperf/all:${TAG:-0.1.0}"
+    job["spec"]["image"] = "${REGISTRY}/aiperf/all:${TAG:0.1.0}"  # AIPerf's ${VAR:default}
+    job["spec"]["variables"] = {"per_pod": 5}
+    job["spec"]["benchmark"]["runtime"]["workersPerPod"] = "{{ per_pod }}"
     path.write_text(yaml.safe_dump(job))
     return job
 
@@ -104,14 +106,14 @@ async def test_show_file_problems(aiperf: Run, tmp_path: Path, monkeypatch: pyte
     job = await _cr_file(aiperf, path)
     monkeypatch.delenv("REGISTRY", raising=False)
     unset = await aiperf("kube", "show", "-f", str(path))
-    assert (unset.code, unset.err) == (2, f"error: {path}: ${{REGISTRY}} is not set; export it or write "
-                                          "${REGISTRY:-DEFAULT}\n")
+    assert (unset.code, unset.err) == (2, f"error: {path}: image: ${{REGISTRY}}: the environment variable is not "
+                                          "set (give a default: ${REGISTRY:value})\n")
     job["spec"]["image"] = "reg.example/aiperf/all:1"
-    job["spec"]["workersPerPod"] = 0
+    job["spec"]["connectionsPerWorker"] = 0
     path.write_text(yaml.safe_dump(job))
     invalid = await aiperf("kube", "show", "-f", str(path))
     assert invalid.code == 1
     assert invalid.out.splitlines() == ["AIPerfJob/demo in namespace default: invalid",
-                                        "  spec.workersPerPod: 0 is less than the minimum of 1"]
+                                        "  spec.connectionsPerWorker: 0 is less than the minimum of 1"]
     missing = await aiperf("kube", "show", "-f", str(tmp_path / "absent.yaml"))
     assert missing.code == 2 and missing.err.startswith(f"error: {tmp_path / 'absent.yaml'}: cannot read the file")

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from aiperf.cli.kube_sweep import FIELD_PATHS
+from aiperf.cli.sweep_options import SWEEPABLE
 from aiperf.crd.generator import build_crd
 from aiperf.crd.model import JOB_KIND, SWEEP_KIND
 from aiperf.crd.validation import validate_resource
@@ -41,6 +43,10 @@ def target(kube: FakeKube) -> tuple[str, ...]:
     return ("--kubeconfig", kube.kubeconfig_path, "-n", NS)
 
 
+def test_every_sweepable_flag_has_a_path_in_the_aiperfsweep() -> None:
+    assert {field for field, _ in SWEEPABLE.values()} == set(FIELD_PATHS)
+
+
 async def test_dry_run_prints_a_valid_aiperfsweep_and_calls_nothing(aiperf: Run, kube: FakeKube) -> None:
     result = await aiperf("kube", "sweep", *BENCH, "--name", "sw", "--concurrency", "2,4,8", "--isl", "64,128",
                           "--sweep-type", "grid", "--cooldown", "5", "--trials", "3", "--min-runs", "2",
@@ -51,7 +57,7 @@ async def test_dry_run_prints_a_valid_aiperfsweep_and_calls_nothing(aiperf: Run,
     assert (body["kind"], body["metadata"]["name"]) == (SWEEP_KIND, "sw") and validate_resource(body) == []
     spec = body["spec"]
     assert spec["sweep"] == {"type": "grid", "cooldownSeconds": 5.0, "parameters": {
-        "phases.profiling.concurrency": [2, 4, 8], "datasets.0.prompts.isl.mean": [64, 128]}}
+        "phases.profiling.concurrency": [2, 4, 8], "datasets.main.prompts.isl.mean": [64, 128]}}
     assert spec["multiRun"] == {"numRuns": 3, "minRuns": 2}
     assert spec["benchmark"]["phases"][0]["concurrency"] == 2  # the first value in the base benchmark
 

@@ -26,6 +26,7 @@ sweep:
   type: zip
   parameters: {phases.profiling.concurrency: [2, 4], dataset.prompts.isl.mean: [64, 128]}
   cooldown_seconds: 1.5
+  same_seed: true
 multi_run: {num_runs: 3, cooldown_seconds: 2}
 """
 
@@ -53,7 +54,7 @@ def test_a_cli_sweep_plans_each_variation_with_the_flag_semantics() -> None:
     multi = MultiRunFlags(num_profile_runs=2, sweep_values=["request_rate=2,4"], parameter_sweep_cooldown_seconds=1)
     setup = plan_setup(ProfileFlags(model="m", warmup_request_count=3), LocalFlags(ui="none", artifact_dir="/tmp/x"),
                        multi, config_file=None)
-    assert [v.label for v in setup.plan.variations] == ["request_rate_2", "request_rate_4"]
+    assert [v.label for v in setup.plan.variations] == ["request_rate_2.0", "request_rate_4.0"]
     phases = [setup.benchmarks[i].profiling for i in (0, 1)]
     assert all(isinstance(p, PoissonPhase) for p in phases)  # --request-rate makes an open loop
     assert [p.rate for p in phases if isinstance(p, PoissonPhase)] == [2.0, 4.0]
@@ -61,7 +62,7 @@ def test_a_cli_sweep_plans_each_variation_with_the_flag_semantics() -> None:
     assert run_benchmark_of(setup, first).warmup is not None
     second = run_benchmark_of(setup, later)
     assert second.warmup is None and second.random_seed == 42
-    assert second.artifacts.dir == "/tmp/x/profile_runs/trial_0002/request_rate_2"
+    assert second.artifacts.dir == "/tmp/x/profile_runs/trial_0002/request_rate_2.0"
 
 
 def test_a_config_sweep_and_flags_combine(tmp_path: Path) -> None:
@@ -72,7 +73,7 @@ def test_a_config_sweep_and_flags_combine(tmp_path: Path) -> None:
                        MultiRunFlags(num_profile_runs=2, vary_seed_per_trial=True), config_file=str(path))
     plan = setup.plan
     assert plan.multi_run.num_runs == 2 and plan.multi_run.cooldown_seconds == 2  # the flag wins, the rest stays
-    assert [v.label for v in plan.variations] == ["concurrency_2_isl_64", "concurrency_4_isl_128"]
+    assert [v.label for v in plan.variations] == ["concurrency_2__mean_64", "concurrency_4__mean_128"]
     assert [(r.cooldown_s, r.seed) for r in plan.runs] == [(0.0, 5), (1.5, 5), (2.0, 6), (1.5, 6)]
     bench = setup.benchmarks[1]
     assert bench.profiling.concurrency == 4 and bench.dataset.prompts.isl.mean == 128
@@ -105,13 +106,13 @@ def test_config_expand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert main(["config", "expand", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].endswith("2 variation(s) (zip), 3 trial(s) each, 6 run(s)")
-    assert out[1:] == ["  concurrency_2_isl_64: phases.profiling.concurrency=2, dataset.prompts.isl.mean=64",
-                       "  concurrency_4_isl_128: phases.profiling.concurrency=4, dataset.prompts.isl.mean=128"]
+    assert out[1:] == ["  concurrency_2__mean_64: phases.profiling.concurrency=2, dataset.prompts.isl.mean=64",
+                       "  concurrency_4__mean_128: phases.profiling.concurrency=4, dataset.prompts.isl.mean=128"]
     assert main(["config", "expand", str(path), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["variations"][1]["runs"][2] == "profile_runs/trial_0003/concurrency_4_isl_128"
+    assert doc["variations"][1]["runs"][2] == "profile_runs/trial_0003/concurrency_4__mean_128"
     assert doc["variations"][1]["benchmark"]["phases"][1]["concurrency"] == 4
     assert main(["config", "validate", str(path)]) == 0
     path.write_text(SWEEP_YAML.replace("[64, 128]", "[64, 0]"))
     assert main(["config", "expand", str(path)]) == 2
-    assert "concurrency_4_isl_0: " in capsys.readouterr().err
+    assert "concurrency_4__mean_0: " in capsys.readouterr().err

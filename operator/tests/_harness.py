@@ -29,13 +29,13 @@ def benchmark(**runtime: Any) -> dict[str, Any]:
     return {"models": ["m"], "endpoint": {"urls": ["http://llm.example:8000"], "type": "chat"},
             "datasets": [{"type": "synthetic", "entries": 4, "prompts": {"isl": {"mean": 16}, "osl": {"mean": 8}}}],
             "phases": [{"type": "concurrency", "name": "profiling", "concurrency": 2, "requests": 10}],
-            "runtime": {"workers": 2, **runtime}}
+            "runtime": {"workers": 2, "workersPerPod": 1, **runtime}}
 
 
 def job(name: str = "run", **spec: Any) -> dict[str, Any]:
     """An AIPerfJob body in namespace `bench`."""
     return {"apiVersion": CR_API, "kind": JOB_KIND, "metadata": {"name": name, "namespace": NS},
-            "spec": {"benchmark": benchmark(), "workersPerPod": 1, **spec}}
+            "spec": {"benchmark": benchmark(), **spec}}
 
 
 @asynccontextmanager

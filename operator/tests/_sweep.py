@@ -24,8 +24,9 @@ NAME = "sw"
 def sweep(name: str = NAME, *, values: tuple[int, ...] = (2, 4), **spec: Any) -> dict[str, Any]:
     """An AIPerfSweep of `len(values)` variations of the profiling concurrency, one trial each."""
     return {"apiVersion": CR_API, "kind": SWEEP_KIND, "metadata": {"name": name, "namespace": NS},
-            "spec": {"benchmark": benchmark(), "workersPerPod": 1,
-                     "sweep": {"parameters": {"phases.profiling.concurrency": list(values)}}, **spec}}
+            "spec": {"benchmark": benchmark(),
+                     "sweep": {"parameters": {"phases.profiling.concurrency": list(values)}, "sameSeed": True},
+                     **spec}}
 
 
 def summary(concurrency: int) -> dict[str, Any]:

@@ -181,7 +181,7 @@ async def test_deleting_a_sweep_cancels_only_the_children_it_owns(kube: FakeKube
                 meta["ownerReferences"] = [{"apiVersion": CR_API, "kind": SWEEP_KIND, "name": NAME, "uid": owner_uid,
                                             "controller": True}]
             return {"apiVersion": CR_API, "kind": JOB_KIND, "metadata": meta,
-                    "spec": {"benchmark": body["spec"]["benchmark"], "workersPerPod": 1}}
+                    "spec": {"benchmark": body["spec"]["benchmark"]}}
 
         kube.create(job("owned", uid))
         kube.create(job("stale-owner", "0000-older-incarnation"))  # labelled, same name, other UID

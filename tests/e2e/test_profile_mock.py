@@ -211,7 +211,8 @@ def test_ctrl_c_writes_partial_results(tmp_path: Path) -> None:
     artifacts = tmp_path / "a"
     with running_mock("--ttft-ms", "20", "--itl-ms", "10", "--output-tokens", "64") as server:
         proc = aiperf_process("profile", "--model", "mock", "--url", server.url, "--streaming",
-                              "--concurrency", "4", "--request-count", "100000", artifacts=artifacts)
+                              "--concurrency", "4", "--request-count", "100000", "--num-dataset-entries", "100",
+                              artifacts=artifacts)
         wait_for(lambda: jsonl_count(artifacts) >= 8, 60, "the first records")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)

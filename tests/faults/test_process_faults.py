@@ -21,7 +21,8 @@ def test_sigkill_of_the_cli_stops_every_service(tmp_path: Path) -> None:
     artifacts = tmp_path / "a"
     with running_mock("--ttft-ms", "20", "--itl-ms", "10", "--output-tokens", "64") as server:
         proc = aiperf_process("profile", "--model", "mock", "--url", server.url, "--streaming",
-                              "--concurrency", "4", "--request-count", "100000", "--workers-max", "2",
+                              "--concurrency", "4", "--request-count", "100000", "--num-dataset-entries", "100",
+                              "--workers-max", "2",
                               artifacts=artifacts)
         try:
             wait_for(lambda: jsonl_count(artifacts) >= 8, 90, "the first records")

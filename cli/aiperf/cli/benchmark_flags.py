@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import re
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,8 +37,8 @@ from aiperf.config import (
     normalize,
 )
 from aiperf.config.benchmark import GOODPUT_METRICS
-from aiperf.config.loader import load_document, split_credentials
-from aiperf.config.sweep import apply_values, split_sweep_blocks
+from aiperf.config.loader import read_document, split_credentials
+from aiperf.config.sweep import Variation, apply_values, split_sweep_blocks
 
 RATE_TYPES = ("poisson", "gamma", "constant")
 _ROLES = ("warmup", "profiling")
@@ -55,13 +54,12 @@ class BuiltBenchmark:
 
 
 def build_benchmark(flags: ProfileFlags, local: LocalFlags | None = None, *,
-                    config_file: str | None = None,
-                    variation: Mapping[str, int | float] | None = None) -> BuiltBenchmark:
-    """The benchmark the flags describe: the AIPerf config v2 file `config_file` (if any), each
-    given flag overriding it, AIPerf's CLI defaults for what neither says, validated by the model.
-    `variation` (a sweep's caller, `aiperf.cli.sweep_run`): the file's `sweep:`/`multi_run:`
-    blocks are the caller's and left out here, and these dotted paths are set on its document
-    before the flags apply.
+                    config_file: str | None = None, variation: Variation | None = None) -> BuiltBenchmark:
+    """The benchmark the flags describe: the AIPerf config v2 file `config_file` (if any; its
+    `${VAR}` references and Jinja2 templates resolved), each given flag overriding it, AIPerf's CLI
+    defaults for what neither says, validated by the model. `variation` (a sweep's caller,
+    `aiperf.cli.sweep_run`) is applied to the file's document (its scenario, its dotted paths)
+    before the flags apply; the file's `sweep:`/`multi_run:` blocks are always the caller's.
 
     Raises `aiperf.config.ConfigError` with one line naming the flag (or the file and field)
     for any malformed or invalid value. Pure: no I/O besides reading `config_file` and `isatty`.
@@ -70,12 +68,10 @@ def build_benchmark(flags: ProfileFlags, local: LocalFlags | None = None, *,
     secrets = Secrets()
     source = ""
     if config_file is not None:
-        raw = load_document(config_file)
-        if variation is not None:
-            raw, _, _ = split_sweep_blocks(raw, source=config_file)
+        raw, _, _ = split_sweep_blocks(read_document(config_file), source=config_file)
         document, secrets = normalize(raw)
-        if variation:
-            document = apply_values(document, variation)
+        if variation is not None:
+            document = apply_values(document, variation.values, variation.overlay)
         source = config_file
     try:
         document, secrets = apply_flags(document, secrets, flags, local or LocalFlags())
@@ -161,12 +157,17 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
 def _endpoint(doc: dict[str, Any], flags: ProfileFlags, headers: dict[str, str]) -> None:
     endpoint = _sub(doc, "endpoint")
     if flags.url is not None:
-        url, authorization = split_credentials(normalize_url(flags.url))
-        endpoint["urls"] = [url]
-        if authorization is not None:
-            if "Authorization" in headers or flags.api_key is not None:
-                raise FlagError("--url: carries credentials while --api-key or --header sets Authorization "
-                                "too; give them one way")
+        given = [u.strip() for value in flags.url for u in value.split(",") if u.strip()]
+        if not given:
+            raise FlagError("--url: give at least one URL")
+        endpoint["urls"] = []
+        for url, authorization in (split_credentials(normalize_url(u)) for u in given):
+            endpoint["urls"].append(url)
+            if authorization is None:
+                continue
+            if "Authorization" in headers and headers["Authorization"] != authorization or flags.api_key is not None:
+                raise FlagError("--url: carries credentials while --api-key, --header or another --url sets "
+                                "Authorization too; give them one way")
             headers["Authorization"] = authorization
     _set(endpoint, "type", flags.endpoint_type)
     _set(endpoint, "streaming", flags.streaming)
@@ -181,7 +182,7 @@ def _endpoint(doc: dict[str, Any], flags: ProfileFlags, headers: dict[str, str])
 
 
 def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
-    datasets = doc.get("datasets") or [{"type": "synthetic"}]
+    datasets = doc.get("datasets") or [{"name": "main", "type": "synthetic"}]  # AIPerf's CLI name
     if not isinstance(datasets, list) or not isinstance(datasets[0], dict):
         return  # not a dataset at all: the model names the field
     dataset = doc["datasets"] = [dict(datasets[0]), *datasets[1:]]
@@ -211,6 +212,8 @@ def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
     if not prompts:
         spec.pop("prompts")
     _set(spec, "entries", flags.num_dataset_entries)
+    if (flags.request_count or 0) >= 1 and "entries" not in spec and spec.get("type", "synthetic") == "synthetic":
+        spec["entries"] = flags.request_count  # AIPerf's CLI: one distinct prompt per request
     for field, key, attr in (("conversation_turn_mean", "turns", "mean"),
                              ("conversation_turn_stddev", "turns", "stddev"),
                              ("conversation_turn_delay_mean", "turn_delay", "mean"),
@@ -250,6 +253,12 @@ def _phases(doc: dict[str, Any], flags: ProfileFlags) -> None:
                             "--request-rate-mode gamma")
         prof["smoothness"] = flags.arrival_smoothness
     _set(prof, "concurrency", flags.concurrency)
+    _set(prof, "prefill_concurrency", flags.prefill_concurrency)
+    for key, seconds in (("concurrency_ramp", flags.concurrency_ramp_duration),
+                         ("rate_ramp", flags.request_rate_ramp_duration),
+                         ("prefill_ramp", flags.prefill_concurrency_ramp_duration)):
+        if seconds is not None:
+            prof[key] = {"duration": seconds}
     if flags.request_count is not None:
         prof["requests"] = flags.request_count
         prof.pop("duration", None)

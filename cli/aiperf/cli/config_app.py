@@ -46,7 +46,9 @@ def schema(*, output: Annotated[str | None, Parameter(name=["--output", "-o"])] 
 @config_app.command
 def validate(files: list[str], /) -> int:
     """Check config files (YAML or JSON, AIPerf config v2) offline, each variation of a `sweep:`
-    block too: one line per file, `ok` or the first problem. Exit 0 when all are valid, 2 otherwise.
+    block too, as `aiperf profile --config` would (`${VAR}` references and Jinja2 `variables`
+    resolved): one line per file, `ok` or the first problem (an AIPerf feature we do not build is
+    named as such). Exit 0 when all are valid, 2 otherwise.
 
     Parameters
     ----------
@@ -77,7 +79,7 @@ def expand_config(file: str) -> tuple[Any, list[dict[str, Any]]]:
     import msgspec
 
     from aiperf.config import ConfigError, decode_benchmark, normalize
-    from aiperf.config.loader import load_document
+    from aiperf.config.loader import read_document
     from aiperf.config.sweep import (
         MultiRun,
         SweepType,
@@ -85,21 +87,23 @@ def expand_config(file: str) -> tuple[Any, list[dict[str, Any]]]:
         apply_values,
         build_plan,
         split_sweep_blocks,
-        variations,
+        sweep_variations,
     )
 
-    rest, sweep, multi = split_sweep_blocks(load_document(file), source=file)
+    rest, sweep, multi = split_sweep_blocks(read_document(file), source=file)
     document, _ = normalize(rest)
-    planned = variations(sweep.parameters, sweep.type) if sweep is not None else []
+    planned = sweep_variations(sweep) if sweep is not None else []
     plan = build_plan(variations=planned, multi_run=multi or MultiRun(),
                       sweep_cooldown_s=sweep.cooldown_seconds if sweep else 0.0,
-                      sweep_type=sweep.type if sweep else SweepType.GRID)
+                      sweep_type=sweep.type if sweep else SweepType.GRID,
+                      seed=document.get("random_seed"), same_seed=sweep.same_seed if sweep else True)
     out = []
     each: list[Variation | None] = [*planned] or [None]
     for variation in each:
         values = variation.values if variation is not None else {}
         try:
-            bench = decode_benchmark(apply_values(document, values), source=file)
+            bench = decode_benchmark(apply_values(document, values, variation.overlay if variation else None),
+                                     source=file)
         except ConfigError as exc:
             if variation is None:
                 raise

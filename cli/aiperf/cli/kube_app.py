@@ -20,7 +20,7 @@ from cyclopts import Parameter
 from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.kube_selector import Kind, Selector
 from aiperf.cli.profile_options import ProfileFlags
-from aiperf.cli.sweep_options import SWEEP_VALUES_FLAG
+from aiperf.cli.sweep_options import SWEEP_VALUES_FLAG, MultiRunFlags
 
 if TYPE_CHECKING:  # the work is imported when a command runs: `aiperf --help` stays fast
     from aiperf.cli.kube_runref import RunRef
@@ -45,6 +45,7 @@ kube_app = cyclopts.App(
 
 _TARGET = KubeTarget()
 _NO_FLAGS = ProfileFlags()
+_NO_MULTI = MultiRunFlags()
 
 
 @kube_app.command
@@ -74,6 +75,7 @@ def init(*, target: KubeTarget = _TARGET,
 
 @kube_app.command
 def generate(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target: KubeTarget = _TARGET,
+             multi: MultiRunFlags = _NO_MULTI,
              output: Annotated[str | None, Parameter(name=["--output", "-o"])] = None,
              operator: bool = False) -> int:
     """Print the manifests of a run ([ServiceAccount,] Role, RoleBinding, CURVE key Secret without
@@ -81,7 +83,10 @@ def generate(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target
 
     Takes every `aiperf profile` flag but --workers-max (use --total-workers). Secrets (--api-key,
     --header values) never appear in the output: the pods read them from the Secrets named by
-    --api-key-secret / --headers-secret / --env-from-secrets, and generation fails without them.
+    --api-key-secret / --headers-secret / --env-from-secrets (AIPerf's AIPERF_INJECTED_API_KEY or
+    OPENAI_API_KEY, AIPERF_INJECTED_HEADERS), and generation fails without them. With
+    --operator, a comma list on a sweepable flag (--concurrency 4,8) or --num-profile-runs N prints
+    an AIPerfSweep, as AIPerf's `kube generate` does.
 
     Parameters
     ----------
@@ -90,6 +95,10 @@ def generate(flags: ProfileFlags = _NO_FLAGS, *, deploy: KubeDeployFlags, target
     operator
         Print the run's AIPerfJob custom resource (operator mode) instead, checked against the CRD.
     """
+    if multi.wanted:
+        from aiperf.cli.kube_sweep import generate_sweep
+
+        return generate_sweep(target, deploy, flags, multi, output, operator=operator)
     if operator:
         from aiperf.cli.kube_operator import generate_job
 

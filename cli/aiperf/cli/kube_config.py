@@ -229,7 +229,7 @@ def prepare_kube_argv(argv: Sequence[str]) -> list[str]:
     from aiperf.cli.kube_flags import expand_dotted_flags
 
     args = expand_dotted_flags(argv)
-    if len(args) >= 2 and args[1] == "sweep":  # comma lists on sweepable flags, as `aiperf profile`
+    if len(args) >= 2 and args[1] in ("sweep", "generate"):  # comma lists on sweepable flags, as `aiperf profile`
         from aiperf.cli.sweep_options import prepare_profile_argv
 
         args = [*args[:2], *prepare_profile_argv(args[2:])]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -35,9 +35,15 @@ from aiperf.kube import (
     secret_values_from_env,
     to_yaml,
 )
+from aiperf.kube.settings import derived_total_workers
 
 DEFAULT_IMAGE_PARTS = (KubeDeployFlags.image_registry, KubeDeployFlags.image_tag)
 """--image-registry and --image-tag when not given."""
+
+
+PULL_POLICIES: dict[str, Literal["Always", "IfNotPresent", "Never"]] = {
+    "always": "Always", "ifnotpresent": "IfNotPresent", "never": "Never"}
+"""`--image-pull-policy` values (any case, AIPerf's `if-not-present` too) -> Kubernetes' names."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,16 +57,23 @@ class Deployment:
 
 
 def _settings(target: KubeTarget, deploy: KubeDeployFlags, resources: dict[str, ContainerResources], *,
-              require_api_key: bool) -> KubeSettings:
+              require_api_key: bool, benchmark: Benchmark) -> KubeSettings:
     """KubeSettings from the flags: FlagError for a malformed value (or --image beside
-    --image-registry/--image-tag), KubeConfigError for an invalid one."""
+    --image-registry/--image-tag), KubeConfigError for an invalid one. Without --total-workers,
+    the run gets AIPerf's count for `benchmark` (`derived_total_workers`)."""
     if deploy.image is not None and (deploy.image_registry, deploy.image_tag) != DEFAULT_IMAGE_PARTS:
         raise FlagError("--image names the one image of every container; leave out --image-registry/--image-tag "
                         "(they build per-service image names)")
+    policy = PULL_POLICIES.get(deploy.image_pull_policy.replace("-", "").lower())
+    if policy is None:
+        raise FlagError(f"--image-pull-policy {deploy.image_pull_policy}: expected Always, IfNotPresent or Never")
     return KubeSettings(
         name=deploy.name, namespace=offline_namespace(target), image_registry=deploy.image_registry,
-        image_tag=deploy.image_tag, image=deploy.image, image_pull_policy=deploy.image_pull_policy,
-        total_workers=deploy.total_workers, workers_per_pod=deploy.workers_per_pod,
+        image_tag=deploy.image_tag, image=deploy.image, image_pull_policy=policy,
+        total_workers=deploy.total_workers or derived_total_workers(
+            peak_concurrency=max((p.concurrency or 1 for p in benchmark.phases), default=1),
+            workers_per_pod=deploy.workers_per_pod, workers_min=benchmark.runtime.workers_min),
+        workers_per_pod=deploy.workers_per_pod,
         record_processors_per_pod=deploy.record_processors_per_pod, resources=resources,
         env_vars=parse_mapping("--env-vars", deploy.env_vars),
         env_from_secrets=parse_mapping("--env-from-secrets", deploy.env_from_secrets),
@@ -86,9 +99,9 @@ def build_deployment(target: KubeTarget, deploy: KubeDeployFlags, flags: Profile
     """
     built = build_benchmark(flags, LocalFlags(ui="none"))
     dataset = built.benchmark.dataset
-    if isinstance(dataset, FileDataset):
+    if isinstance(dataset, FileDataset) and dataset.path is not None:
         raise ConfigError(f"--input-file {dataset.path}: not supported with aiperf kube yet (the file "
-                          "would have to be in every pod); use a synthetic dataset")
+                          "would have to be in every pod); use a synthetic dataset or inline records")
     secrets = built.secrets
     try:
         resources = {k: msgspec.convert(v, ContainerResources)
@@ -96,7 +109,8 @@ def build_deployment(target: KubeTarget, deploy: KubeDeployFlags, flags: Profile
     except msgspec.ValidationError as exc:
         raise FlagError(f"--resources: {exc}") from None
     try:
-        settings = _settings(target, deploy, resources, require_api_key=secrets.api_key is not None)
+        settings = _settings(target, deploy, resources, require_api_key=secrets.api_key is not None,
+                             benchmark=built.benchmark)
     except KubeConfigError as exc:
         raise KubeConfigError(_flag_names(str(exc))) from None
     # t0 stays 0 and the run id is the name: equal flags give byte-equal manifests.

@@ -20,9 +20,12 @@ from aiperf.cli.kube_options import KubeDeployFlags, KubeTarget
 from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, guarded, write_output
 from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import ProfileFlags
-from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND
+from aiperf.config import SECRET_ENV_VARS
+from aiperf.config.aiperf_form import to_aiperf_body
+from aiperf.config.loader import REDACTED
+from aiperf.crd.model import API_GROUP, API_KEY_ENV_NAMES, API_VERSION, HEADERS_ENV_NAME, JOB_KIND
 from aiperf.crd.validation import Problem, validate_resource
-from aiperf.kube import KubeConfigError, SecretRef
+from aiperf.kube import KubeConfigError
 
 
 def compact(value: Any) -> Any:
@@ -48,21 +51,16 @@ def compact(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
-def _secret(ref: str | None, flag: str) -> dict[str, str] | None:
-    if ref is None:
-        return None
-    parsed = SecretRef.parse(ref, what=flag)
-    return {"name": parsed.secret, "key": parsed.key}
-
-
 def _pod_template(deployment: Deployment) -> dict[str, Any]:
     s = deployment.settings
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in s.env_vars.items()]
-    env += [{"name": k, "valueFrom": {"secretKeyRef": _secret(ref, f"--env-from-secrets {k}")}}
-            for k, ref in s.env_from_secrets.items()]
+    env += [ref.to_env(k) for k, ref in s.plain_secret_env().items()]
+    endpoint = s.endpoint_secret_env()
+    env += [endpoint[ours].to_env(aiperfs) for ours, aiperfs in zip(SECRET_ENV_VARS, (API_KEY_ENV_NAMES[0], HEADERS_ENV_NAME),
+                                                                   strict=True) if ours in endpoint]
     template: dict[str, Any] = {
         "nodeSelector": dict(s.node_selector), "tolerations": list(s.tolerations),
-        "imagePullSecrets": [{"name": n} for n in s.image_pull_secrets], "imagePullPolicy": s.image_pull_policy,
+        "imagePullSecrets": [{"name": n} for n in s.image_pull_secrets],
         "labels": dict(s.labels), "annotations": dict(s.annotations), "serviceAccountName": s.service_account,
         "env": env, "resources": {svc: r.to_manifest() for svc, r in s.resources.items()},
     }
@@ -70,28 +68,36 @@ def _pod_template(deployment: Deployment) -> dict[str, Any]:
 
 
 def build_job(deployment: Deployment, *, log_level: str = "info") -> dict[str, Any]:
-    """The AIPerfJob of a checked deployment: the benchmark (with `runtime.workers` = the total
-    worker count), `spec.image` (--image; unset: the operator's default), the pod template, Secret
-    references, TTL and `log_level`. Raises FlagError for --image-registry/--image-tag, which an
-    AIPerfJob cannot express (it names one image for all containers: use --image)."""
+    """The AIPerfJob of a checked deployment, in AIPerf 0.13's shape (its `kube validate` accepts
+    it): the benchmark as AIPerf writes one (`aiperf.config.aiperf_form`; `runtime.workers` the
+    total worker count, `runtime.workersPerPod` and `recordProcessorsPerPod`, `logging.level`
+    `log_level`), `spec.image` (--image; unset: the operator's default), `imagePullPolicy`, the
+    pod template (the endpoint's Secrets as `AIPERF_INJECTED_API_KEY`/`AIPERF_INJECTED_HEADERS`,
+    with AIPerf's `<redacted>` API key placeholder), TTL and `randomSeed`. Raises FlagError for
+    --image-registry/--image-tag, which an AIPerfJob cannot express (it names one image for all
+    containers: use --image)."""
     s = deployment.settings
     if (s.image_registry, s.image_tag) != DEFAULT_IMAGE_PARTS:
         raise FlagError("--image-registry/--image-tag: an AIPerfJob names one image for every container "
                         "(spec.image); pass --image REF instead, or neither for the operator's default")
-    runtime = msgspec.structs.replace(deployment.benchmark.runtime, workers=s.total_workers)
-    benchmark = msgspec.structs.replace(deployment.benchmark, runtime=runtime)
-    secrets = {k: v for k, v in (("apiKey", _secret(s.api_key_secret, "--api-key-secret")),
-                                 ("headers", _secret(s.headers_secret, "--headers-secret"))) if v is not None}
-    spec: dict[str, Any] = {"benchmark": compact(benchmark), "workersPerPod": s.workers_per_pod}
+    runtime = msgspec.structs.replace(deployment.benchmark.runtime, workers=s.total_workers,
+                                      workers_per_pod=s.workers_per_pod,
+                                      record_processors_per_pod=s.record_processors_per_pod)
+    logging = msgspec.structs.replace(deployment.benchmark.logging, level=log_level)
+    benchmark = msgspec.structs.replace(deployment.benchmark, runtime=runtime, logging=logging)
+    body, seed = to_aiperf_body(benchmark)
+    if SECRET_ENV_VARS[0] in s.endpoint_secret_env():
+        body["endpoint"]["apiKey"] = REDACTED
+    spec: dict[str, Any] = {"benchmark": body}
+    if seed is not None:
+        spec["randomSeed"] = seed
+    if benchmark.variables:  # what artifacts.userFiles render with when the run starts
+        spec["variables"] = dict(benchmark.variables)
     if s.image is not None:
         spec["image"] = s.image
-    if s.record_processors_per_pod is not None:
-        spec["recordProcessorsPerPod"] = s.record_processors_per_pod
+    spec["imagePullPolicy"] = s.image_pull_policy
     if pod := _pod_template(deployment):
         spec["podTemplate"] = pod
-    if secrets:
-        spec["secrets"] = secrets
-    spec["logLevel"] = log_level
     spec["ttlSecondsAfterFinished"] = s.ttl_seconds
     metadata: dict[str, Any] = {"name": s.name, "namespace": s.namespace}
     if s.labels:

@@ -4,7 +4,7 @@ each field's docstring is its `--help` text). Standard library and cyclopts only
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 
 from cyclopts import Group, Parameter
 
@@ -43,10 +43,12 @@ class KubeDeployFlags:
     """Registry of the per-service images REGISTRY/aiperf/SERVICE:TAG (empty: no registry part)."""
     image_tag: str = "latest"
     """Tag of the per-service aiperf images."""
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
-    """Image pull policy of every container."""
-    total_workers: int = 10
-    """Workers in total (replaces --workers-max), split into pods of --workers-per-pod."""
+    image_pull_policy: str = "IfNotPresent"
+    """Image pull policy of every container: Always, IfNotPresent or Never (AIPerf's always,
+    if-not-present and never too)."""
+    total_workers: int | None = None
+    """Workers in total (replaces --workers-max), split into pods of --workers-per-pod (default,
+    AIPerf's: the peak concurrency / 100, rounded up, then up to whole pods when more than one)."""
     workers_per_pod: int = 10
     """Workers in one worker pod (the last pod may hold fewer)."""
     record_processors_per_pod: int | None = None

@@ -1,6 +1,7 @@
 """`kube show`: a run's AIPerfJob rendered for people, live (`kube show NAME`) or from a file
-before it is applied (`kube show -f CR.yaml`: `${VAR}` resolved from the environment, checked
-as `kube validate` checks it, and what the operator would create for it).
+before it is applied (`kube show -f CR.yaml`: `${VAR}` and `${VAR:default}` resolved from the
+environment and Jinja2 `variables` rendered, as AIPerf's `kube show` does; checked as `kube
+validate` checks it, and what the operator would create for it).
 
 `-o yaml|json` prints the object itself instead (live: as stored; a file: with `${VAR}`s
 resolved). Exit 0 shown, 1 a file's CR is invalid, 2 no such run or an unreadable file.
@@ -10,42 +11,32 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import msgspec
 import yaml
 
 from aiperf.cli.kube_operator import compact
 from aiperf.cli.kube_runs import age, now
 from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, EXIT_USER_ERROR, error
+from aiperf.config import ConfigError
+from aiperf.config.templating import render_document
 from aiperf.crd.model import JOB_KIND, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec, decode_spec
 from aiperf.crd.validation import validate_resource
 from aiperf.kube.layout import WorkerLayout
 from aiperf.kube.names import config_map_name, curve_secret_name, jobset_name
-from aiperf.kube.settings import KubeSettings
-from aiperf.kubeapi import KubeError, Obj
+from aiperf.kubeapi import Obj
 from aiperf.kuberun.direct import jobset_state
 
 Format = Literal["text", "yaml", "json"]
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-def resolve_variables(text: str, environ: Mapping[str, str]) -> str:
-    """`text` with each `${VAR}` replaced by the variable's value and each `${VAR:-default}` by
-    the value or `default`. KubeError naming the first variable that is unset without a default."""
-
-    def value(match: re.Match[str]) -> str:
-        name, default = match[1], match[2]
-        if name in environ:
-            return environ[name]
-        if default is not None:
-            return default
-        raise KubeError(f"${{{name}}} is not set; export it or write ${{{name}:-DEFAULT}}")
-
-    return _VARIABLE.sub(value, text)
+def _rendered(doc: Any, environ: Mapping[str, str]) -> Any:
+    """A CR document with its spec's `${VAR}` references and Jinja2 templates resolved."""
+    if isinstance(doc, dict) and isinstance(doc.get("spec"), dict):
+        spec = render_document(doc["spec"], environ)
+        spec.pop("variables", None)
+        return {**doc, "spec": spec}
+    return doc
 
 
 def _dump(doc: Any, fmt: Format) -> str:
@@ -67,28 +58,23 @@ def _phase_line(phase: Any) -> str:
 
 
 def _spec_lines(spec: AIPerfJobSpec | AIPerfSweepSpec) -> list[str]:
-    b = spec.benchmark
+    b, envelope = spec.benchmark, spec.envelope
     lines = _fields([
         ("Model", ", ".join(b.models)), ("Endpoint", f"{b.endpoint.type} {', '.join(b.endpoint.urls)}"
                                                       + (" (streaming)" if b.endpoint.streaming else "")),
-        ("Image", spec.image or "the operator's default"),
-        ("Timeout", f"{spec.timeout_seconds}s" if spec.timeout_seconds else None),
-        ("Cancel", "requested" if spec.cancel else None),
+        ("Image", envelope.image or "the operator's default"),
+        ("Timeout", f"{envelope.timeout_seconds:g}s" if envelope.timeout_seconds else None),
+        ("Cancel", "requested" if envelope.cancel else None),
     ])
     return [*lines, "Phases:", *(f"  {_phase_line(p)}" for p in b.phases)]
 
 
-def _default(field: str) -> Any:
-    """The default of a KubeSettings field (what the operator uses when a spec leaves it out)."""
-    return next(f.default for f in msgspec.structs.fields(KubeSettings) if f.name == field)
-
-
 def _layout(spec: AIPerfJobSpec) -> WorkerLayout:
     """How the operator splits the workers (its defaults where the spec is silent)."""
-    per_pod = spec.workers_per_pod or _default("workers_per_pod")
-    return WorkerLayout.split(total_workers=spec.benchmark.runtime.workers or _default("total_workers"),
-                              workers_per_pod=per_pod,
-                              record_processors_per_pod=spec.record_processors_per_pod or max(1, per_pod // 4))
+    per_pod = spec.workers_per_pod
+    return WorkerLayout.split(total_workers=spec.total_workers(), workers_per_pod=per_pod,
+                              record_processors_per_pod=spec.benchmark.runtime.record_processors_per_pod
+                              or max(1, per_pod // 4))
 
 
 def _would_create(name: str, spec: AIPerfJobSpec) -> list[str]:
@@ -120,15 +106,16 @@ def render_file_doc(doc: Obj) -> tuple[list[str], bool]:
 
 
 def show_file(path: str, *, fmt: Format, environ: Mapping[str, str] | None = None) -> int:
-    """`kube show -f PATH`: each document of the file, `${VAR}`s resolved, rendered (text) or
-    printed (yaml, json). Exit 1 when a document is invalid, 2 when the file cannot be read."""
+    """`kube show -f PATH`: each document of the file, its spec's `${VAR}` references (AIPerf's
+    `${VAR:default}`) and Jinja2 `variables` resolved, rendered (text) or printed (yaml, json).
+    Exit 1 when a document is invalid, 2 when the file cannot be read."""
     try:
-        text = resolve_variables(Path(path).read_text(), os.environ if environ is None else environ)
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+        documents = [_rendered(d, os.environ if environ is None else environ)
+                     for d in yaml.safe_load_all(Path(path).read_text()) if d is not None]
     except OSError as exc:
         error(f"{path}: cannot read the file: {exc.strerror}")
         return EXIT_USER_ERROR
-    except KubeError as exc:
+    except ConfigError as exc:
         error(f"{path}: {exc}")
         return EXIT_USER_ERROR
     except yaml.YAMLError as exc:
@@ -220,7 +207,7 @@ def render_job(job: Obj) -> list[str]:
     lines += [*_phases(status), *_conditions(status)]
     try:
         spec = decode_spec(job.get("spec") or {}, JOB_KIND)
-    except msgspec.ValidationError:
+    except ConfigError:
         return lines  # a spec this CLI cannot read (a newer CRD): the status is still worth showing
     return [*lines, "Spec:", *(f"  {line}" for line in _spec_lines(spec))]
 
@@ -259,7 +246,7 @@ def show_sweep(sweep: Obj, fmt: Format) -> int:
         ("Current child", status.get("currentChild")), ("Results", status.get("resultsPath"))])
     try:
         spec = decode_spec(sweep.get("spec") or {}, SWEEP_KIND)
-    except msgspec.ValidationError:
+    except ConfigError:
         spec = None
     print("\n".join([*lines, *(["Spec:", *(f"  {line}" for line in _spec_lines(spec))] if spec else [])]))
     return EXIT_OK

@@ -27,7 +27,7 @@ from aiperf.cli.kube_runs import age, now
 from aiperf.cli.kube_shared import EXIT_FAILED, EXIT_OK, error, guarded, run_async, session, write_output
 from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import ProfileFlags
-from aiperf.cli.sweep_options import sweep_parameters
+from aiperf.cli.sweep_options import MultiRunFlags, sweep_parameters
 from aiperf.config import ConfigError
 from aiperf.crd.model import SWEEP_KIND, AIPerfSweepSpec, decode_spec
 from aiperf.kube import KubeConfigError
@@ -40,17 +40,19 @@ from aiperf.kuberun.sweeps import list_sweeps as list_sweeps_of
 
 FIELD_PATHS = {
     "concurrency": "phases.profiling.concurrency", "request_rate": "phases.profiling.rate",
+    "prefill_concurrency": "phases.profiling.prefill_concurrency",
     "request_count": "phases.profiling.requests", "benchmark_duration": "phases.profiling.duration",
-    "isl": "datasets.0.prompts.isl.mean", "osl": "datasets.0.prompts.osl.mean",
-    "num_dataset_entries": "datasets.0.entries",
+    "isl": "datasets.{dataset}.prompts.isl.mean", "osl": "datasets.{dataset}.prompts.osl.mean",
+    "num_dataset_entries": "datasets.{dataset}.entries",
 }
-"""Where each sweepable flag's field lives in the benchmark document."""
+"""Where each sweepable flag's field lives in the benchmark document (AIPerf's paths; the
+dataset by its name)."""
 _TERMINAL = ("Completed", "Failed", "Cancelled")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SweepOptions:
-    """The sweep flags of `kube sweep`."""
+    """The sweep flags of `kube sweep` (`multi_run`: more `spec.multiRun` fields, camelCase)."""
 
     sweep_values: list[str] | None
     sweep_type: Literal["grid", "zip"]
@@ -59,6 +61,44 @@ class SweepOptions:
     trial_cooldown: float
     min_runs: int
     max_runs: int | None
+    multi_run: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, multi: MultiRunFlags) -> SweepOptions:
+        """The options of `aiperf profile`'s multi-run and sweep flags (as `kube generate` takes them)."""
+        extra = {wire: value for field, wire in (("confidence_level", "confidenceLevel"),
+                                                 ("set_consistent_seed", "setConsistentSeed"),
+                                                 ("vary_seed_per_trial", "varySeedPerTrial"),
+                                                 ("profile_run_disable_warmup_after_first", "disableWarmupAfterFirst"))
+                 if (value := getattr(multi, field)) is not None}
+        return cls(sweep_values=multi.sweep_values, sweep_type=multi.sweep_type or "grid",
+                   cooldown=multi.parameter_sweep_cooldown_seconds or 0.0, trials=multi.num_profile_runs or 1,
+                   trial_cooldown=multi.profile_run_cooldown_seconds or 0.0, min_runs=1, max_runs=None,
+                   multi_run=extra)
+
+
+def _sweep_block(options: SweepOptions, swept: dict[str, list[Any]], *, dataset: str) -> dict[str, Any]:
+    """`spec.sweep` as AIPerf writes it: the swept flags' paths, or repeated runs of one benchmark."""
+    if swept:
+        block: dict[str, Any] = {"type": options.sweep_type, "parameters": {
+            FIELD_PATHS[f].format(dataset=dataset): v for f, v in swept.items()}}
+    else:
+        block = {"type": "scenarios", "runs": [{"name": "base"}]}
+    if options.cooldown:
+        block["cooldownSeconds"] = options.cooldown
+    return block
+
+
+def _multi_run_block(options: SweepOptions) -> dict[str, Any]:
+    """`spec.multiRun` (empty: one run per variation, nothing to write)."""
+    multi: dict[str, Any] = dict(options.multi_run)
+    if options.trials != 1:
+        multi["numRuns"] = options.trials
+    if options.trial_cooldown:
+        multi["cooldownSeconds"] = options.trial_cooldown
+    if options.min_runs != 1:
+        multi["minRuns"] = options.min_runs
+    return multi
 
 
 def build_sweep(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags,
@@ -66,23 +106,14 @@ def build_sweep(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags
     """The AIPerfSweep of the flags and the number of runs it plans; raises FlagError or
     KubeConfigError (one line) for anything that would not run."""
     swept = sweep_parameters(options.sweep_values)
-    if not swept:
-        raise FlagError("kube sweep: give at least one comma list, e.g. --concurrency 4,8,16")
+    if not swept and options.trials < 2:
+        raise FlagError("kube sweep: give at least one comma list, e.g. --concurrency 4,8,16 (or several trials)")
     base = dataclasses.replace(flags, **{field: values[0] for field, values in swept.items()})  # type: ignore[arg-type]
     job = build_job(build_deployment(target, deploy, base), log_level=deploy.log_level)
     spec = dict(job["spec"])
     spec.pop("ttlSecondsAfterFinished", None)  # the sweep's own TTL: the operator's default
-    spec["sweep"] = {"type": options.sweep_type, "parameters": {FIELD_PATHS[f]: v for f, v in swept.items()}}
-    if options.cooldown:
-        spec["sweep"]["cooldownSeconds"] = options.cooldown
-    multi: dict[str, Any] = {}
-    if options.trials != 1:
-        multi["numRuns"] = options.trials
-    if options.trial_cooldown:
-        multi["cooldownSeconds"] = options.trial_cooldown
-    if options.min_runs != 1:
-        multi["minRuns"] = options.min_runs
-    if multi:
+    spec["sweep"] = _sweep_block(options, swept, dataset=spec["benchmark"]["datasets"][0]["name"])
+    if multi := _multi_run_block(options):
         spec["multiRun"] = multi
     body = rejected_if_invalid({"apiVersion": CR_API_VERSION, "kind": SWEEP_KIND, "metadata": job["metadata"],
                                 "spec": spec})
@@ -98,6 +129,21 @@ def build_sweep(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags
         raise FlagError(f"--max-runs {options.max_runs}: the sweep plans {len(plan.runs)} runs "
                         f"({len(plan.variations)} variations x {options.trials} trials); raise it or sweep less")
     return body, len(plan.runs)
+
+
+def generate_sweep(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, multi: MultiRunFlags,
+                   output: str | None, *, operator: bool) -> int:
+    """`kube generate` with sweep or multi-run flags: print the AIPerfSweep (operator mode only:
+    the sweep-controller runs the children). Exit 2 for a mistake in the flags."""
+
+    def work() -> int:
+        if not operator:
+            raise FlagError("a sweep or repeated runs on Kubernetes run through the operator: add --operator "
+                            "(or use `aiperf kube sweep`)")
+        body, _ = build_sweep(target, deploy, flags, SweepOptions.of(multi))
+        return write_output(yaml.safe_dump(body, sort_keys=False), output)
+
+    return guarded(work)
 
 
 def sweep_command(target: KubeTarget, deploy: KubeDeployFlags, flags: ProfileFlags, options: SweepOptions, *,

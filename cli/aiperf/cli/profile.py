@@ -30,6 +30,7 @@ from aiperf.config import (
     ServiceCounts,
     dump_run_config,
 )
+from aiperf.config.user_files import write_user_files
 from aiperf.runtime import addressing_of, configure_logging
 from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report
@@ -97,18 +98,24 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     if trace is not None:
         trace.mark("cli: flags parsed, benchmark built")
     dataset = benchmark.dataset
-    if isinstance(dataset, FileDataset) and not Path(dataset.path).expanduser().exists():
-        print(f"error: --input-file {dataset.path}: no such file or folder", file=sys.stderr)
+    path = dataset.path if isinstance(dataset, FileDataset) else None
+    if path is not None and not Path(path).expanduser().exists():
+        print(f"error: --input-file {path}: no such file or folder", file=sys.stderr)
         return EXIT_USER_ERROR
-    url = benchmark.endpoint.url
-    if (why := reachable(url)) is not None:
-        print(f"error: cannot reach {url} ({why}); is the server running? (--url)", file=sys.stderr)
-        return EXIT_USER_ERROR
+    for url in dict.fromkeys(u.rstrip("/") for u in benchmark.endpoint.urls):
+        if (why := reachable(url)) is not None:
+            print(f"error: cannot reach {url} ({why}); is the server running? (--url)", file=sys.stderr)
+            return EXIT_USER_ERROR
     out = Path(benchmark.artifacts.dir).resolve()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         print(f"error: --artifact-dir {benchmark.artifacts.dir}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    try:
+        write_user_files(benchmark, out)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
     try:
         metrics, http = MetricsOptions.from_env(os.environ), HttpOptions.from_env(os.environ)

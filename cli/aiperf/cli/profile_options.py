@@ -27,8 +27,9 @@ class ProfileFlags:
 
     model: Annotated[str | None, Parameter(name=["--model", "-m", "--model-names"])] = None
     """Model name sent in every request (required unless --config names one)."""
-    url: Annotated[str | None, Parameter(name=["--url", "-u"])] = None
-    """Server base URL; `http://` is added when missing (default: http://localhost:8000)."""
+    url: Annotated[list[str] | None, Parameter(name=["--url", "-u"], consume_multiple=True)] = None
+    """Server base URL; `http://` is added when missing (default: http://localhost:8000). Several
+    (`--url A B`, `--url A,B` or repeated): each conversation goes to the next one in turn."""
     endpoint_type: Literal["chat", "completions", "embeddings"] | None = None
     """OpenAI API: chat (/v1/chat/completions), completions, embeddings (default: chat)."""
     streaming: bool | None = None
@@ -42,6 +43,14 @@ class ProfileFlags:
     """Arrival process of --request-rate (default: poisson)."""
     arrival_smoothness: float | None = None
     """Gamma shape for --request-rate-mode gamma; 1 is poisson (default: 1.0)."""
+    concurrency_ramp_duration: float | None = None
+    """Seconds over which the concurrency rises from 1 to --concurrency, one step at a time."""
+    request_rate_ramp_duration: float | None = None
+    """Seconds over which the request rate rises to --request-rate (AIPerf's linear ramp)."""
+    prefill_concurrency: int | None = None
+    """Requests waiting for their first token at most (prefill); at most --concurrency."""
+    prefill_concurrency_ramp_duration: float | None = None
+    """Seconds over which --prefill-concurrency rises from 1, one step at a time."""
     request_count: Annotated[int | None, Parameter(name=["--request-count", "--num-requests"])] = None
     """Requests in the profiling phase (default: max(10, 2 x concurrency) unless
     --benchmark-duration or --fixed-schedule decides)."""
@@ -156,6 +165,10 @@ FLAG_PATHS: dict[str, str] = {
     "request_rate_mode": "phases.profiling.type",
     "fixed_schedule": "phases.profiling.type",
     "arrival_smoothness": "phases.profiling.smoothness",
+    "concurrency_ramp_duration": "phases.profiling.concurrency_ramp.duration",
+    "request_rate_ramp_duration": "phases.profiling.rate_ramp.duration",
+    "prefill_concurrency": "phases.profiling.prefill_concurrency",
+    "prefill_concurrency_ramp_duration": "phases.profiling.prefill_ramp.duration",
     "request_count": "phases.profiling.requests",
     "benchmark_duration": "phases.profiling.duration",
     "benchmark_grace_period": "phases.profiling.grace_period",

@@ -18,6 +18,7 @@ from aiperf.cli.profile_args import FlagError
 
 SWEEPABLE: dict[str, tuple[str, type[int] | type[float]]] = {
     "--concurrency": ("concurrency", int),
+    "--prefill-concurrency": ("prefill_concurrency", int),
     "--request-rate": ("request_rate", float),
     "--request-count": ("request_count", int), "--num-requests": ("request_count", int),
     "--benchmark-duration": ("benchmark_duration", float),

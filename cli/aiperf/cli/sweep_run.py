@@ -29,7 +29,7 @@ from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 from aiperf.cli.sweep_options import MULTI_RUN_FIELDS, MultiRunFlags, sweep_parameters
 from aiperf.config import Benchmark, ConfigError, PhaseKind, Secrets
-from aiperf.config.loader import load_document
+from aiperf.config.loader import read_document
 from aiperf.config.sweep import (
     MultiRun,
     Plan,
@@ -39,6 +39,7 @@ from aiperf.config.sweep import (
     Variation,
     build_plan,
     split_sweep_blocks,
+    sweep_variations,
     variations,
 )
 from aiperf.metrics.multirun import (
@@ -101,7 +102,7 @@ def plan_setup(flags: ProfileFlags, local: LocalFlags, multi: MultiRunFlags, *,
     """The plan and every benchmark in it, validated; raises `ConfigError` (one line)."""
     sweep_block = multi_block = None
     if config_file is not None:
-        _, sweep_block, multi_block = split_sweep_blocks(load_document(config_file), source=config_file)
+        _, sweep_block, multi_block = split_sweep_blocks(read_document(config_file), source=config_file)
     try:
         cli_sweep = sweep_parameters(multi.sweep_values)
     except FlagError as exc:
@@ -110,13 +111,20 @@ def plan_setup(flags: ProfileFlags, local: LocalFlags, multi: MultiRunFlags, *,
         raise ConfigError(f"comma lists and the sweep: block of {config_file}: give the sweep one way")
     multi_run = _multi_run(multi_block, multi)
     sweep_type = SweepType(multi.sweep_type or (sweep_block.type if sweep_block else SweepType.GRID))
+    if sweep_block is not None and sweep_type is not sweep_block.type and SweepType.SCENARIOS in (
+            sweep_type, sweep_block.type):
+        raise ConfigError(f"--sweep-type {sweep_type}: the sweep: block of {config_file} is a {sweep_block.type} sweep")
     cooldown = multi.parameter_sweep_cooldown_seconds
     if cooldown is None:
         cooldown = sweep_block.cooldown_seconds if sweep_block else 0.0
     if cooldown < 0 or multi_run.cooldown_seconds < 0:
         raise ConfigError("cooldown seconds: must be >= 0")
-    parameters: dict[str, list[int | float]] = cli_sweep or (dict(sweep_block.parameters) if sweep_block else {})
-    planned = variations(parameters, sweep_type) if parameters else []
+    if cli_sweep:
+        planned = variations(cli_sweep, sweep_type)
+    elif sweep_block is not None:
+        planned = sweep_variations(msgspec.structs.replace(sweep_block, type=sweep_type))
+    else:
+        planned = []
     benchmarks: dict[int | None, Benchmark] = {}
     secrets = Secrets()
     each: list[Variation | None] = [*planned] or [None]
@@ -125,7 +133,7 @@ def plan_setup(flags: ProfileFlags, local: LocalFlags, multi: MultiRunFlags, *,
         varied = dataclasses.replace(flags, **values) if cli_sweep else flags  # type: ignore[arg-type]
         try:
             built = build_benchmark(varied, local, config_file=config_file,
-                                    variation={} if cli_sweep or variation is None else values)
+                                    variation=None if cli_sweep else variation)
         except ConfigError as exc:
             where = f"{variation.label}: " if variation is not None else ""
             raise ConfigError(f"{where}{exc}") from None
@@ -133,7 +141,7 @@ def plan_setup(flags: ProfileFlags, local: LocalFlags, multi: MultiRunFlags, *,
         secrets = built.secrets
     first = next(iter(benchmarks.values()))
     plan = build_plan(variations=planned, multi_run=multi_run, sweep_cooldown_s=cooldown, sweep_type=sweep_type,
-                      seed=first.random_seed)
+                      seed=first.random_seed, same_seed=sweep_block.same_seed if sweep_block else True)
     return SweepSetup(plan=plan, benchmarks=benchmarks, secrets=secrets,
                       artifact_dir=Path(first.artifacts.dir).resolve())
 
@@ -245,7 +253,7 @@ def wants_plan(multi: MultiRunFlags, config_file: str | None) -> bool:
     if config_file is None:
         return False
     try:
-        _, sweep, multi_run = split_sweep_blocks(load_document(config_file), source=config_file)
+        _, sweep, multi_run = split_sweep_blocks(read_document(config_file), source=config_file)
     except ConfigError:
         return True  # a bad block: the plan path reports it
     return sweep is not None or multi_run is not None

@@ -10,8 +10,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from _documents import benchmark_documents
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from aiperf.config import (
     Benchmark,
@@ -29,55 +29,6 @@ from aiperf.config.benchmark import GOODPUT_METRICS
 
 GOLDEN = Path(__file__).parent / "golden" / "benchmark.schema.json"
 
-positive = st.integers(min_value=1, max_value=10_000)
-positive_float = st.floats(min_value=0.001, max_value=1e6, allow_nan=False)
-non_negative = st.floats(min_value=0, max_value=1e6, allow_nan=False)
-length = st.fixed_dictionaries({"mean": st.floats(min_value=1, max_value=1e5)}, optional={"stddev": non_negative})
-stop = st.one_of(st.fixed_dictionaries({"requests": positive}),
-                 st.fixed_dictionaries({"duration": positive_float}, optional={"grace_period": non_negative}))
-common = st.fixed_dictionaries({}, optional={
-    "concurrency": positive,
-    "cancellation": st.fixed_dictionaries({}, optional={"rate": st.floats(0, 100), "delay": non_negative})})
-
-
-@st.composite
-def phase(draw: st.DrawFn, name: str) -> dict[str, Any]:
-    kind = draw(st.sampled_from(["concurrency", "poisson", "gamma", "constant"]))
-    out: dict[str, Any] = {"type": kind, "name": name, **draw(stop), **draw(common)}
-    if kind != "concurrency":
-        out["rate"] = draw(positive_float)
-    if kind == "gamma" and draw(st.booleans()):
-        out["smoothness"] = draw(positive_float)
-    return out
-
-
-@st.composite
-def benchmark_documents(draw: st.DrawFn) -> dict[str, Any]:
-    phases = [draw(phase("warmup"))] if draw(st.booleans()) else []
-    phases.append(draw(phase("profiling")))
-    dataset = draw(st.one_of(
-        st.fixed_dictionaries({"type": st.just("synthetic")}, optional={
-            "entries": positive, "turns": length, "random_seed": st.integers(0, 2**32),
-            "prompts": st.fixed_dictionaries({"isl": length}, optional={"osl": length, "block_size": positive})}),
-        st.fixed_dictionaries({"type": st.just("file"), "path": st.text(min_size=1, max_size=20)}, optional={
-            "format": st.sampled_from(["single_turn", "multi_turn", "mooncake_trace", "random_pool"])})))
-    if dataset["type"] == "file" and draw(st.booleans()):
-        phases[-1] = {"type": "fixed_schedule", "name": "profiling"}
-    return {
-        "models": [draw(st.from_regex(r"[A-Za-z0-9/._-]{1,30}", fullmatch=True))],
-        "endpoint": draw(st.fixed_dictionaries({}, optional={
-            "urls": st.just(["http://localhost:8000"]) | st.just(["https://[::1]:443/v1"]),
-            "type": st.sampled_from(["chat", "completions", "embeddings"]), "streaming": st.booleans(),
-            "timeout": positive_float, "header_names": st.lists(st.from_regex(r"X-[A-Za-z]{1,8}", fullmatch=True),
-                                                                max_size=3),
-            "extra": st.dictionaries(st.text(max_size=8), st.integers() | st.text(max_size=8), max_size=3)})),
-        "datasets": [dataset],
-        "phases": phases,
-        "slos": draw(st.dictionaries(st.sampled_from(GOODPUT_METRICS), positive_float, max_size=3)),
-        "random_seed": draw(st.none() | st.integers(0, 2**32)),
-    }
-
-
 @settings(max_examples=150, deadline=None)
 @given(document=benchmark_documents())
 def test_any_valid_model_round_trips_through_json_and_run_config(document: dict[str, Any], tmp_path_factory:
@@ -94,8 +45,16 @@ def test_any_valid_model_round_trips_through_json_and_run_config(document: dict[
 @pytest.mark.parametrize(("document", "where"), [
     ({"models": []}, "models: expected a list of length >= 1"),
     ({"models": ["m"], "endpoint": {"urls": ["ftp://x"]}}, "endpoint.urls[0]:"),
-    ({"models": ["m"], "phases": [{"type": "concurrency", "requests": 1, "duration": 2}]},
-     "phases[0].requests: choose one stop condition"),
+    ({"models": ["m"], "phases": [{"type": "concurrency", "requests": 1, "grace_period": 2}]},
+     "phases[0].grace_period: needs duration"),
+    ({"models": ["m"], "phases": [{"type": "concurrency", "name": "warmup", "requests": 1,
+                                   "exclude_from_results": False}, {"type": "concurrency", "requests": 1}]},
+     "phases[0].exclude_from_results: a warmup phase is always excluded from the results"),
+    ({"models": ["m"], "datasets": [{"type": "synthetic", "prompts": {"isl": {"mean": 10, "median": 20}}}]},
+     "datasets[0].prompts.isl.median: needs a mean at least as large"),
+    ({"models": ["m"], "datasets": [{"type": "synthetic", "prompts": {"isl": {"peaks": [{"mean": 5}]}}}]},
+     "datasets[0].prompts.isl.peaks: a mixture needs at least two peaks"),
+    ({"models": ["m"], "datasets": [{"type": "file"}]}, "datasets[0].path: give a path or inline records"),
     ({"models": ["m"], "phases": [{"type": "concurrency", "name": "custom", "requests": 1}]},
      "phases[0].kind: required for the custom phase name"),
     ({"models": ["m"], "phases": [{"type": "fixed_schedule"}]}, "phases: fixed_schedule needs a file dataset"),
@@ -147,7 +106,7 @@ def test_the_json_schema_is_stable() -> None:
 def test_the_schema_carries_the_constraints() -> None:
     defs = benchmark_schema()["$defs"]
     assert defs["Benchmark"]["additionalProperties"] is False
-    assert defs["Length"]["properties"]["mean"]["minimum"] == 1
+    assert defs["Length"]["properties"]["mean"]["anyOf"][0]["minimum"] == 0
     assert "6553[0-5]" in defs["Endpoint"]["properties"]["urls"]["items"]["pattern"]  # ports up to 65535
     assert sorted(defs["Benchmark"]["properties"]["slos"]["propertyNames"]["enum"]) == sorted(GOODPUT_METRICS)
 

@@ -20,21 +20,22 @@ from aiperf.config.sweep import (
 
 def test_grid_is_every_combination_last_parameter_fastest() -> None:
     got = variations({"concurrency": [1, 2], "isl": [128, 256]}, SweepType.GRID)
-    assert [v.label for v in got] == ["concurrency_1_isl_128", "concurrency_1_isl_256",
-                                      "concurrency_2_isl_128", "concurrency_2_isl_256"]
+    assert [v.label for v in got] == ["concurrency_1__isl_128", "concurrency_1__isl_256",
+                                      "concurrency_2__isl_128", "concurrency_2__isl_256"]
     assert got[3].values == {"concurrency": 2, "isl": 256}
 
 
 def test_zip_pairs_values_and_needs_equal_lengths() -> None:
     got = variations({"phases.profiling.concurrency": [4, 8], "dataset.prompts.isl.mean": [100, 200]},
                      SweepType.ZIP)
-    assert [v.label for v in got] == ["concurrency_4_isl_100", "concurrency_8_isl_200"]
+    assert [v.label for v in got] == ["concurrency_4__mean_100", "concurrency_8__mean_200"]  # AIPerf's names
     with pytest.raises(ConfigError, match="same number of values"):
         variations({"a": [1, 2], "b": [1]}, SweepType.ZIP)
 
 
-def test_float_values_label_compactly_and_duplicates_are_refused() -> None:
-    assert variations({"request_rate": [2.5, 10.0]}, SweepType.GRID)[1].label == "request_rate_10"
+def test_labels_are_aiperfs_folder_names_and_duplicates_are_refused() -> None:
+    assert variations({"request_rate": [2.5, 10.0]}, SweepType.GRID)[1].label == "request_rate_10.0"
+    assert variations({"datasets.main.format": ["a/../b"]}, SweepType.GRID)[0].label == "format_ab"
     with pytest.raises(ConfigError, match="twice"):
         variations({"concurrency": [4, 4]}, SweepType.GRID)
 

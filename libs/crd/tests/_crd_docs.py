@@ -29,18 +29,25 @@ POD_TEMPLATE: dict[str, Any] = {
     "annotations": {"example.com/owner": "perf team"},
     "serviceAccountName": "aiperf-runner",
     "env": [{"name": "AIPERF_LOG_FORMAT", "value": "json"},
-            {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}],
+            {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}},
+            {"name": "AIPERF_INJECTED_API_KEY", "valueFrom": {"secretKeyRef": {"name": "llm-api", "key": "api-key"}}}],
+    "volumes": [{"name": "model-cache", "persistentVolumeClaim": {"claimName": "hf-cache"}}],
+    "volumeMounts": [{"name": "model-cache", "mountPath": "/models", "readOnly": True}],
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["bench"]}]}]}}},
+    "podSecurityContext": {"runAsNonRoot": True, "fsGroup": 1000},
+    "containerSecurityContext": {"readOnlyRootFilesystem": True},
+    "initContainers": [{"name": "warm-cache", "image": "busybox:1.36", "command": ["true"]}],
     "resources": {"worker": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}},
 }
 
 
 def job(**spec: Any) -> dict[str, Any]:
     """A valid AIPerfJob (`spec` entries override or add fields)."""
-    body = {"benchmark": copy.deepcopy(BENCHMARK), "image": "registry.example.com/aiperf/all:0.1.0",
-            "resourceMode": "guaranteed", "connectionsPerWorker": 4, "workersPerPod": 10,
-            "podTemplate": copy.deepcopy(POD_TEMPLATE),
-            "secrets": {"apiKey": {"name": "llm-api", "key": "api-key"}},
-            "ttlSecondsAfterFinished": 300, "timeoutSeconds": 3600, "cancel": False}
+    body = {"benchmark": {**copy.deepcopy(BENCHMARK), "runtime": {"workersPerPod": 10}},
+            "image": "registry.example.com/aiperf/all:0.1.0", "imagePullPolicy": "IfNotPresent",
+            "resourceMode": "guaranteed", "connectionsPerWorker": 4, "podTemplate": copy.deepcopy(POD_TEMPLATE),
+            "ttlSecondsAfterFinished": 300, "timeoutSeconds": 3600, "keepFailedPods": False, "cancel": False}
     body.update(spec)
     return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": JOB_KIND,
             "metadata": {"name": "llama-c64", "namespace": "bench"}, "spec": body}

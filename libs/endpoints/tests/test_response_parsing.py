@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from aiperf.endpoints import ContentResponse, EndpointType, Usage, parse_response
+from aiperf.endpoints import ContentResponse, EndpointType, FirstContent, Usage, parse_response
 from aiperf.messages import ErrorDetails, Phase, RequestRecord
 
 CHAT, COMPLETIONS, EMBEDDINGS = EndpointType.CHAT, EndpointType.COMPLETIONS, EndpointType.EMBEDDINGS
@@ -125,3 +127,27 @@ def test_embeddings() -> None:
     assert p.ok and p.responses == [] and p.usage == Usage(prompt_tokens=2)
     empty = parse_response(EMBEDDINGS, False, _record([b'{"data": []}']))
     assert empty.error is not None
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=st.lists(st.sampled_from(["role", "empty", "text", "reasoning", "usage", "bad", "error"]),
+                       max_size=8),
+       cuts=st.lists(st.integers(min_value=1, max_value=400), max_size=12))
+def test_first_content_fires_once_at_the_read_parse_response_stamps_first(events: list[str],
+                                                                          cuts: list[int]) -> None:
+    body = {"role": _sse({"choices": [{"delta": {"role": "assistant"}}]}), "empty": _sse(_chunk(content="")),
+            "text": _sse(_chunk(content="hi")), "reasoning": _sse(_chunk(reasoning="hm")), "usage": _sse(USAGE),
+            "bad": _sse(b"{not json"), "error": b"event: error\ndata: {}\n\n"}
+    raw = b"".join(body[e] for e in events) + _sse(b"[DONE]")
+    points = sorted({c for c in cuts if c < len(raw)})
+    reads = [raw[a:b] for a, b in zip([0, *points], [*points, len(raw)], strict=True)]
+    watch = FirstContent(CHAT)
+    fired = [i for i, read in enumerate(reads) if watch.feed(read, i)]
+    firsts = [r.ts_ns for r in parse_response(CHAT, True, _record(reads, list(range(len(reads))))).responses]
+    # parse_response stops at the first error event or bad JSON; the watcher reads on (the
+    # slot comes back at the return anyway): compare up to the first such event
+    clean = events[:next((i for i, e in enumerate(events) if e in ("bad", "error")), len(events))]
+    if "text" in clean or "reasoning" in clean:
+        assert fired == firsts[:1]
+    else:
+        assert len(fired) <= 1 and ("text" in events or "reasoning" in events or not fired)

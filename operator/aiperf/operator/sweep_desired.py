@@ -29,7 +29,7 @@ import msgspec
 from aiperf.config import ConfigError
 from aiperf.config.catalog import SWEEP_CONTROLLER
 from aiperf.config.sweep import Plan
-from aiperf.crd.model import API_GROUP, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec
+from aiperf.crd.model import API_GROUP, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec, JobSpecSchema
 from aiperf.kube.config_map import ARTIFACT_DIR
 from aiperf.kube.containers import ARTIFACTS_VOLUME, results_container
 from aiperf.kube.jobset import JOBSET_API_VERSION
@@ -70,7 +70,7 @@ def owner_reference(body: Mapping[str, Any]) -> Obj:
 
 
 def decode(spec: Any) -> AIPerfSweepSpec:
-    """The typed spec; raises `InvalidSpec` naming the field."""
+    """The decoded spec; raises `InvalidSpec` naming the field."""
     decoded = decode_as(spec, SWEEP_KIND)
     assert isinstance(decoded, AIPerfSweepSpec)
     return decoded
@@ -78,8 +78,9 @@ def decode(spec: Any) -> AIPerfSweepSpec:
 
 def _child_spec(spec: AIPerfSweepSpec) -> AIPerfJobSpec:
     """The deployment envelope every child gets, as an AIPerfJob spec (for `settings_for`)."""
-    raw = msgspec.to_builtins(spec)
-    return msgspec.convert({k: raw[k] for k in (*CHILD_FIELDS, "benchmark") if k in raw}, AIPerfJobSpec)
+    raw = msgspec.to_builtins(spec.envelope)
+    envelope = msgspec.convert({**{k: raw[k] for k in CHILD_FIELDS if k in raw}, "benchmark": {}}, JobSpecSchema)
+    return AIPerfJobSpec(envelope=envelope, benchmark=spec.benchmark)
 
 
 def plan_sweep(body: Mapping[str, Any], *, defaults: Defaults, epoch: str = "") -> SweepPlan:
@@ -123,7 +124,7 @@ def _role_rules(name: str) -> list[Obj]:
 
 def sweep_image(spec: AIPerfSweepSpec, defaults: Defaults) -> str:
     """The sweep-controller's image: `spec.image`, else `<registry>/aiperf/sweep-controller:<tag>`."""
-    return spec.image or image(defaults.image_registry, SWEEP_CONTROLLER.name, defaults.image_tag)
+    return spec.envelope.image or image(defaults.image_registry, SWEEP_CONTROLLER.name, defaults.image_tag)
 
 
 def _objects(body: Mapping[str, Any], spec: AIPerfSweepSpec, settings: Any, defaults: Defaults,

@@ -13,7 +13,7 @@ import anyio
 import msgspec
 import pytest
 
-from aiperf.config import Benchmark
+from aiperf.config import Artifacts, Benchmark
 from aiperf.messages import (
     LAG_BUCKETS,
     ClientLoad,
@@ -61,9 +61,10 @@ def accounting(issued: int, ok: int, failed: int) -> RunAccounting:
 async def run_finalize(tmp_path: Path, records: list[MetricRecord], acct: RunAccounting,
                        records_timeout_s: float = 10.0,
                        osl_mismatch: OslMismatchThresholds | None = None,
-                       identify: Callable[[], dict[str, Any]] | None = None) -> Finalized:
+                       identify: Callable[[], dict[str, Any]] | None = None,
+                       benchmark: Benchmark | None = None) -> Finalized:
     source = Records()
-    rm = RecordsManager(benchmark=Benchmark(models=["m"]), run_id="r", t0_wall_ns=0, records=source,
+    rm = RecordsManager(benchmark=benchmark or Benchmark(models=["m"]), run_id="r", t0_wall_ns=0, records=source,
                         events=None, artifact_dir=tmp_path, osl_mismatch=osl_mismatch, identify=identify)
     async with anyio.create_task_group() as tg:
         await tg.start(rm.run)
@@ -97,6 +98,16 @@ async def test_finalize_waits_for_every_record_and_writes_exports(tmp_path: Path
                             "profile_export_console.txt"]
     exported = summary["aiperf_extensions"]["accounting"]["profiling"]
     assert exported == msgspec.to_builtins(accounting(10, 9, 1).phases[Phase.PROFILING])
+
+
+async def test_a_slice_duration_writes_the_time_sliced_exports(tmp_path: Path) -> None:
+    records = [record(i) for i in range(6)]
+    benchmark = Benchmark(models=["m"], artifacts=Artifacts(slice_duration=0.5))
+    result = await run_finalize(tmp_path, records, accounting(6, 6, 0), benchmark=benchmark)
+    assert result.files[-2:] == ["profile_export_aiperf_timeslices.json", "profile_export_aiperf_timeslices.csv"]
+    doc = json.loads((tmp_path / "profile_export_aiperf_timeslices.json").read_text())
+    assert [ts["request_count"]["avg"] for ts in doc["timeslices"]] == [6]
+    assert doc["input_config"]["artifacts"]["slice_duration"] == 0.5
 
 
 async def test_a_response_without_valid_content_is_failed_in_the_accounting_as_in_the_metrics(

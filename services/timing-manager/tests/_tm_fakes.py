@@ -28,6 +28,7 @@ from aiperf.messages import (
     CreditReturn,
     CreditReturnChannel,
     Event,
+    FirstToken,
     HeldCredits,
     Phase,
     ProfileConfigure,
@@ -199,6 +200,9 @@ class FakeWorkers:
     returns: FakeReturns
     clock: VirtualClock
     behaviour: Behaviour = field(default=lambda worker, credit: 0.0)
+    first_token: Behaviour = field(default=lambda worker, credit: None)
+    """Seconds (virtual) until a credit that asks for it (`report_first_token`) reports its first
+    token, or None for never (it returns without one)."""
     deaf: set[str] = field(default_factory=set)
     fail_nums: set[int] = field(default_factory=set)
     lost_nums: set[int] = field(default_factory=set)
@@ -234,6 +238,9 @@ class FakeWorkers:
                         delay = self.behaviour(worker, credit)
                         if delay is not None:
                             tg.start_soon(self._finish, worker, credit, delay)
+                        first = self.first_token(worker, credit) if credit.report_first_token else None
+                        if first is not None:
+                            tg.start_soon(self._first_token, worker, credit, first)
                     case CancelCredits() as cancel:
                         self.cancels.append((worker, cancel))
                         if worker not in self.deaf:
@@ -245,6 +252,12 @@ class FakeWorkers:
         await self.clock.sleep(delay)
         if (credit.phase, credit.num) in self.in_flight:
             await self._return(worker, credit, ok=credit.num not in self.fail_nums)
+
+    async def _first_token(self, worker: str, credit: Credit, delay: float) -> None:
+        await self.clock.sleep(delay)
+        if (credit.phase, credit.num) in self.in_flight:
+            await self.returns.tx.send(FirstToken(worker_id=worker, phase=credit.phase, num=credit.num,
+                                                  at_ns=self.clock()))
 
     async def _return(self, worker: str, credit: Credit, *, ok: bool = True, cancelled: bool = False) -> None:
         del self.in_flight[(credit.phase, credit.num)]
@@ -288,7 +301,7 @@ OPEN_RIGS: list[Rig] = []
 
 def make_rig(benchmark: Benchmark, *, conversations: FakeConversations | None = None,
              workers: int = 1, behaviour: Behaviour | None = None, cancel_drain_s: float = 5.0,
-             registration_timeout_s: float = 5.0, audit_interval_s: float | None = None) -> Rig:
+             registration_timeout_s: float = 5.0, audit_interval_s: float | None = None, urls: int = 1) -> Rig:
     clock, router, returns, events = VirtualClock(), FakeRouter(), FakeReturns(), FakeEvents()
     convs = conversations if conversations is not None else FakeConversations.single_turn(5)
     tm = TimingManager(service_id="timing-manager", phases=benchmark.phases, seed=benchmark.random_seed,
@@ -296,7 +309,7 @@ def make_rig(benchmark: Benchmark, *, conversations: FakeConversations | None = 
                        registration_timeout_s=registration_timeout_s, credits=router, returns=returns,
                        events=events, open_conversations=lambda _: convs, clock=clock,
                        wall_clock=lambda: 42, sleep=clock.sleep, cancel_drain_s=cancel_drain_s,
-                       audit_interval_s=audit_interval_s)
+                       audit_interval_s=audit_interval_s, urls=urls)
     fake_workers = FakeWorkers(router, returns, clock)
     if behaviour is not None:
         fake_workers.behaviour = behaviour

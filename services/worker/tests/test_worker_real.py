@@ -14,7 +14,7 @@ import zmq.asyncio
 import aiperf.mock_server.app  # noqa: F401
 import aiperf.mock_server.main  # noqa: F401
 from aiperf.endpoints import EndpointType, parse_response
-from aiperf.messages import CancelCredits, Phase, WorkerLeaving
+from aiperf.messages import CancelCredits, FirstToken, Phase, WorkerLeaving
 from aiperf.mock_server.testing import MockProcess
 from tests._worker_net import PIECES, LlmServer, free_port, real_worker
 
@@ -140,3 +140,31 @@ async def test_against_the_bundled_mock_server(zctx: zmq.asyncio.Context, ipc_di
             assert rec.chunk_ns[0] - rec.start_ns >= 20_000_000  # the server's TTFT at least
     finally:
         await anyio.to_thread.run_sync(server.stop)
+
+
+@pytest.mark.parametrize("client", ["h1", "aiohttp"])
+async def test_a_credit_holding_a_prefill_slot_reports_its_first_token_before_its_return(
+        client: str, zctx: zmq.asyncio.Context, ipc_dir: str, dataset_dir: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIPERF_HTTP_CLIENT", client)
+    async with LlmServer() as server, real_worker(zctx, ipc_dir, dataset_dir, url=server.url) as tm:
+        await tm.credit(0, "stream", report_first_token=True)
+        with anyio.fail_after(10):
+            first = await tm.returns.recv()
+        assert isinstance(first, FirstToken) and (first.worker_id, first.phase, first.num) == \
+            ("worker-g0-0", Phase.PROFILING, 0)
+        ret, rec = await tm.next_return(), await tm.next_record()
+        assert ret.ok and first.at_ns == rec.chunk_ns[0]  # the read that carried "Hel"
+        # no first token for one not asking, nor for an answer without content
+        got = await tm.exchange([(1, "stream", {}), (2, "error500", {"report_first_token": True})])
+        assert got[1][1].ok and not got[2][1].ok
+        assert len(server.requests) == 3
+
+
+async def test_a_credits_url_index_picks_the_server(zctx: zmq.asyncio.Context, ipc_dir: str, dataset_dir: str) -> None:
+    async with LlmServer() as one, LlmServer() as two, \
+            real_worker(zctx, ipc_dir, dataset_dir, url=one.url, urls=[one.url, two.url + "/v1"]) as tm:
+        got = await tm.exchange([(0, "stream", {}), (1, "stream", {"url_index": 1}), (2, "stream", {"url_index": 0}),
+                                 (3, "stream", {"url_index": 3})])  # past the end: wraps around
+        assert all(ret.ok for _, ret in got.values())
+        assert len(one.requests) == 2 and len(two.requests) == 2

@@ -16,6 +16,7 @@ from aiperf.config.benchmark import (
     FileDataset,
     FixedSchedulePhase,
     GammaPhase,
+    GpuTelemetry,
     Length,
     Phase,
     PhaseKind,
@@ -50,7 +51,7 @@ from aiperf.config.run_config import (
 __all__ = [
     "SECRET_ENV_VARS", "Artifacts", "Benchmark", "Cancellation", "CommsOptions", "ConcurrencyPhase",
     "ConfigError", "ConstantPhase", "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind", "ExportLevel",
-    "FileDataset", "FixedSchedulePhase", "GammaPhase", "Length", "HttpOptions", "MAX_RESPONSE_BYTES_ENV", "MetricsOptions", "READ_IDLE_TIMEOUT_ENV", "Phase", "PhaseKind", "PoissonPhase",
+    "FileDataset", "FixedSchedulePhase", "GammaPhase", "GpuTelemetry", "Length", "HttpOptions", "MAX_RESPONSE_BYTES_ENV", "MetricsOptions", "READ_IDLE_TIMEOUT_ENV", "Phase", "PhaseKind", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "RunConfig", "RunMode", "Runtime", "RuntimeOptions", "ServerMetrics",
     "Secrets", "ServiceCounts", "SyntheticDataset", "TokenizerSpec", "benchmark_schema", "decode_benchmark",
     "dump_run_config", "group_id", "group_index", "load_run_config", "normalize",

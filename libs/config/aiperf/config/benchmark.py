@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 from msgspec import Meta
@@ -24,8 +26,9 @@ from msgspec import Meta
 __all__ = [
     "GOODPUT_METRICS", "Artifacts", "Benchmark", "Cancellation", "ConcurrencyPhase", "ConstantPhase",
     "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind", "FileDataset", "FixedSchedulePhase",
-    "GammaPhase", "Length", "Phase", "PhaseKind", "PoissonPhase", "PrefixPrompts", "Prompts",
-    "RatePhase", "Runtime", "SyntheticDataset", "TokenizerSpec", "benchmark_schema",
+    "GammaPhase", "Length", "LogLevel", "Logging", "Peak", "Phase", "PhaseKind", "Point", "PoissonPhase",
+    "PrefixPrompts", "Prompts", "RatePhase", "Runtime", "SequenceEntry", "ServerMetricsFormat",
+    "SyntheticDataset", "TokenizerSpec", "benchmark_schema", "lognormal_sigma",
 ]
 
 
@@ -64,32 +67,139 @@ class EndpointKind(enum.StrEnum):
     EMBEDDINGS = "embeddings"
 
 
-class Endpoint(_Spec, frozen=True, kw_only=True):
-    """The server under test. `urls` holds exactly one base URL today (AIPerf's list shape);
-    the request path follows from `type`. `header_names` are sent on every request; their
-    values are secrets and come from the environment, never from this model."""
+MAX_URLS = 256
+"""The most endpoint URLs one benchmark may spread its requests over."""
 
-    urls: Annotated[list[Url], Meta(min_length=1, max_length=1)] = msgspec.field(
+
+class Endpoint(_Spec, frozen=True, kw_only=True):
+    """The server under test: `urls`, each a base URL or a full endpoint URL; with several, each
+    conversation goes to the next one in turn (`url_strategy` `round_robin`, AIPerf's: a
+    conversation's later turns follow its first). The request path follows from `path`
+    when given (`""`: none appended), else from `type` (`request_url`). `timeout` is per request,
+    seconds, 0 for none. `header_names` are sent on every request; their values are secrets and
+    come from the environment, never from this model. `connection_reuse` `pooled` (AIPerf's
+    default) is how workers use their connections."""
+
+    urls: Annotated[list[Url], Meta(min_length=1, max_length=MAX_URLS)] = msgspec.field(
         default_factory=one_item_list("http://localhost:8000"))
+    url_strategy: Literal["round_robin"] = "round_robin"
     type: EndpointKind = EndpointKind.CHAT
+    path: Annotated[str, Meta(pattern=r"^(/[^\s?#]*)?$", max_length=512)] | None = None
     streaming: bool = False
-    timeout: Annotated[float, Meta(gt=0, description="per-request timeout, seconds")] = 21600.0
+    timeout: Annotated[float, Meta(ge=0, description="per-request timeout, seconds (0: none)")] = 21600.0
     header_names: list[HeaderName] = []
     extra: dict[str, Any] = {}
     use_legacy_max_tokens: bool = False
     use_server_token_count: bool = False
+    connection_reuse: Literal["pooled"] = "pooled"
 
     @property
     def url(self) -> str:
-        """The base URL (no trailing slash)."""
+        """The first URL as given (no trailing slash)."""
         return self.urls[0].rstrip("/")
+
+    def request_urls(self, default_path: str) -> list[str]:
+        """`request_url` of every URL, in order (a credit's `url_index` picks one)."""
+        return [self.request_url(default_path, i) for i in range(len(self.urls))]
+
+    def request_url(self, default_path: str, index: int = 0) -> str:
+        """Where requests go: URL `index` joined with `path` (else `default_path`, the kind's
+        path, e.g. `/v1/chat/completions`), as AIPerf joins them: a URL that already ends with
+        the path is used as it is, and a URL ending in `/v1` takes the path without its own
+        `/v1` (`http://h:8000/v1` + `/v1/chat/completions` is `http://h:8000/v1/chat/completions`)."""
+        parts = urlsplit(self.urls[index])
+        base = parts.path.rstrip("/")
+        sub = (default_path if self.path is None else self.path).lstrip("/")
+        if sub and not base.endswith("/" + sub):
+            if base.endswith("/v1") and sub.startswith("v1/"):
+                sub = sub.removeprefix("v1/")
+            base = f"{base}/{sub}"
+        return urlunsplit(parts._replace(path=base))
+
+    def metrics_url(self, index: int = 0) -> str:
+        """The server's Prometheus endpoint: `/metrics` at the root of URL `index`."""
+        parts = urlsplit(self.urls[index])
+        return urlunsplit((parts.scheme, parts.netloc, "/metrics", "", ""))
+
+
+class Peak(_Spec, frozen=True, kw_only=True):
+    """One component of a mixture: a normal (`mean`, `stddev`) or log-normal (`mean`, `median`)
+    draw, chosen with probability `weight` / the sum of the weights."""
+
+    mean: NonNegativeFloat
+    stddev: NonNegativeFloat = 0.0
+    median: PositiveFloat | None = None
+    weight: NonNegativeFloat = 1.0
+
+    def __post_init__(self) -> None:
+        if self.median is not None and self.median > self.mean:
+            raise ValueError("median: at most the mean (a log-normal is skewed right)")
+        if self.median is not None and self.stddev:
+            raise ValueError("stddev: give a normal (mean, stddev) or a log-normal (mean, median), not both")
+
+
+class Point(_Spec, frozen=True, kw_only=True):
+    """One value of an empirical distribution, drawn with probability `weight` / the sum."""
+
+    value: NonNegativeFloat
+    weight: PositiveFloat = 1.0
 
 
 class Length(_Spec, frozen=True, kw_only=True):
-    """A token or turn count drawn from Normal(mean, stddev), rounded, at least 1."""
+    """A token or turn count (AIPerf's distributions), rounded and at least 1, then kept within
+    `min`..`max` when given. Exactly one shape:
 
-    mean: Annotated[float, Meta(ge=1)]
+    - normal: `mean` and `stddev` (0: always the mean; a bare number in a file is `{mean: N}`),
+    - log-normal: `mean` and `median` (median <= mean; sigma = sqrt(2 ln(mean / median))),
+    - mixture: `peaks` (two or more normal or log-normal components with weights),
+    - empirical: `points` (values with weights)."""
+
+    mean: NonNegativeFloat | None = None
     stddev: NonNegativeFloat = 0.0
+    median: PositiveFloat | None = None
+    peaks: list[Peak] = []
+    points: list[Point] = []
+    min: NonNegativeFloat | None = None
+    max: NonNegativeFloat | None = None
+
+    def __post_init__(self) -> None:
+        shapes = [self.mean is not None, bool(self.peaks), bool(self.points)]
+        if sum(shapes) != 1:
+            raise ValueError("mean: give one shape: mean (with stddev or median), peaks, or points")
+        if self.mean is not None and self.mean < 1 and self.median is None:
+            raise ValueError("mean: at least 1")
+        if self.median is not None and (self.mean is None or self.median > self.mean):
+            raise ValueError("median: needs a mean at least as large (a log-normal is skewed right)")
+        if self.median is not None and self.stddev:
+            raise ValueError("stddev: give a normal (mean, stddev) or a log-normal (mean, median), not both")
+        if self.peaks and len(self.peaks) < 2:
+            raise ValueError("peaks: a mixture needs at least two peaks")
+        if self.peaks and not sum(p.weight for p in self.peaks) > 0:
+            raise ValueError("peaks: the weights sum to 0")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError("min: at most max")
+
+    @property
+    def is_fixed(self) -> bool:
+        """True when every draw is the same value (a mean without spread or bounds to hit)."""
+        return self.mean is not None and self.median is None and self.stddev == 0
+
+    @property
+    def expected(self) -> float:
+        """The mean of the distribution before rounding and bounds."""
+        if self.peaks:
+            total = sum(p.weight for p in self.peaks)
+            return sum(p.weight * p.mean for p in self.peaks) / total
+        if self.points:
+            total = sum(p.weight for p in self.points)
+            return sum(p.weight * p.value for p in self.points) / total
+        assert self.mean is not None
+        return self.mean
+
+
+def lognormal_sigma(mean: float, median: float) -> float:
+    """The sigma of the log-normal with this mean and median (0 when they are equal)."""
+    return math.sqrt(2.0 * math.log(mean / median)) if median < mean else 0.0
 
 
 class Delay(_Spec, frozen=True, kw_only=True):
@@ -99,13 +209,27 @@ class Delay(_Spec, frozen=True, kw_only=True):
     stddev: NonNegativeFloat = 0.0
 
 
+class SequenceEntry(_Spec, frozen=True, kw_only=True):
+    """One (ISL, OSL) pair of a sequence distribution, chosen with weight `probability`."""
+
+    isl: Length
+    osl: Length
+    probability: PositiveFloat
+
+
 class Prompts(_Spec, frozen=True, kw_only=True):
     """Request shapes: input length (synthetic prompts), output length (`max_tokens`; None lets
-    the server decide), and the tokens per trace hash block (mooncake traces; None: 512)."""
+    the server decide), or instead of both a `sequence_distribution` of (ISL, OSL) pairs drawn
+    per turn; and the tokens per trace hash block (mooncake traces; None: 512)."""
 
     isl: Length = Length(mean=550)
     osl: Length | None = None
+    sequence_distribution: list[SequenceEntry] = []
     block_size: PositiveInt | None = None
+
+    def __post_init__(self) -> None:
+        if self.sequence_distribution and (self.isl != Length(mean=550) or self.osl is not None):
+            raise ValueError("sequence_distribution: replaces isl and osl, give one or the other")
 
 
 class PrefixPrompts(_Spec, frozen=True, kw_only=True):
@@ -130,22 +254,34 @@ class _DatasetBase(_Spec, tag_field="type", frozen=True, kw_only=True):
     entries: PositiveInt = 100
     prompts: Prompts = Prompts()
     random_seed: int | None = None
+    sampling: Literal["sequential"] = "sequential"
 
 
 class SyntheticDataset(_DatasetBase, tag="synthetic", frozen=True, kw_only=True):
-    """`entries` conversations of synthetic prompts (turns and think time per conversation)."""
+    """`entries` conversations of synthetic prompts (turns and think time per conversation; every
+    think time is multiplied by `turn_delay_ratio`). Conversations are sent in order, wrapping
+    around (`sampling: sequential`)."""
 
     prefix_prompts: PrefixPrompts = PrefixPrompts()
     turns: Length = Length(mean=1)
     turn_delay: Delay = Delay()
+    turn_delay_ratio: NonNegativeFloat = 1.0
 
 
 class FileDataset(_DatasetBase, tag="file", frozen=True, kw_only=True):
-    """Conversations read from `path` (a JSONL file, or a folder for random_pool). `format` None
-    is detected from the file. `entries` is how many conversations a random_pool draws."""
+    """Conversations read from `path` (a JSONL file, or a folder for random_pool), or given inline
+    as `records` (the lines of such a file, one mapping each). `format` None is detected from the
+    data. `entries` is how many conversations a random_pool draws."""
 
-    path: Annotated[str, Meta(min_length=1)]
+    path: Annotated[str, Meta(min_length=1)] | None = None
+    records: list[dict[str, Any]] = []
     format: DatasetFormat | None = None
+
+    def __post_init__(self) -> None:
+        if (self.path is None) == (not self.records):
+            raise ValueError("path: give a path or inline records, exactly one")
+        if self.records and self.format is DatasetFormat.RANDOM_POOL:
+            raise ValueError("records: a random_pool is read from files (give path)")
 
 
 Dataset = SyntheticDataset | FileDataset
@@ -168,17 +304,36 @@ class Cancellation(_Spec, frozen=True, kw_only=True):
 DEFAULT_GRACE_PERIOD_S = 30.0
 
 
+class Ramp(_Spec, frozen=True, kw_only=True):
+    """A value ramped up to its target over `duration` seconds (AIPerf's `concurrencyRamp`,
+    `rateRamp`; a number or `"60s"` is the duration), linearly (`strategy: linear`, AIPerf's
+    default): concurrency in steps of 1 from 1, evenly spaced; a rate from target x 0.1 s /
+    duration, raised every 0.1 s."""
+
+    duration: PositiveFloat
+
+
 class _PhaseBase(_Spec, tag_field="type", frozen=True, kw_only=True):
     """Fields every phase has. A phase stops after `requests` credits or after `duration`
-    seconds (then waits `grace_period` seconds, default 30, for requests in flight), never both.
-    `kind` may be left out for the canonical names `warmup` and `profiling`."""
+    seconds, whichever comes first (after a duration it waits `grace_period` seconds, default 30,
+    for requests in flight). `kind` may be left out for the canonical names `warmup` and
+    `profiling`; `exclude_from_results` follows the kind (warmup is excluded, profiling is not)
+    and may only say so. `concurrency_ramp` raises the concurrency (a closed loop's users, a rate
+    phase's cap; nothing without one) from 1 to `concurrency` over its duration.
+    `prefill_concurrency` caps the requests waiting for their first token (AIPerf's prefill
+    slots: taken when a credit is issued, given back when its first content arrives or it
+    returns; at most `concurrency`), and `prefill_ramp` raises that cap from 1 the same way."""
 
     name: PhaseName = "profiling"
     kind: PhaseKind | None = None
+    exclude_from_results: bool | None = None
     requests: PositiveInt | None = None
     duration: PositiveFloat | None = None
     grace_period: NonNegativeFloat | None = None
     concurrency: PositiveInt | None = None
+    concurrency_ramp: Ramp | None = None
+    prefill_concurrency: PositiveInt | None = None
+    prefill_ramp: Ramp | None = None
     cancellation: Cancellation = Cancellation()
 
     def __post_init__(self) -> None:
@@ -186,12 +341,19 @@ class _PhaseBase(_Spec, tag_field="type", frozen=True, kw_only=True):
             raise ValueError(f"kind: required for the custom phase name {self.name!r} (warmup or profiling)")
         if self.kind is not None and self.name in tuple(PhaseKind) and self.kind != self.name:
             raise ValueError(f"kind: the name {self.name!r} is reserved for kind {self.name}")
-        if self.requests is not None and self.duration is not None:
-            raise ValueError("requests: choose one stop condition, requests or duration")
+        if self.exclude_from_results is not None and self.exclude_from_results != (self.role is PhaseKind.WARMUP):
+            raise ValueError(f"exclude_from_results: a {self.role} phase is always "
+                             f"{'excluded from' if self.role is PhaseKind.WARMUP else 'part of'} the results")
         if self.grace_period is not None and self.duration is None:
             raise ValueError("grace_period: needs duration")
         if self.needs_stop_condition and self.requests is None and self.duration is None:
             raise ValueError("requests: required (or duration)")
+        if self.prefill_concurrency is not None and self.concurrency is not None \
+                and self.prefill_concurrency > self.concurrency:
+            raise ValueError(f"prefill_concurrency: at most concurrency ({self.concurrency}), "
+                             f"got {self.prefill_concurrency}")
+        if self.prefill_ramp is not None and self.prefill_concurrency is None:
+            raise ValueError("prefill_ramp: needs prefill_concurrency")
 
     needs_stop_condition = True
 
@@ -216,9 +378,10 @@ class ConcurrencyPhase(_PhaseBase, tag="concurrency", frozen=True, kw_only=True)
 
 class RatePhase(_PhaseBase, frozen=True, kw_only=True):
     """Open loop: new conversations arrive at `rate` per second; `concurrency`, when set, caps the
-    requests in flight."""
+    requests in flight; `rate_ramp` raises the rate to `rate` over its duration."""
 
     rate: PositiveFloat
+    rate_ramp: Ramp | None = None
 
 
 class PoissonPhase(RatePhase, tag="poisson", frozen=True, kw_only=True):
@@ -236,8 +399,12 @@ class ConstantPhase(RatePhase, tag="constant", frozen=True, kw_only=True):
 
 
 class FixedSchedulePhase(_PhaseBase, tag="fixed_schedule", frozen=True, kw_only=True):
-    """Each conversation starts at its trace timestamp (relative to the earliest); the trace
-    decides when the phase ends. Needs a file dataset with a timestamp on every entry."""
+    """Each conversation starts at its trace timestamp, relative to the earliest
+    (`auto_offset`, AIPerf's default) or to the phase start (timestamps as written); the trace
+    decides when the phase ends (or `requests` or `duration`, when given, earlier). Needs a file
+    dataset with a timestamp on every entry."""
+
+    auto_offset: bool = True
 
     needs_stop_condition = False
 
@@ -276,34 +443,104 @@ profile_export.jsonl (one line per request); `raw` also profile_export_raw.jsonl
 response bytes as received, with their arrival times)."""
 
 
+class UserFile(_Spec, frozen=True, kw_only=True):
+    """A file written into the artifact folder before the run starts (AIPerf's
+    `artifacts.user_files`; `aiperf.config.user_files`): `path` relative to the folder, `format`
+    json/yaml (structured `content`) or text (a string), every string a Jinja2 template."""
+
+    path: str
+    format: Literal["json", "yaml", "text"]
+    content: Any
+
+    def __post_init__(self) -> None:
+        from aiperf.config.user_files import check_path
+
+        if (why := check_path(self.path)) is not None:
+            raise ValueError(f"path: {why}: {self.path!r}")
+        if self.format == "text" and not isinstance(self.content, str):
+            raise ValueError(f"content: format text needs a string ({self.path!r})")
+        if self.format != "text" and isinstance(self.content, str):
+            raise ValueError(f"content: format {self.format} needs structured content, or format: text "
+                             f"({self.path!r})")
+
+
 class Artifacts(_Spec, frozen=True, kw_only=True):
-    """Where the results go (`--artifact-dir`) and how much (`export_level`); `keep_dataset`
-    also keeps the dataset's working files (`dataset/*.dat`) there (`--keep-dataset-files`)."""
+    """Where the results go (`--artifact-dir`) and how much (`export_level`, from AIPerf's
+    `records: false` and `raw: true`); `keep_dataset` also keeps the dataset's working files
+    (`dataset/*.dat`) there (`--keep-dataset-files`); `auto_plot` draws the plots once the
+    exports are written (`--auto-plot`), and with `plot_required` a plot that fails fails the
+    run; `slice_duration` (seconds, AIPerf's `--slice-duration`) also writes the profiling
+    phase's metrics per window of that length (`profile_export_aiperf_timeslices.json/.csv`);
+    `user_files` are written into the folder before the run starts (`UserFile`)."""
 
     dir: Annotated[str, Meta(min_length=1)] = "artifacts"
     keep_dataset: bool = False
     export_level: ExportLevel = "records"
+    auto_plot: bool = False
+    plot_required: bool = False
+    slice_duration: PositiveFloat | None = None
+    user_files: list[UserFile] = []
+
+    def __post_init__(self) -> None:
+        if self.plot_required and not self.auto_plot:
+            raise ValueError("plot_required: needs auto_plot")
+
+
+ServerMetricsFormat = Literal["json", "csv"]
 
 
 class ServerMetrics(_Spec, frozen=True, kw_only=True):
     """Scraping the inference server's Prometheus metrics (AIPerf 0.13's `--server-metrics`,
     on by default): `urls` are extra endpoints (a URL without a path gets `/metrics`), scraped
-    with `<endpoint url>/metrics`; `enabled: false` is `--no-server-metrics`; `interval` the
-    seconds between scrapes while a phase runs."""
+    with the server's own `/metrics`; `enabled: false` is `--no-server-metrics`; `formats` the
+    export files written (`server_metrics_export.json`/`.csv`); `interval` the seconds between
+    scrapes while a phase runs."""
 
     enabled: bool = True
     urls: list[str] = []
+    formats: Annotated[list[ServerMetricsFormat], Meta(min_length=1)] = msgspec.field(
+        default_factory=lambda: ["json", "csv"])
     interval: PositiveFloat = 0.5
 
 
+class GpuTelemetry(_Spec, frozen=True, kw_only=True):
+    """GPU telemetry from DCGM exporter endpoints (AIPerf 0.13's `gpu_telemetry`, on by default):
+    each endpoint's Prometheus metrics are scraped while the run lasts (every
+    `AIPERF_GPU_COLLECTION_INTERVAL` s, 0.333 by default), per GPU, into
+    `gpu_telemetry_export.jsonl` and the `telemetry_data` of `profile_export_aiperf.json`/`.csv`.
+    Besides `urls` (a URL without a path gets `/metrics`) AIPerf's defaults are tried,
+    `http://localhost:9400/metrics` and `:9401` (`AIPERF_GPU_DEFAULT_DCGM_ENDPOINTS`), and kept
+    when they answer at the start; `enabled: false` is `--no-gpu-telemetry`."""
+
+    enabled: bool = True
+    urls: list[str] = []
+
+
+PerPod = Annotated[int, Meta(ge=1, le=256)]
+
+
 class Runtime(_Spec, frozen=True, kw_only=True):
-    """Processes of a local run: `workers` (None: max(1, min(0.75 x CPUs - 1, 32)), at most the
-    concurrency) and `record_processors` (None: workers / 4, at least 1); `ui` None picks
-    dashboard on a terminal, none elsewhere."""
+    """Processes of a run: `workers` (local: None is max(1, min(0.75 x CPUs - 1, 32)), at most
+    the concurrency; in a cluster: the total) and `record_processors` (None: workers / 4, at
+    least 1); `ui` None picks dashboard on a terminal, none elsewhere. In a cluster only:
+    `workers_per_pod` (None: 10), `record_processors_per_pod` (None: workers per pod / 4, at
+    least 1) and `workers_min` (the run starts once this many workers are ready; None: all)."""
 
     workers: PositiveInt | None = None
     record_processors: PositiveInt | None = None
     ui: Literal["none", "simple", "dashboard"] | None = None
+    workers_per_pod: PerPod | None = None
+    record_processors_per_pod: PerPod | None = None
+    workers_min: PositiveInt | None = None
+
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+
+class Logging(_Spec, frozen=True, kw_only=True):
+    """The services' log level (None: `--log-level`, else warning locally and info in a cluster)."""
+
+    level: LogLevel | None = None
 
 
 class Benchmark(_Spec, frozen=True, kw_only=True):
@@ -311,7 +548,8 @@ class Benchmark(_Spec, frozen=True, kw_only=True):
 
     Rules beyond single fields: one model, one dataset; phases are an optional warmup followed
     by exactly one profiling phase with distinct names; a fixed-schedule phase needs a file
-    dataset."""
+    dataset. `variables` are the config's (the envelope's `variables`, resolved), kept for the
+    templates of `artifacts.user_files` only (the reader renders every other template)."""
 
     models: Annotated[list[ModelName], Meta(min_length=1, max_length=1)]
     endpoint: Endpoint = Endpoint()
@@ -323,8 +561,11 @@ class Benchmark(_Spec, frozen=True, kw_only=True):
     artifacts: Artifacts = Artifacts()
     slos: dict[GoodputMetric, PositiveFloat] = {}
     runtime: Runtime = Runtime()
+    logging: Logging = Logging()
     random_seed: int | None = None
     server_metrics: ServerMetrics = ServerMetrics()
+    gpu_telemetry: GpuTelemetry = GpuTelemetry()
+    variables: dict[str, Any] = {}
 
     def __post_init__(self) -> None:
         kinds = [p.role for p in self.phases]

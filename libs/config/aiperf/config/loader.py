@@ -1,14 +1,18 @@
 """Reading a benchmark from a config document: AIPerf config v2 files (YAML or JSON) and the
 CR's `spec.benchmark` alike.
 
-`normalize` turns what users write into the canonical shape of `Benchmark`: the envelope
-(`schemaVersion`, `benchmark`, `random_seed`) is unwrapped, camelCase keys become snake_case
-(except inside the free-form maps `extra` and `headers`), and AIPerf's shorthands are expanded
-(`model`, `dataset`, a single `phases` mapping, top-level `warmup`/`profiling`, `endpoint.url`,
-`isl`/`osl` beside `prompts`, a bare number for a length, `"5m"` durations, `tokenizer` as a
-string). Secret values (`endpoint.api_key`, `endpoint.headers`) are taken out into `Secrets`;
-the document keeps the header names only. `decode_benchmark` validates, raising `ConfigError`
-with one line that names the offending field.
+`read_document` parses a file and resolves its `${VAR}` references and Jinja2 templates
+(`aiperf.config.templating`). `normalize` turns what users write into the canonical shape of
+`Benchmark`: the envelope (`schemaVersion`, `benchmark`, `randomSeed`, `variables`) is
+unwrapped, camelCase keys become snake_case (except inside free-form maps such as `extra` and
+`headers`), and AIPerf's shorthands are expanded (`model`/`models` as a name, a list or
+`{strategy, items}`, `dataset`, a single `phases` mapping, top-level `warmup`/`profiling`,
+`endpoint.url`, URLs without a scheme, `isl`/`osl` beside `prompts`, every distribution shape,
+`"5m"` durations, `tokenizer` as a string, `records`/`raw` as the export level, a URL for
+`server_metrics`). AIPerf features we do not build are refused by name, or dropped when their
+value asks for nothing (`aiperf.config.compat`). Secret values (`endpoint.api_key`,
+`endpoint.headers`) are taken out into `Secrets`; the document keeps the header names only.
+`decode_benchmark` validates, raising `ConfigError` with one line that names the offending field.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import base64
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -24,17 +29,32 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import msgspec
 
 from aiperf.config.benchmark import Benchmark
+from aiperf.config.compat import check_supported
+from aiperf.config.errors import ConfigError
+from aiperf.config.templating import render_document
+from aiperf.config.user_files import check_user_files
 
-__all__ = ["ConfigError", "Secrets", "decode_benchmark", "describe_error", "load_document", "normalize"]
+__all__ = [
+    "ConfigError", "Secrets", "decode_benchmark", "describe_error", "load_document", "normalize", "normalize_partial",
+    "read_document",
+    "with_scheme",
+]
 
-FREE_FORM_KEYS = frozenset({"extra", "headers", "slos"})
-"""Maps whose keys are data (request body fields, header names, metric tags), not field names."""
+FREE_FORM_KEYS = frozenset({"extra", "headers", "slos", "variables", "content", "parameters", "annotations",
+                            "labels", "node_selector"})
+"""Maps whose keys are data (request body fields, header names, metric tags, template variables,
+sweep paths), not field names."""
 
-UNSUPPORTED_ENVELOPE = frozenset({"sweep", "multi_run", "variables", "plot", "no_sweep_table"})
+ENVELOPE_KEYS = frozenset({"benchmark", "schema_version", "random_seed", "variables", "no_sweep_table"})
+"""Top-level keys of an AIPerf config v2 file this reader takes (besides `sweep:` and
+`multi_run:`, which `aiperf.config.sweep.split_sweep_blocks` takes out first)."""
 
+REDACTED = "<redacted>"
+"""What AIPerf writes in place of a secret in a custom resource (the value is in a Secret)."""
 
-class ConfigError(Exception):
-    """A benchmark or run configuration that cannot be used; the message is one line."""
+ENDPOINT_KINDS = ("chat", "completions", "embeddings")
+FILE_FORMATS = ("single_turn", "multi_turn", "mooncake_trace", "random_pool")
+PHASE_TYPES = ("concurrency", "poisson", "gamma", "constant", "fixed_schedule")
 
 
 @dataclass(frozen=True)
@@ -75,40 +95,180 @@ def parse_duration(value: Any) -> Any:
     return value
 
 
-def _length(value: Any) -> Any:
-    return {"mean": value} if isinstance(value, int | float) and not isinstance(value, bool) else value
+def _not_supported(where: str, what: str, reason: str) -> ConfigError:
+    return ConfigError(f"{where}: {what}: not supported ({reason})")
 
 
-def _dataset(value: Any) -> Any:
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _length(value: Any, where: str) -> Any:
+    """An AIPerf distribution (a number, `{value}`, `{mean, stddev}`, `{mean, median}`,
+    `{peaks}`, `{points}`, with an optional `type`, `min`, `max`) as our `Length`."""
+    if _number(value):
+        return {"mean": value}
     if not isinstance(value, dict):
         return value
     data = dict(value)
-    data.setdefault("type", "file" if "path" in data else "synthetic")
-    prompts = dict(data.get("prompts") or {})
+    kind = data.pop("type", None)
+    if kind is not None and kind not in ("fixed", "normal", "lognormal", "multimodal", "empirical"):
+        raise ConfigError(f"{where}.type: unknown distribution {kind!r} "
+                          "(fixed, normal, lognormal, multimodal, empirical)")
+    if "value" in data:
+        data["mean"] = data.pop("value")
+    if isinstance(data.get("peaks"), list):
+        data["peaks"] = [_peak(p, f"{where}.peaks[{i}]") for i, p in enumerate(data["peaks"])]
+    return data
+
+
+def _peak(value: Any, where: str) -> Any:
+    if not isinstance(value, dict):
+        return value
+    data = dict(value)
+    weight = data.pop("weight", None)
+    inner = data.pop("distribution") if "distribution" in data else data
+    inner = _length(inner, where)
+    if isinstance(inner, dict) and (inner.get("peaks") or inner.get("points")):
+        raise _not_supported(where, "a mixture or empirical distribution inside a peak",
+                             "peaks are normal or log-normal")
+    out = dict(inner) if isinstance(inner, dict) else {"mean": inner}
+    if weight is not None:
+        out["weight"] = weight
+    return out
+
+
+def _sequence_entry(value: Any, where: str) -> Any:
+    if not isinstance(value, dict):
+        return value
+    data = dict(value)
     for key in ("isl", "osl"):
+        spread = data.pop(f"{key}_stddev", None)
+        if key in data:
+            data[key] = _length(data[key], f"{where}.{key}")
+            if spread is not None and isinstance(data[key], dict):
+                data[key]["stddev"] = spread
+    return data
+
+
+def _dataset(value: Any, where: str) -> Any:
+    if not isinstance(value, dict):
+        return value
+    data = dict(value)
+    data.setdefault("type", "file" if "path" in data or "records" in data else "synthetic")
+    if data["type"] == "public":
+        raise _not_supported(f"{where}.type", "public", "public datasets (sharegpt, ...) are not built: "
+                             "they download from Hugging Face; give the file as a file dataset")
+    prompts = dict(data.get("prompts") or {})
+    for key in ("isl", "osl", "block_size"):
         if key in data:
             prompts[key] = data.pop(key)
     for key in ("isl", "osl"):
         if key in prompts:
-            prompts[key] = _length(prompts[key])
+            prompts[key] = _length(prompts[key], f"{where}.prompts.{key}")
+    if isinstance(prompts.get("sequence_distribution"), list):
+        prompts["sequence_distribution"] = [_sequence_entry(e, f"{where}.prompts.sequence_distribution[{i}]")
+                                            for i, e in enumerate(prompts["sequence_distribution"])]
     if prompts:
         data["prompts"] = prompts
-    for key in ("turns",):
-        if key in data:
-            data[key] = _length(data[key])
+    if "turns" in data:
+        data["turns"] = _length(data["turns"], f"{where}.turns")
+    if _number(data.get("turn_delay")):
+        data["turn_delay"] = {"mean": data["turn_delay"]}
+    fmt = data.get("format")
+    if data["type"] == "file" and isinstance(fmt, str) and fmt not in FILE_FORMATS:
+        raise _not_supported(f"{where}.format", repr(fmt), f"the file formats are {', '.join(FILE_FORMATS)}")
+    if data.get("sampling") not in (None, "sequential"):
+        raise _not_supported(f"{where}.sampling", repr(data["sampling"]),
+                             "conversations are sent in order (sequential)")
     return data
 
 
-def _phase(value: Any, name: str | None = None) -> Any:
+def _ramp(value: Any) -> Any:
+    """A ramp: a number or duration string is its duration (AIPerf's shorthand)."""
+    if value is None or isinstance(value, dict):
+        return value if value is None else {**value, **(
+            {"duration": parse_duration(value["duration"])} if "duration" in value else {})}
+    return {"duration": parse_duration(value)}
+
+
+def _phase(value: Any, where: str, name: str | None = None) -> Any:
     if not isinstance(value, dict):
         return value
     data = dict(value)
     if name is not None:
         data.setdefault("name", name)
+    if data.get("kind") is None and data.get("name", "profiling") in ("warmup", "profiling"):
+        data.pop("kind", None)
     for key in ("duration", "grace_period"):
         if key in data:
             data[key] = parse_duration(data[key])
+            if data[key] in ("inf", "infinity") or (_number(data[key]) and math.isinf(data[key])):
+                raise _not_supported(f"{where}.{key}", "inf", "give a finite number of seconds")
+    for key in ("concurrency_ramp", "rate_ramp", "prefill_ramp"):
+        if key in data:
+            data[key] = _ramp(data[key])
+    if "prefill_ramp" in data and data.get("prefill_concurrency") is None:
+        del data["prefill_ramp"]  # it ramps prefill_concurrency: without one it does nothing (AIPerf's reading)
+    kind = data.get("type")
+    if isinstance(kind, str) and kind not in PHASE_TYPES:
+        reason = ("user-centric rate phases are not built yet" if kind == "user_centric"
+                  else f"the phase types are {', '.join(PHASE_TYPES)}")
+        raise _not_supported(f"{where}.type", repr(kind), reason)
     return data
+
+
+def _phases(body: dict[str, Any]) -> None:
+    shorthand = [k for k in ("warmup", "profiling") if k in body]
+    if shorthand:
+        if "phases" in body:
+            raise ConfigError("phases and warmup/profiling: give the phases one way")
+        if shorthand == ["warmup"]:
+            raise ConfigError("warmup: needs a profiling phase (a warmup alone has no results)")
+        body["phases"] = [_phase(body.pop(k), k, k) for k in shorthand]
+    elif isinstance(body.get("phases"), dict):
+        body["phases"] = [_phase(body["phases"], "phases", "profiling")]
+    elif isinstance(body.get("phases"), list):
+        body["phases"] = [_phase(p, f"phases[{i}]") for i, p in enumerate(body["phases"])]
+
+
+def _models(body: dict[str, Any]) -> None:
+    if "model" in body:
+        if "models" in body:
+            raise ConfigError("model and models: give the models one way")
+        body["models"] = body.pop("model")
+    models = body.get("models")
+    if isinstance(models, str):
+        models = {"items": [{"name": models}]}
+    elif isinstance(models, list):
+        models = {"items": [{"name": m} if isinstance(m, str) else m for m in models]}
+    if isinstance(models, dict):
+        body["models"] = models
+
+
+def _canonical_models(body: dict[str, Any]) -> None:
+    """`models: {strategy, items}` (checked) as our list of names."""
+    models = body.get("models")
+    if not isinstance(models, dict):
+        return
+    items = models.get("items")
+    strategy = models.get("strategy", "round_robin")
+    if strategy not in ("round_robin", "random", "weighted"):
+        raise ConfigError(f"models.strategy: unknown value {strategy!r} (round_robin, random, weighted)")
+    if set(models) - {"items", "strategy"}:
+        raise ConfigError(f"models: unknown field(s) {', '.join(sorted(set(models) - {'items', 'strategy'}))}")
+    if not isinstance(items, list):
+        body["models"] = items
+        return
+    names = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict) or set(item) - {"name", "weight"}:
+            raise ConfigError(f"models.items[{index}]: expected {{name, weight}}")
+        names.append(item.get("name"))
+    if len(names) > 1:
+        raise _not_supported("models", f"{len(names)} models", "one model per benchmark yet; "
+                             "run one benchmark per model")
+    body["models"] = names
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:
@@ -126,23 +286,31 @@ def split_credentials(url: str) -> tuple[str, str | None]:
     return urlunsplit(parts._replace(netloc=host)), f"Basic {token}"
 
 
+def with_scheme(url: str) -> str:
+    """`url` with `http://` in front when it names no scheme (AIPerf's rule)."""
+    return url if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url) else f"http://{url}"
+
+
 def _endpoint(value: Any, secrets: dict[str, Any]) -> Any:
     if not isinstance(value, dict):
         return value
     data = dict(value)
     if "url" in data:
+        if "urls" in data:
+            raise ConfigError("endpoint.url and endpoint.urls: give the URLs one way")
         data["urls"] = data.pop("url")
     if isinstance(data.get("urls"), str):
         data["urls"] = [data["urls"]]
-    if "api_key" in data:
-        secrets["api_key"] = data.pop("api_key")
+    api_key = data.pop("api_key", None)
+    if api_key is not None and api_key != REDACTED:
+        secrets["api_key"] = api_key
     headers = data.pop("headers", None)
     if isinstance(headers, dict):
         secrets["headers"] = {str(k): str(v) for k, v in headers.items()}
     if isinstance(data.get("urls"), list):
         clean = []
         for url in data["urls"]:
-            url, authorization = split_credentials(url) if isinstance(url, str) else (url, None)
+            url, authorization = split_credentials(with_scheme(url)) if isinstance(url, str) else (url, None)
             clean.append(url)
             if authorization is not None:
                 secrets.setdefault("headers", {})["Authorization"] = authorization
@@ -151,59 +319,140 @@ def _endpoint(value: Any, secrets: dict[str, Any]) -> Any:
         data["header_names"] = sorted({*data.get("header_names", []), *secrets["headers"]})
     if "timeout" in data:
         data["timeout"] = parse_duration(data["timeout"])
+    kind = data.get("type")
+    if isinstance(kind, str) and kind not in ENDPOINT_KINDS:
+        raise _not_supported("endpoint.type", repr(kind), f"the endpoint types are {', '.join(ENDPOINT_KINDS)}")
+    if data.get("connection_reuse") not in (None, "pooled"):
+        raise _not_supported("endpoint.connection_reuse", repr(data["connection_reuse"]),
+                             "workers keep a pool of connections (pooled)")
     return data
 
 
+def _artifacts(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    data = dict(value)
+    summary = data.pop("summary", None)
+    if summary is False or summary == []:
+        raise _not_supported("artifacts.summary", "false", "the JSON summary is always written")
+    if isinstance(summary, list) and set(summary) - {"json", "csv"}:
+        raise ConfigError(f"artifacts.summary: unknown format(s) {sorted(set(summary) - {'json', 'csv'})} (json)")
+    records = data.pop("records", None)
+    if isinstance(records, list) and set(records) - {"jsonl"}:
+        raise ConfigError(f"artifacts.records: unknown format(s) {sorted(set(records) - {'jsonl'})} (jsonl)")
+    raw = data.pop("raw", None)
+    if raw or records is False or records == []:
+        if "export_level" in data:
+            raise ConfigError("artifacts.export_level and records/raw: give the export level one way")
+        data["export_level"] = "raw" if raw else "summary"
+    if "slice_duration" in data:
+        data["slice_duration"] = parse_duration(data["slice_duration"])
+    if isinstance(data.get("user_files"), list):  # AIPerf's default format: text for a string, else json
+        data["user_files"] = [{**f, "format": "text" if isinstance(f.get("content"), str) else "json"}
+                              if isinstance(f, dict) and f.get("format") is None else f for f in data["user_files"]]
+    return data
+
+
+def _metrics_block(value: Any) -> Any:
+    """`server_metrics`/`gpu_telemetry`: a URL or list of URLs as `{urls}`, `url` as `urls`."""
+    if isinstance(value, str):
+        return {"urls": [value]}
+    if isinstance(value, list):
+        return {"urls": value}
+    if isinstance(value, dict) and "url" in value:
+        data = {k: v for k, v in value.items() if k != "url"}
+        data["urls"] = [*data.get("urls", []), *([value["url"]] if isinstance(value["url"], str) else value["url"])]
+        return data
+    return value
+
+
+_LOG_LEVELS = {"trace": "debug", "debug": "debug", "info": "info", "notice": "info", "success": "info",
+               "warning": "warning", "error": "error", "critical": "error"}
+
+
+def _body(doc: dict[str, Any], secrets: dict[str, Any]) -> dict[str, Any]:
+    """AIPerf's shorthands of a snake_case benchmark body expanded (still AIPerf's shape)."""
+    body = dict(doc)
+    _models(body)
+    if "dataset" in body:
+        if "datasets" in body:
+            raise ConfigError("dataset and datasets: give the datasets one way")
+        body["datasets"] = [{"name": "default", **body.pop("dataset")} if isinstance(body["dataset"], dict)
+                            else body.pop("dataset")]
+    if isinstance(body.get("datasets"), list):
+        body["datasets"] = [_dataset(d, f"datasets[{i}]") for i, d in enumerate(body["datasets"])]
+        if len(body["datasets"]) > 1:
+            raise _not_supported("datasets", f"{len(body['datasets'])} datasets", "one dataset per benchmark")
+    _phases(body)
+    if "endpoint" in body:
+        body["endpoint"] = _endpoint(body["endpoint"], secrets)
+    if "artifacts" in body:
+        body["artifacts"] = _artifacts(body["artifacts"])
+    for key in ("server_metrics", "gpu_telemetry"):
+        if key in body:
+            body[key] = _metrics_block(body[key])
+    formats = (body.get("server_metrics") or {}).get("formats") if isinstance(body.get("server_metrics"), dict) \
+        else None
+    if isinstance(formats, list) and set(formats) - {"json", "csv"}:
+        raise _not_supported("server_metrics.formats", ", ".join(sorted(set(formats) - {"json", "csv"})),
+                             "server metrics are written as json and csv")
+    if isinstance(body.get("tokenizer"), str):
+        body["tokenizer"] = {"name": body["tokenizer"]}
+    logging = body.get("logging")
+    if isinstance(logging, dict) and isinstance(logging.get("level"), str):
+        level = logging["level"].lower()
+        body["logging"] = {**logging, "level": _LOG_LEVELS.get(level, level)}
+    return body
+
+
 def normalize(document: Any) -> tuple[dict[str, Any], Secrets]:
-    """The canonical `Benchmark` document of `document` (an envelope or a bare `benchmark` body)
-    and the secrets taken out of it. Raises `ConfigError` for a document that is not a mapping,
-    an unknown `schemaVersion`, or envelope features we do not support yet (sweeps, multi-run,
-    variables)."""
+    """The canonical `Benchmark` document of `document` (an envelope or a bare `benchmark` body,
+    already rendered: `aiperf.config.templating`) and the secrets taken out of it. Raises
+    `ConfigError` (one line) for a document that is not a mapping, an unknown `schemaVersion`,
+    a `sweep:`/`multi_run:` block (the caller's, see `aiperf.config.sweep.split_sweep_blocks`),
+    and any AIPerf feature we do not build (`aiperf.config.compat`)."""
     if not isinstance(document, dict):
         raise ConfigError("a benchmark config must be a mapping (YAML or JSON object)")
     doc = _snake_keys(document)
-    envelope_seed = None
+    envelope_seed = variables = None
     if "benchmark" in doc:
         version = str(doc.get("schema_version", "2.0"))
         if version not in ("2", "2.0"):
             raise ConfigError(f"schemaVersion {version!r}: only 2.0 is supported")
-        unsupported = sorted(UNSUPPORTED_ENVELOPE & set(doc))
-        if unsupported:
-            raise ConfigError(f"{', '.join(unsupported)}: not supported yet (run one benchmark per file)")
-        unknown = sorted(set(doc) - {"benchmark", "schema_version", "random_seed"} - UNSUPPORTED_ENVELOPE)
+        blocks = sorted({"sweep", "multi_run"} & set(doc))
+        if blocks:
+            raise ConfigError(f"{', '.join(blocks)}: a plan of several runs is read by `aiperf profile "
+                              "--config` and `aiperf config expand`, not here")
+        if doc.get("plot") not in (None, {}):
+            raise _not_supported("plot", "a plot block", "`aiperf plot` draws its fixed set of plots; "
+                                 "plot configuration is not built")
+        unknown = sorted(set(doc) - ENVELOPE_KEYS - {"plot"})
         if unknown:
             raise ConfigError(f"unknown top-level key(s) {', '.join(unknown)}; expected benchmark, "
-                              "schemaVersion, random_seed")
+                              "schemaVersion, randomSeed, variables, sweep, multiRun")
         envelope_seed = doc.get("random_seed")
+        variables = doc.get("variables")
         doc = doc["benchmark"]
         if not isinstance(doc, dict):
             raise ConfigError("benchmark: must be a mapping")
-    body = dict(doc)
     secrets: dict[str, Any] = {}
-    if "model" in body:
-        body["models"] = body.pop("model")
-    if isinstance(body.get("models"), str):
-        body["models"] = [body["models"]]
-    if "dataset" in body:
-        body["datasets"] = [body.pop("dataset")]
-    if isinstance(body.get("datasets"), list):
-        body["datasets"] = [_dataset(d) for d in body["datasets"]]
-    shorthand = [k for k in ("warmup", "profiling") if k in body]
-    if shorthand:
-        if "phases" in body:
-            raise ConfigError("phases and warmup/profiling: give the phases one way")
-        body["phases"] = [_phase(body.pop(k), k) for k in shorthand]
-    if isinstance(body.get("phases"), dict):
-        body["phases"] = [_phase(body["phases"], "profiling")]
-    elif isinstance(body.get("phases"), list):
-        body["phases"] = [_phase(p) for p in body["phases"]]
-    if "endpoint" in body:
-        body["endpoint"] = _endpoint(body["endpoint"], secrets)
-    if isinstance(body.get("tokenizer"), str):
-        body["tokenizer"] = {"name": body["tokenizer"]}
+    body = _body(doc, secrets)
+    check_supported(body)
+    _canonical_models(body)
     if envelope_seed is not None:
         body.setdefault("random_seed", envelope_seed)
+    if variables and (body.get("artifacts") or {}).get("user_files"):
+        body.setdefault("variables", variables)  # what the user files render with, at the run's start
     return body, Secrets(api_key=secrets.get("api_key"), headers=secrets.get("headers", {}))
+
+
+def normalize_partial(document: dict[str, Any]) -> dict[str, Any]:
+    """`normalize` of a benchmark body that may be partial (a scenario's overlay) or already
+    canonical (idempotent); it must carry no secrets (those belong to the base benchmark)."""
+    body, secrets = normalize(document)
+    if secrets.api_key is not None or secrets.headers:
+        raise ConfigError("endpoint.api_key/headers: give secrets in the base benchmark, not in a variation")
+    return body
 
 
 def describe_error(exc: msgspec.ValidationError) -> tuple[str, str]:
@@ -246,6 +495,11 @@ def decode_benchmark(document: dict[str, Any], *, source: str = "") -> Benchmark
     if infinite is not None:
         prefix = "".join(f"{part}: " for part in (source, infinite) if part)
         raise ConfigError(f"{prefix}expected a finite number")
+    if benchmark.artifacts.user_files:
+        try:
+            check_user_files(benchmark)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}" if source else str(exc)) from None
     return benchmark
 
 
@@ -292,6 +546,17 @@ def load_document(path: str | os.PathLike[str]) -> Any:
     if (problem := _tree_problem(document)) is not None:
         raise ConfigError(f"{os.fspath(path)}: {problem}")
     return document
+
+
+def read_document(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> Any:
+    """`load_document(path)` with its `${VAR}` references and Jinja2 templates resolved
+    (`aiperf.config.templating.render_document`, the environment `environ`, by default the
+    process's): what a config file means. `ConfigError` names the file and the field."""
+    document = load_document(path)
+    try:
+        return render_document(document, os.environ if environ is None else environ)
+    except ConfigError as exc:
+        raise ConfigError(f"{os.fspath(path)}: {exc}") from None
 
 
 def _tree_problem(document: Any) -> str | None:

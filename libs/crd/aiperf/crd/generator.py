@@ -5,19 +5,23 @@ discriminator, `additionalProperties: false`) -> a structural OpenAPI v3 schema:
 
 - `$ref`s inlined; an `anyOf` with `null` collapsed to `nullable: true`; `integer | number` to
   `number`; an enum without a type gets its type.
-- A tagged union (`phases[]`, `datasets[]`) becomes one object with every variant's properties
-  and the tag as an enum; what differs per variant becomes CEL: a property only some variants
-  have, one only some require, one only some allow to be null, and the variants' own rules
-  (guarded by the tag). Variants that declare one property differently are refused.
+- A tagged union becomes one object with every variant's properties and the tag as an enum;
+  what differs per variant becomes CEL: a property only some variants have, one only some
+  require, one only some allow to be null, and the variants' own rules (guarded by the tag).
+  Variants that declare one property differently are refused.
 - `additionalProperties: false` dropped (structural schemas forbid it beside `properties`;
-  pruning does that job); a free-form map (`endpoint.extra`) is `type: object` with
-  `x-kubernetes-preserve-unknown-fields: true`; `propertyNames` (enum-keyed maps such as
-  `slos`) become CEL on the map; numeric `exclusiveMinimum` becomes OpenAPI's boolean form.
+  pruning does that job); a free-form map (`spec.benchmark`, `podTemplate.affinity`) is
+  `type: object` with `x-kubernetes-preserve-unknown-fields: true`; `propertyNames` (enum-keyed
+  maps) become CEL on the map; numeric `exclusiveMinimum` becomes OpenAPI's boolean form.
 - `default`s kept only where they are valid for their node (never `null`, never under status).
-- Cross-field rules as `x-kubernetes-validations` on the object they concern: the benchmark
-  model's (`BENCHMARK_RULES`, mirroring its `__post_init__` checks) and the envelope models'
-  (`cel_rules` beside their `__post_init__`); on `spec`, immutability of every field but the
-  kind's mutable set, in the presence-safe form.
+- Cross-field rules as `x-kubernetes-validations` on the object they concern: the envelope
+  models' (`cel_rules` beside their `__post_init__`); on `spec`, immutability of every field but
+  the kind's mutable set, in the presence-safe form.
+
+`spec.benchmark` is AIPerf's config v2 body as users write it (camelCase or snake_case,
+shorthands, Jinja2 `variables`), so the CRD keeps it as written; the operator reads it with the
+benchmark model (`aiperf.crd.model.decode_spec`) and a CR it cannot run ends Failed with
+`ConfigValid=False` and one line naming the field (`aiperf kube validate` says the same offline).
 
 `build_crds()` returns both CRDs, `render_crds()` their YAML files; `main` writes them or, with
 `--check`, exits 1 when the committed files are stale. Raises `GeneratorError` for a schema it
@@ -42,21 +46,20 @@ from aiperf.crd.model import (
     API_VERSION,
     JOB_KIND,
     SWEEP_KIND,
-    AIPerfJobSpec,
     AIPerfJobStatus,
-    AIPerfSweepSpec,
     AIPerfSweepStatus,
     CelRule,
     EnvVar,
+    JobSpecSchema,
     MultiRun,
     PodTemplate,
     SweepSpec,
+    SweepSpecSchema,
     Toleration,
-    present,
 )
 
 __all__ = [
-    "BENCHMARK_RULES", "CRD_DIR", "GeneratorError", "build_crd", "build_crds", "immutability_rule",
+    "CRD_DIR", "ENVELOPE_MODELS", "GeneratorError", "build_crd", "build_crds", "immutability_rule",
     "main", "render_crds", "repo_root", "stale_files", "to_structural",
 ]
 
@@ -66,59 +69,7 @@ CRD_DIR = Path("deploy/helm/aiperf-operator/crds")
 HEADER = ("# Generated from aiperf.crd.model by aiperf.crd.generator: do not edit.\n"
           "# Regenerate with `./pants run operator:crds`; `./pants run operator:crds -- --check` checks it.\n")
 
-_CANONICAL = "['warmup', 'profiling']"
-_NAME = "(has(self.name) ? self.name : 'profiling')"
-
-
-def _role(p: str) -> str:
-    """CEL: the role of phase `p` (its kind, else the kind its canonical name implies)."""
-    return (f"((has({p}.kind) && type({p}.kind) != null_type) ? {p}.kind : "
-            f"(has({p}.name) ? {p}.name : 'profiling'))")
-
-
-def _phase_name(p: str) -> str:
-    return f"(has({p}.name) ? {p}.name : 'profiling')"
-
-
-_PHASE_RULES = (
-    CelRule(f"{present('self.kind')} || {_NAME} in {_CANONICAL}",
-            "kind: required for a custom phase name (warmup or profiling)", ".kind"),
-    CelRule(f"!{present('self.kind')} || !({_NAME} in {_CANONICAL}) || self.kind == {_NAME}",
-            "kind: the names warmup and profiling are reserved for phases of that kind", ".kind"),
-    CelRule(f"!({present('self.requests')} && {present('self.duration')})",
-            "requests: choose one stop condition, requests or duration", ".requests"),
-    CelRule(f"!{present('self.grace_period')} || {present('self.duration')}",
-            "grace_period: needs duration", ".grace_period"),
-)
-_STOP_RULE = CelRule(f"{present('self.requests')} || {present('self.duration')}",
-                     "requests: required (or duration)", ".requests")
-
-BENCHMARK_RULES: dict[str, tuple[CelRule, ...]] = {
-    # _PhaseBase.__post_init__; a fixed-schedule phase needs no stop condition.
-    "ConcurrencyPhase": (*_PHASE_RULES, _STOP_RULE),
-    "PoissonPhase": (*_PHASE_RULES, _STOP_RULE),
-    "GammaPhase": (*_PHASE_RULES, _STOP_RULE),
-    "ConstantPhase": (*_PHASE_RULES, _STOP_RULE),
-    "FixedSchedulePhase": _PHASE_RULES,
-    # Benchmark.__post_init__. Names compare case-insensitively: core CEL has no lowerAscii(), so
-    # one name becomes a case-insensitive regex (names are [A-Za-z0-9_-], nothing to escape).
-    "Benchmark": (
-        CelRule(f"!has(self.phases) || (size(self.phases) == 1 ? {_role('self.phases[0]')} == 'profiling' : "
-                f"(size(self.phases) == 2 && {_role('self.phases[0]')} == 'warmup' && "
-                f"{_role('self.phases[1]')} == 'profiling'))",
-                "phases: an optional warmup phase, then one profiling phase", ".phases"),
-        CelRule(f"!has(self.phases) || size(self.phases) < 2 || !{_phase_name('self.phases[0]')}"
-                f".matches('(?i)^' + {_phase_name('self.phases[1]')} + '$')",
-                "phases: names must be distinct", ".phases"),
-        CelRule("!has(self.phases) || !self.phases.exists(p, p.type == 'fixed_schedule') || "
-                "(has(self.datasets) && self.datasets.all(d, d.type == 'file'))",
-                "phases: fixed_schedule needs a file dataset with timestamps", ".phases"),
-    ),
-}
-"""CEL copies of the benchmark model's `__post_init__` rules, by `$defs` name (the tests check
-that every model class with a `__post_init__` has an entry, and that verdicts agree)."""
-
-ENVELOPE_MODELS = (EnvVar, Toleration, PodTemplate, SweepSpec, MultiRun)
+ENVELOPE_MODELS = (EnvVar, Toleration, PodTemplate, SweepSpec, MultiRun, JobSpecSchema)
 """Envelope models with cross-field rules (`cel_rules`)."""
 
 
@@ -357,10 +308,7 @@ def _rule_owners(variants: list[tuple[str, str, dict[str, Any]]],
 
 
 def _all_rules() -> dict[str, tuple[CelRule, ...]]:
-    rules = dict(BENCHMARK_RULES)
-    for model in ENVELOPE_MODELS:
-        rules[model.__name__] = model.cel_rules
-    return rules
+    return {model.__name__: model.cel_rules for model in ENVELOPE_MODELS}
 
 
 def _strip_nulls(value: Any) -> Any:
@@ -429,8 +377,8 @@ _PRINTER_COLUMNS = {
 }
 
 _MODELS: dict[str, tuple[type[msgspec.Struct], type[msgspec.Struct], str, str]] = {
-    JOB_KIND: (AIPerfJobSpec, AIPerfJobStatus, "aiperfjobs", "aiperfjob"),
-    SWEEP_KIND: (AIPerfSweepSpec, AIPerfSweepStatus, "aiperfsweeps", "aiperfsweep"),
+    JOB_KIND: (JobSpecSchema, AIPerfJobStatus, "aiperfjobs", "aiperfjob"),
+    SWEEP_KIND: (SweepSpecSchema, AIPerfSweepStatus, "aiperfsweeps", "aiperfsweep"),
 }
 _SHORT_NAMES = {JOB_KIND: ["apjob"], SWEEP_KIND: ["apsweep"]}
 _DESCRIPTIONS = {

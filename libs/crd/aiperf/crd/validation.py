@@ -10,7 +10,9 @@ with.
   about unknown fields like `kubectl --validate=strict`), then every CEL rule compiled with
   cel-python and evaluated on its node, transition rules against `old` when given.
 - `validate_resource(doc, old)`: one CR against the generated CRD of its kind, plus metadata and a
-  final decode with the typed model (so a difference between CEL and model still surfaces).
+  final decode with the typed models (`decode_spec`: the envelope, a difference between CEL and
+  model still surfaces; and `spec.benchmark`, which the CRD keeps as written, read as the
+  operator reads it).
 
 Every check returns `Problem`s (path, message); nothing here raises for a bad document.
 """
@@ -20,14 +22,15 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
-from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND, decode_spec
+from aiperf.config import ConfigError
+from aiperf.config.templating import render_document
+from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND, decode_spec, read_benchmark
 from aiperf.kube.names import is_dns1123_label, jobset_name
 
 __all__ = [
@@ -403,13 +406,18 @@ def validate_resource(doc: Any, old: Any = None) -> list[Problem]:
     elif not is_dns1123_label(name) or len(jobset_name(name)) > 63:
         out.append(Problem("metadata.name", f"{name!r}: lowercase letters, digits and '-', starting and ending "
                                             f"with a letter or digit, at most {63 - len(jobset_name(''))} characters"))
+    spec = doc.get("spec")
+    if kind == JOB_KIND and isinstance(spec, dict) and "sweep" in spec:  # AIPerf's `kube init` of a sweep template
+        out.append(Problem("spec.sweep", "an AIPerfJob is one run; a sweep is an AIPerfSweep (kind: AIPerfSweep)"))
+        doc = {**doc, "spec": {k: v for k, v in spec.items() if k != "sweep"}}
     out += validator_for(kind).problems(doc, old)
-    if not out:
-        try:
-            decode_spec(doc["spec"], kind)
-        except msgspec.ValidationError as exc:
-            from aiperf.config.loader import describe_error
-
-            where, what = describe_error(exc)
-            out.append(Problem(f"spec.{where}" if where else "spec", what))
-    return sorted(out)
+    try:
+        if not out:
+            decode_spec(spec, kind)
+        elif isinstance(spec, dict) and "benchmark" in spec:  # the envelope is wrong: still read the benchmark
+            rendered = render_document(spec, os.environ)
+            read_benchmark(rendered.get("benchmark"), rendered.get("randomSeed"), rendered.get("variables"))
+    except ConfigError as exc:
+        where, _, what = str(exc).partition(": ")
+        out.append(Problem(where, what) if what else Problem("spec", where))
+    return sorted(set(out))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+import msgspec
 
 from aiperf.config import Dataset, DatasetFormat, FileDataset
 from aiperf.dataset.custom import multi_turn, random_pool, single_turn
@@ -25,17 +28,33 @@ LOADERS: dict[DatasetFormat, Loader] = {
 
 
 def build_conversations(spec: Dataset, tokenizer: Tokenizer, *, seed: int | None) -> list[Conversation]:
-    """The conversations of `spec`: synthetic, or read from its file (format detected when
-    unset). Deterministic for a given `seed` (None: not reproducible). Conversation ids are
-    unique. Blocks (CPU-bound, reads the file). Raises `DatasetError` (one line) for a missing or
-    unreadable file, or a malformed line (naming file and line)."""
+    """The conversations of `spec`: synthetic, or read from its file or its inline `records`
+    (format detected when unset). Deterministic for a given `seed` (None: not reproducible).
+    Conversation ids are unique. Blocks (CPU-bound, reads the file). Raises `DatasetError` (one
+    line) for a missing or unreadable file, or a malformed line or record (naming file and line,
+    or `records:<n>`)."""
     if not isinstance(spec, FileDataset):
         return synthetic_conversations(spec, tokenizer, seed)
+    if spec.path is None:
+        return _inline(spec, tokenizer, seed)
     path = Path(spec.path).expanduser()
     if not path.exists():
         raise DatasetError(f"--input-file {spec.path}: no such file or folder")
     conversations = LOADERS[spec.format or detect_type(path)](path, spec, tokenizer, seed)
     _check_unique_ids(path, conversations)
+    return conversations
+
+
+def _inline(spec: FileDataset, tokenizer: Tokenizer, seed: int | None) -> list[Conversation]:
+    """`spec.records` read as the lines of a file of its format (written to a scratch file)."""
+    with tempfile.TemporaryDirectory(prefix="aiperf-records-") as scratch:
+        path = Path(scratch) / "records.jsonl"
+        path.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in spec.records))
+        try:
+            conversations = LOADERS[spec.format or detect_type(path)](path, spec, tokenizer, seed)
+        except DatasetError as exc:
+            raise DatasetError(str(exc).replace(str(path), "records")) from None
+    _check_unique_ids(Path("records"), conversations)
     return conversations
 
 

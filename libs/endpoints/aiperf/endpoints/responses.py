@@ -201,6 +201,36 @@ class _Stream:
         return ParsedResponse(self.responses, self.usage, error, self.last_ts, streamed=True)
 
 
+class FirstContent:
+    """Watches a streamed answer, one read at a time, for its first content (what AIPerf counts
+    as the first token: the first SSE event with text, as `parse_response` reads it).
+    `feed` returns True once, for the read that completed that event, False before and after.
+    Never raises on bad server output."""
+
+    __slots__ = ("_kind", "_parser", "_found")
+
+    def __init__(self, endpoint_type: EndpointType) -> None:
+        self._kind = spec_of(endpoint_type)
+        self._parser = SseParser()
+        self._found = False
+
+    def feed(self, data: bytes, ts_ns: int) -> bool:
+        """Consume one read; True when it carried the first content."""
+        if self._found:
+            return False
+        for ev in self._parser.feed(data, ts_ns):
+            if ev.data == _DONE or ev.event == "error":
+                continue
+            try:
+                obj = _loads(ev.data)
+            except _BadBody:
+                continue
+            if _content(self._kind, obj, ts_ns) is not None:
+                self._found = True
+                return True
+        return False
+
+
 def _parse_stream(kind: EndpointSpec, record: RequestRecord) -> ParsedResponse:
     parser = SseParser()
     stream = _Stream(kind, record.status)

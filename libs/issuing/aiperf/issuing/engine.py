@@ -31,7 +31,7 @@ from aiperf.issuing.ports import (
     Sleep,
 )
 from aiperf.issuing.schedule import NS_PER_S, fixed_offsets_ns
-from aiperf.issuing.strategies import strategy_for
+from aiperf.issuing.strategies import ramp_open, strategy_for
 from aiperf.issuing.workers import WorkerPool
 from aiperf.messages import (
     CancelCredits,
@@ -73,7 +73,8 @@ class TimingManager:
     before `scheduled_at_ns` so the worker can wait for the exact time locally. After a
     `CancelCredits`, credits still out after `cancel_drain_s` are counted as lost. Every
     `audit_interval_s` (None: never) the workers are audited for credits lost on the wire
-    (`aiperf.issuing.audit`).
+    (`aiperf.issuing.audit`). With `urls` endpoint URLs, each conversation goes to the next URL
+    in turn (`CreditIssuer`).
     """
 
     def __init__(self, *, service_id: str, phases: Sequence[Phase], seed: int | None, expected_workers: int,
@@ -81,7 +82,8 @@ class TimingManager:
                  events: EventSink, open_conversations: OpenConversations,
                  clock: Clock = time.perf_counter_ns, wall_clock: Clock = time.time_ns,
                  sleep: Sleep = anyio.sleep, send_ahead_ns: int = 2_000_000,
-                 tick_ns: int = 0, cancel_drain_s: float = 10.0, audit_interval_s: float | None = 2.0) -> None:
+                 tick_ns: int = 0, cancel_drain_s: float = 10.0, audit_interval_s: float | None = 2.0,
+                 urls: int = 1) -> None:
         self.service_id = service_id
         self._phases, self._seed, self._expected = list(phases), seed, expected_workers
         self._registration_timeout_s = registration_timeout_s
@@ -89,6 +91,7 @@ class TimingManager:
         self._open_conversations = open_conversations
         self._clock, self._wall_clock, self._sleep = clock, wall_clock, sleep
         self._send_ahead_ns, self._tick_ns, self._cancel_drain_s = send_ahead_ns, tick_ns, cancel_drain_s
+        self._urls = urls
         self.pool = WorkerPool()
         self._conversations: Conversations | None = None
         self._ledgers: dict[PhaseTag, PhaseLedger] = {}
@@ -236,8 +239,9 @@ class TimingManager:
                         log.info("timing.worker_leaving", worker=worker_id, workers=len(self.pool))
                 case HeldCredits():
                     self._auditor.on_held(message)
-                case FirstToken():
-                    pass  # reserved for prefill-aware pacing
+                case FirstToken(phase=phase, num=num):
+                    if (ledger := self._ledgers.get(phase)) is not None:
+                        ledger.first_token(num)
 
     def _on_return(self, ret: CreditReturn) -> None:
         ledger = self._ledgers.get(ret.phase)
@@ -255,7 +259,8 @@ class TimingManager:
         ledger = PhaseLedger(tag, count=phase.requests,
                              concurrency_cap=phase.concurrency if isinstance(phase, RatePhase) else None,
                              cancel_rate_pct=cancellation.rate,
-                             cancel_delay_ns=round(cancellation.delay * NS_PER_S), seed=self._seed)
+                             cancel_delay_ns=round(cancellation.delay * NS_PER_S), seed=self._seed,
+                             prefill_cap=phase.prefill_concurrency)
         self._ledgers[tag] = self._current = ledger
         ledger.start_ns, ledger.start_wall_ns = self._clock(), self._wall_clock()
         log.info("timing.phase_started", phase=phase.name, type=type(phase).__name__, count=phase.requests,
@@ -267,14 +272,16 @@ class TimingManager:
             ledger.stop(CANCELLED)
         issuer = CreditIssuer(ledger=ledger, pool=self.pool, credits=self._credits, conversations=conversations,
                               clock=self._clock, sleep=self._sleep, send_ahead_ns=self._send_ahead_ns,
-                              tick_ns=self._tick_ns)
+                              tick_ns=self._tick_ns, urls=self._urls)
         with ledger.issuing:
             async with anyio.create_task_group() as tg:
                 if phase.duration is not None:
                     deadline = ledger.start_ns + round(phase.duration * NS_PER_S)
                     tg.start_soon(self._stop_after, issuer, deadline)
+                if ledger.prefill is not None and phase.prefill_ramp is not None:
+                    await tg.start(ramp_open, issuer, ledger.prefill, phase.prefill_ramp.duration, anyio.CancelScope())
                 await strategy_for(phase, seed=self._seed).run(issuer)
-                tg.cancel_scope.cancel()  # the duration timer
+                tg.cancel_scope.cancel()  # the duration timer and the prefill ramp
         ledger.finish_sending()
         log.info("timing.phase_sending_complete", phase=phase.name, issued=ledger.issued,
                  reason=ledger.stopped_reason or "count")

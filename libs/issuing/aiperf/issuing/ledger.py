@@ -17,13 +17,15 @@ Outcome = Literal["", "ok", "failed", "cancelled", "lost"]
 @dataclass(eq=False, kw_only=True)
 class InFlight:
     """One issued credit not yet settled. `done` is set when it returns or is declared lost;
-    `outcome` then says which."""
+    `outcome` then says which. `holds_prefill`: it holds a prefill slot (until its first token)."""
 
     num: int
     worker: str
     conversation: int
     turn: int
     holds_slot: bool
+    holds_prefill: bool = False
+    url_index: int = 0
     issued_ns: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: Outcome = ""
@@ -34,11 +36,15 @@ class PhaseLedger:
 
     Invariants once the phase is over: `issued == ok + failed + cancelled + lost` and
     `returned + lost == issued`. `drained` is set when sending is complete and nothing is
-    in flight. `stop(reason)` ends issuing (first reason wins).
+    in flight. `stop(reason)` ends issuing (first reason wins). `slots` (a concurrency cap) and
+    `prefill` (a prefill concurrency cap: requests waiting for their first token) are None
+    without a cap; a credit's slots are released when it settles, its prefill slot earlier
+    when its first token arrives (`first_token`).
     """
 
     def __init__(self, phase: Phase, *, count: int | None, concurrency_cap: int | None,
-                 cancel_rate_pct: float = 0.0, cancel_delay_ns: int = 0, seed: int | None = None) -> None:
+                 cancel_rate_pct: float = 0.0, cancel_delay_ns: int = 0, seed: int | None = None,
+                 prefill_cap: int | None = None) -> None:
         self.phase = phase
         self.count = count
         self.issued = self.returned = self.sent = 0
@@ -50,6 +56,8 @@ class PhaseLedger:
         self.lags_ns: list[int] = []
         self.drained = anyio.Event()
         self.slots = anyio.Semaphore(concurrency_cap) if concurrency_cap else None
+        self.prefill = anyio.Semaphore(prefill_cap) if prefill_cap else None
+        self.first_tokens = 0
         self.issuing = anyio.CancelScope()
         self._cancel_rate = cancel_rate_pct
         self.cancel_delay_ns = cancel_delay_ns
@@ -70,10 +78,11 @@ class PhaseLedger:
         return self._cancel_rate > 0 and self._cancel_rng.random() * 100 < self._cancel_rate
 
     def open(self, *, worker: str, conversation: int, turn: int, holds_slot: bool,
-             issued_ns: int = 0) -> InFlight:
+             issued_ns: int = 0, holds_prefill: bool = False, url_index: int = 0) -> InFlight:
         """Record a new credit (numbered in issue order) as in flight at `worker` since `issued_ns`."""
         entry = InFlight(num=self.issued, worker=worker, conversation=conversation, turn=turn,
-                         holds_slot=holds_slot, issued_ns=issued_ns)
+                         holds_slot=holds_slot, holds_prefill=holds_prefill, url_index=url_index,
+                         issued_ns=issued_ns)
         self.issued += 1
         self.in_flight[entry.num] = entry
         return entry
@@ -97,6 +106,18 @@ class PhaseLedger:
         self._close(entry)
         return entry
 
+    def first_token(self, num: int) -> bool:
+        """Credit `num`'s first token arrived: give back its prefill slot. False (nothing
+        done) for a credit not in flight or holding none."""
+        entry = self.in_flight.get(num)
+        if entry is None or not entry.holds_prefill:
+            return False
+        entry.holds_prefill = False
+        self.first_tokens += 1
+        assert self.prefill is not None
+        self.prefill.release()
+        return True
+
     def declare_lost(self, num: int) -> InFlight | None:
         """Count credit `num` as lost (its worker died); None if not in flight."""
         entry = self.in_flight.pop(num, None)
@@ -115,6 +136,9 @@ class PhaseLedger:
     def _close(self, entry: InFlight) -> None:
         if entry.holds_slot and self.slots is not None:
             self.slots.release()
+        if entry.holds_prefill and self.prefill is not None:
+            entry.holds_prefill = False
+            self.prefill.release()
         entry.done.set()
         self._check_drained()
 

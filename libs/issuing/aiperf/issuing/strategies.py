@@ -18,12 +18,13 @@ from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 import anyio
+import anyio.abc
 
 from aiperf.config import ConcurrencyPhase, FixedSchedulePhase, GammaPhase, Phase, PoissonPhase, RatePhase
 from aiperf.issuing.issuer import CreditIssuer
 from aiperf.issuing.ledger import InFlight
 from aiperf.issuing.ports import TurnTiming
-from aiperf.issuing.schedule import RateMode, arrival_offsets_ns, fixed_offsets_ns
+from aiperf.issuing.schedule import NS_PER_S, RateMode, arrival_offsets_ns, fixed_offsets_ns
 
 
 class Strategy(Protocol):
@@ -34,43 +35,97 @@ class Strategy(Protocol):
 
 def strategy_for(phase: Phase, *, seed: int | None) -> Strategy:
     """The strategy of `phase`; `seed` (None: fresh) fixes random arrivals."""
+    ramp_s = phase.concurrency_ramp.duration if phase.concurrency_ramp is not None else None
     if isinstance(phase, ConcurrencyPhase):
-        return ClosedLoop(users=phase.concurrency)
+        return ClosedLoop(users=phase.concurrency, ramp_s=ramp_s)
     if isinstance(phase, FixedSchedulePhase):
-        return Paced(fixed=True, arrivals=_trace_arrivals)
+        return Paced(fixed=True, arrivals=TraceArrivals(auto_offset=phase.auto_offset), auto_offset=phase.auto_offset,
+                     cap_ramp_s=ramp_s)
     assert isinstance(phase, RatePhase)
-    return Paced(fixed=False, arrivals=RateArrivals(phase, seed))
+    return Paced(fixed=False, arrivals=RateArrivals(phase, seed), cap_ramp_s=ramp_s)
+
+
+def ramp_steps_s(target: int, ramp_s: float) -> list[float]:
+    """When a concurrency ramped from 1 to `target` over `ramp_s` seconds reaches 2, 3, ...,
+    `target` (AIPerf's linear ramp: steps of 1, evenly spaced, the last at `ramp_s`)."""
+    if target <= 1:
+        return []
+    return [ramp_s * (value - 1) / (target - 1) for value in range(2, target + 1)]
+
+
+async def ramp_open(issuer: CreditIssuer, slots: anyio.Semaphore, ramp_s: float, ramp: anyio.CancelScope, *,
+                    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Hold the cap `slots` at 1 (its other slots taken here), then give them back one at a
+    time over `ramp_s` seconds (`ramp_steps_s`); all at once when `ramp` is cancelled (the
+    phase stopped issuing) or this task is."""
+    held = 0
+    while slots.value > 1:
+        slots.acquire_nowait()
+        held += 1
+    task_status.started()
+    start = issuer.clock()
+    try:
+        with ramp:
+            for at_s in ramp_steps_s(held + 1, ramp_s):
+                await issuer.sleep_until(start + round(at_s * NS_PER_S))
+                slots.release()
+                held -= 1
+    finally:
+        for _ in range(held):
+            slots.release()
 
 
 class ClosedLoop:
-    """`users` concurrent users walk the conversations in dataset order (one shared cursor)."""
+    """`users` concurrent users walk the conversations in dataset order (one shared cursor);
+    with `ramp_s`, the first starts at once and the others one by one over that many seconds
+    (`ramp_steps_s`), until the budget is spent."""
 
-    def __init__(self, *, users: int) -> None:
-        self.users = users
+    def __init__(self, *, users: int, ramp_s: float | None = None) -> None:
+        self.users, self.ramp_s = users, ramp_s
 
     async def run(self, issuer: CreditIssuer) -> None:
         cursor = itertools.cycle(range(len(issuer.conversations)))
+        ramp = anyio.CancelScope()
         async with anyio.create_task_group() as tg:
-            for _ in range(self.users):
-                tg.start_soon(self._user, issuer, cursor)
+            if self.ramp_s is None:
+                for _ in range(self.users):
+                    tg.start_soon(self._user, issuer, cursor, ramp)
+                return
+            tg.start_soon(self._user, issuer, cursor, ramp)
+            with ramp:
+                start = issuer.clock()
+                for at_s in ramp_steps_s(self.users, self.ramp_s):
+                    await issuer.sleep_until(start + round(at_s * NS_PER_S))
+                    if not issuer.ledger.may_issue():
+                        break
+                    tg.start_soon(self._user, issuer, cursor, ramp)
 
     @staticmethod
-    async def _user(issuer: CreditIssuer, cursor: Iterator[int]) -> None:
+    async def _user(issuer: CreditIssuer, cursor: Iterator[int], ramp: anyio.CancelScope) -> None:
         """Each turn goes to the worker of the conversation's previous turn, once that returned
-        and the turn's delay passed."""
+        and the turn's delay passed. The user who spends the budget ends the ramp."""
+        try:
+            await ClosedLoop._turns(issuer, cursor)
+        finally:
+            if not issuer.ledger.may_issue():
+                ramp.cancel()
+
+    @staticmethod
+    async def _turns(issuer: CreditIssuer, cursor: Iterator[int]) -> None:
         ledger = issuer.ledger
         while ledger.may_issue():
             index = next(cursor)
             worker: str | None = None
+            url = 0
             for turn, timing in enumerate(issuer.conversations.turns(index)):
                 if turn and timing.delay_ms:
                     await issuer.sleep(timing.delay_ms / 1000)
                 if not ledger.may_issue():
                     return
-                entry = await issuer.issue(index, turn, prefer=worker)
+                entry = await issuer.issue(index, turn, prefer=worker, url_index=url)
                 if entry is None:
                     return
-                worker = entry.worker
+                worker, url = entry.worker, entry.url_index
                 if not ledger.may_issue():
                     return  # the budget is spent: sending is complete, do not wait here
                 await entry.done.wait()
@@ -85,9 +140,15 @@ class Arrivals(Protocol):
     def __call__(self, count: int, stamps: list[float | None], /) -> Iterator[tuple[int, int]]: ...
 
 
-def _trace_arrivals(count: int, stamps: list[float | None], /) -> Iterator[tuple[int, int]]:
-    """Arrivals of a fixed-schedule phase: the trace timestamps (`UserError` when one is missing)."""
-    return iter(fixed_offsets_ns(stamps))
+class TraceArrivals:
+    """Arrivals of a fixed-schedule phase: the trace timestamps (`UserError` when one is missing),
+    relative to the earliest (`auto_offset`) or to 0."""
+
+    def __init__(self, *, auto_offset: bool) -> None:
+        self._auto_offset = auto_offset
+
+    def __call__(self, count: int, stamps: list[float | None], /) -> Iterator[tuple[int, int]]:
+        return iter(fixed_offsets_ns(stamps, auto_offset=self._auto_offset))
 
 
 class RateArrivals:
@@ -103,41 +164,56 @@ class RateArrivals:
             else "constant"
         rng = random.Random(f"{self._seed}:arrivals" if self._seed is not None else None)
         smoothness = phase.smoothness if isinstance(phase, GammaPhase) else 1.0
-        offsets = arrival_offsets_ns(rate=phase.rate, mode=mode, smoothness=smoothness, rng=rng)
+        ramp_s = phase.rate_ramp.duration if phase.rate_ramp is not None else None
+        offsets = arrival_offsets_ns(rate=phase.rate, mode=mode, smoothness=smoothness, rng=rng, ramp_s=ramp_s)
         return zip(offsets, itertools.cycle(range(count)), strict=False)
 
 
 class Paced:
     """First turns at their arrival times (sent `send_ahead_ns` early; the worker waits for the
     exact time); each later turn of a conversation in its own task, after the previous turn
-    returned and then its delay (or, `fixed`, at its trace timestamp)."""
+    returned and then its delay (or, `fixed`, at its trace timestamp, relative to the earliest
+    with `auto_offset`)."""
 
-    def __init__(self, *, fixed: bool, arrivals: Arrivals) -> None:
-        self.fixed, self._arrivals = fixed, arrivals
+    def __init__(self, *, fixed: bool, arrivals: Arrivals, auto_offset: bool = True,
+                 cap_ramp_s: float | None = None) -> None:
+        self.fixed, self._arrivals, self._auto_offset = fixed, arrivals, auto_offset
+        self._cap_ramp_s = cap_ramp_s
 
     async def run(self, issuer: CreditIssuer) -> None:
         ledger, conversations = issuer.ledger, issuer.conversations
         stamps = conversations.timestamps()
         t0 = issuer.clock() + issuer.send_ahead_ns
         async with anyio.create_task_group() as tg:
-            for offset_ns, index in self._arrivals(len(conversations), stamps):
-                if not ledger.may_issue():
-                    return
-                scheduled = t0 + offset_ns
-                await issuer.sleep_until(scheduled - issuer.send_ahead_ns)
-                if not ledger.may_issue():  # follow-up turns may have spent the budget meanwhile
-                    return
-                entry = await issuer.issue_slotted(index, 0, scheduled=scheduled)
-                if entry is None:
-                    return
-                turns = conversations.turns(index)
-                if len(turns) > 1:
-                    tg.start_soon(self._follow_up, issuer, entry, turns, t0, stamps)
+            ramp = anyio.CancelScope()
+            if self._cap_ramp_s is not None and ledger.slots is not None:
+                await tg.start(ramp_open, issuer, ledger.slots, self._cap_ramp_s, ramp)
+            try:
+                await self._arrive(issuer, tg, t0, stamps)
+            finally:
+                ramp.cancel()
+
+    async def _arrive(self, issuer: CreditIssuer, tg: anyio.abc.TaskGroup, t0: int,
+                      stamps: list[float | None]) -> None:
+        ledger, conversations = issuer.ledger, issuer.conversations
+        for offset_ns, index in self._arrivals(len(conversations), stamps):
+            if not ledger.may_issue():
+                return
+            scheduled = t0 + offset_ns
+            await issuer.sleep_until(scheduled - issuer.send_ahead_ns)
+            if not ledger.may_issue():  # follow-up turns may have spent the budget meanwhile
+                return
+            entry = await issuer.issue_slotted(index, 0, scheduled=scheduled)
+            if entry is None:
+                return
+            turns = conversations.turns(index)
+            if len(turns) > 1:
+                tg.start_soon(self._follow_up, issuer, entry, turns, t0, stamps)
 
     async def _follow_up(self, issuer: CreditIssuer, entry: InFlight, turns: Sequence[TurnTiming],
                          t0: int, stamps: list[float | None]) -> None:
         ledger = issuer.ledger
-        base_ms = min((t for t in stamps if t is not None), default=0.0)
+        base_ms = min((t for t in stamps if t is not None), default=0.0) if self._auto_offset else 0.0
         for turn in range(1, len(turns)):
             await entry.done.wait()
             if entry.outcome == "lost":
@@ -151,10 +227,11 @@ class Paced:
             if not ledger.may_issue():
                 return
             next_entry = await issuer.issue_slotted(entry.conversation, turn, scheduled=scheduled,
-                                                    prefer=entry.worker)
+                                                    prefer=entry.worker, url_index=entry.url_index)
             if next_entry is None or not ledger.may_issue():
                 return
             entry = next_entry
 
 
-__all__ = ["Arrivals", "ClosedLoop", "Paced", "RateArrivals", "Strategy", "strategy_for"]
+__all__ = ["Arrivals", "ClosedLoop", "Paced", "RateArrivals", "Strategy", "TraceArrivals", "ramp_open",
+           "ramp_steps_s", "strategy_for"]

@@ -32,8 +32,20 @@ from aiperf.kube.names import (
 from aiperf.messages import ServiceType
 
 API_KEY_ENV, HEADERS_ENV = SECRET_ENV_VARS
+API_KEY_ENV_ALIASES = ("AIPERF_INJECTED_API_KEY", "OPENAI_API_KEY")
+"""AIPerf's names of the environment variable holding the endpoint's API key (from a Secret)."""
+HEADERS_ENV_ALIASES = ("AIPERF_INJECTED_HEADERS",)
+"""AIPerf's name of the environment variable holding the JSON object of header values."""
+_ENDPOINT_ENV = {API_KEY_ENV: (API_KEY_ENV, *API_KEY_ENV_ALIASES), HEADERS_ENV: (HEADERS_ENV, *HEADERS_ENV_ALIASES)}
+DEFAULT_WORKERS_PER_POD = 10
+"""Workers in one worker pod when nothing says otherwise (AIPerf's default)."""
 MAX_PER_POD = 256
 """Most workers (and record processors) in one pod: keeps per-container health ports apart."""
+
+RESERVED_VOLUMES = frozenset({"ipc", "artifacts", "config", "curve"})
+"""Volume names of aiperf's own volumes (`aiperf.kube.containers`)."""
+RESERVED_MOUNT_PATHS = ("/aiperf", "/config", "/curve")
+"""Where aiperf's own volumes are mounted; a user's mount may not be at or below them."""
 
 RESERVED_ENV = frozenset({"AIPERF_CONTROLLER_HOST", "AIPERF_JOB_INDEX", "AIPERF_HEALTH_PORT",
                           JOB_NAME_ENV, JOB_NAMESPACE_ENV, JOB_UID_ENV})
@@ -41,6 +53,20 @@ RESERVED_ENV = frozenset({"AIPERF_CONTROLLER_HOST", "AIPERF_JOB_INDEX", "AIPERF_
 
 NAME_LABEL, INSTANCE_LABEL, COMPONENT_LABEL = (
     "app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component")
+
+
+DEFAULT_CONNECTIONS_PER_WORKER = 100
+"""AIPerf's default of `connectionsPerWorker`: concurrent requests one worker carries."""
+
+
+def derived_total_workers(*, peak_concurrency: int, workers_per_pod: int, connections_per_worker: int | None = None,
+                          workers_min: int | None = None) -> int:
+    """AIPerf's worker count when none is given: the peak concurrency / `connections_per_worker`
+    (default 100), rounded up, at least `workers_min`, then up to whole pods of `workers_per_pod`
+    when it needs more than one pod."""
+    per_worker = connections_per_worker or DEFAULT_CONNECTIONS_PER_WORKER
+    total = max(-(-max(peak_concurrency, 1) // per_worker), workers_min or 0, 1)
+    return total if total <= workers_per_pod else -(-total // workers_per_pod) * workers_per_pod
 
 
 class KubeConfigError(ValueError):
@@ -95,6 +121,34 @@ class SecretRef(msgspec.Struct, frozen=True, kw_only=True):
         return {"name": env_name, "valueFrom": {"secretKeyRef": {"name": self.secret, "key": self.key}}}
 
 
+class PodOverrides(msgspec.Struct, frozen=True, kw_only=True):
+    """Pod fields taken as written (Kubernetes' own camelCase objects, AIPerf's `podTemplate`):
+    `volumes` are added to every pod and `volume_mounts` to every container; `affinity`,
+    `topology_spread_constraints`, `priority_class_name`, `runtime_class_name`, `scheduler_name`,
+    `host_aliases`, `dns_policy`, `dns_config`, `termination_grace_period_seconds`,
+    `share_process_namespace` and `init_containers` are the pods' own; `pod_security_context` is
+    merged over aiperf's (RuntimeDefault seccomp) and `container_security_context` over every
+    container's (no privilege escalation: the model refuses privileged ones); `extra_pod_spec`
+    adds any other pod field."""
+
+    volumes: list[dict[str, Any]] = []
+    volume_mounts: list[dict[str, Any]] = []
+    affinity: dict[str, Any] = {}
+    topology_spread_constraints: list[dict[str, Any]] = []
+    priority_class_name: str | None = None
+    runtime_class_name: str | None = None
+    scheduler_name: str | None = None
+    host_aliases: list[dict[str, Any]] = []
+    dns_policy: str | None = None
+    dns_config: dict[str, Any] = {}
+    termination_grace_period_seconds: int | None = None
+    share_process_namespace: bool = False
+    init_containers: list[dict[str, Any]] = []
+    pod_security_context: dict[str, Any] = {}
+    container_security_context: dict[str, Any] = {}
+    extra_pod_spec: dict[str, Any] = {}
+
+
 class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Deployment of one run named `name` into `namespace`.
 
@@ -110,7 +164,8 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
     `env_from_secrets`, with the same effect). `require_api_key` says the run authenticates with
     an API key, so generation fails without a Secret for it. `service_account` None gives the
     run its own ServiceAccount `aiperf-<name>` (created and deleted with the run); a name uses
-    that existing account instead.
+    that existing account instead. `pod` holds the pod fields taken as written (`PodOverrides`);
+    `keep_failed_pods` leaves the JobSet without a TTL, so a failed run's pods stay for debugging.
     """
 
     name: str
@@ -120,7 +175,7 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
     image: str | None = None
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     total_workers: int = 10
-    workers_per_pod: int = 10
+    workers_per_pod: int = DEFAULT_WORKERS_PER_POD
     record_processors_per_pod: int | None = None
     resources: dict[str, ContainerResources] = {}
     env_vars: dict[str, str] = {}
@@ -135,6 +190,8 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
     api_key_secret: str | None = None
     headers_secret: str | None = None
     require_api_key: bool = False
+    keep_failed_pods: bool = False
+    pod: PodOverrides = PodOverrides()
 
     def __post_init__(self) -> None:
         for problem in self._problems():
@@ -165,15 +222,19 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
 
     def plain_secret_env(self) -> dict[str, SecretRef]:
         """`env_from_secrets` without the endpoint secrets: set in every container."""
+        endpoint = {name for names in _ENDPOINT_ENV.values() for name in names}
         return {env: SecretRef.parse(ref, what=f"env_from_secrets {env}")
-                for env, ref in self.env_from_secrets.items() if env not in SECRET_ENV_VARS}
+                for env, ref in self.env_from_secrets.items() if env not in endpoint}
 
     def endpoint_secret_env(self) -> dict[str, SecretRef]:
-        """Where `AIPERF_API_KEY` / `AIPERF_HEADERS_JSON` come from (only those mapped): set in
-        worker containers, the only ones that talk to the endpoint."""
+        """Where `AIPERF_API_KEY` / `AIPERF_HEADERS_JSON` come from (only those mapped; AIPerf's
+        `AIPERF_INJECTED_API_KEY`/`OPENAI_API_KEY` and `AIPERF_INJECTED_HEADERS` in
+        `env_from_secrets` mean the same): set in worker containers, the only ones that talk to
+        the endpoint."""
         out: dict[str, SecretRef] = {}
         for env, ref in ((API_KEY_ENV, self.api_key_secret), (HEADERS_ENV, self.headers_secret)):
-            text = ref or self.env_from_secrets.get(env)
+            text = ref or next((self.env_from_secrets[n] for n in _ENDPOINT_ENV[env] if n in self.env_from_secrets),
+                               None)
             if text:
                 out[env] = SecretRef.parse(text, what=env)
         return out
@@ -210,6 +271,7 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
         for key in (NAME_LABEL, INSTANCE_LABEL, COMPONENT_LABEL):
             need(key not in self.labels, f"labels {key}: set by aiperf, leave it out")
         problems += self._env_problems()
+        problems += self._pod_problems()
         if not problems:
             problems += self._length_problems()
         return problems
@@ -227,14 +289,25 @@ class KubeSettings(msgspec.Struct, frozen=True, kw_only=True):
                 problems.append(f"env_vars {env}: a secret never goes in the manifests as a value; "
                                 f"put it in a Secret and pass {flag} SECRET/KEY")
         for env, ref in ((API_KEY_ENV, self.api_key_secret), (HEADERS_ENV, self.headers_secret)):
-            other = self.env_from_secrets.get(env)
-            if ref and other and ref != other:
-                problems.append(f"{env}: given as {ref!r} and in env_from_secrets as {other!r}; keep one")
+            given = {self.env_from_secrets[n] for n in _ENDPOINT_ENV[env] if n in self.env_from_secrets}
+            given |= {ref} if ref else set()
+            if len(given) > 1:
+                problems.append(f"{env}: given as {', '.join(map(repr, sorted(given)))}; keep one")
         try:
             self.plain_secret_env()
             self.endpoint_secret_env()
         except KubeConfigError as exc:
             problems.append(str(exc))
+        return problems
+
+    def _pod_problems(self) -> list[str]:
+        problems = [f"volumes {v.get('name')!r}: the name of one of aiperf's own volumes, choose another"
+                    for v in self.pod.volumes if v.get("name") in RESERVED_VOLUMES]
+        for mount in self.pod.volume_mounts:
+            path = str(mount.get("mountPath", ""))
+            if any(path == p or path.startswith(p + "/") for p in RESERVED_MOUNT_PATHS):
+                problems.append(f"volumeMounts {mount.get('name')!r}: {path} is where aiperf mounts its own "
+                                f"volumes ({', '.join(RESERVED_MOUNT_PATHS)}), choose another path")
         return problems
 
     def _length_problems(self) -> list[str]:

@@ -8,8 +8,8 @@ plan and each planned run's child AIPerfJob (no API calls; `aiperf.kuberun.sweep
 - `child_name(sweep, run)`: `<sweep>-v<variation>-t<trial>`, deterministic: a restarted
   sweep-controller finds the children it already created by name.
 - `child_body(sweep_cr, run, benchmark)`: the child AIPerfJob: the sweep's deployment envelope
-  (image, pod template, secrets, ...), the run's benchmark, labels naming the sweep, variation
-  and trial, a controller owner reference to the sweep (name and UID), the annotation that
+  (image, pod template with its Secret references, ...), the run's benchmark (canonical form),
+  `childMetadata`'s labels and annotations, labels naming the sweep, variation and trial, a controller owner reference to the sweep (name and UID), the annotation that
   keeps the child's results sidecar up until the sweep-controller has read its summary, and
   `RUN_DIGEST_ANNOTATION`: `run_digest(benchmark)`, what the child was planned to run.
 - `plan_digest(digests)`: one digest of a whole plan (the run digests in order), which the
@@ -19,6 +19,7 @@ plan and each planned run's child AIPerfJob (no API calls; `aiperf.kuberun.sweep
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,11 +30,13 @@ from aiperf.config.sweep import (
     MultiRun,
     Plan,
     PlannedRun,
+    SweepType,
     Variation,
     apply_values,
     build_plan,
-    variations,
+    sweep_variations,
 )
+from aiperf.config.templating import render_document
 from aiperf.crd.model import API_GROUP, JOB_KIND, SWEEP_KIND, AIPerfSweepSpec
 from aiperf.kube.names import KEEP_SIDECAR_ANNOTATION
 from aiperf.kubeapi import Obj
@@ -52,8 +55,8 @@ RUN_DIGEST_ANNOTATION = f"{API_GROUP}/run-digest"
 SUMMARY_FILE = "profile_export_aiperf.json"
 EXIT_CANCELLED = 130
 """The exit code of a run cut short because the sweep was cancelled (it ends the plan)."""
-CHILD_FIELDS = ("image", "resourceMode", "connectionsPerWorker", "workersPerPod", "recordProcessorsPerPod",
-                "podTemplate", "secrets", "logLevel", "timeoutSeconds")
+CHILD_FIELDS = ("image", "imagePullPolicy", "resourceMode", "connectionsPerWorker", "podTemplate",
+                "timeoutSeconds", "keepFailedPods", "skipEndpointCheck")
 """The sweep's envelope fields every child AIPerfJob gets as they are."""
 
 
@@ -64,9 +67,16 @@ def uid_seed(uid: str) -> int:
 
 def _plan(spec: AIPerfSweepSpec, seed: int | None) -> Plan:
     multi = spec.multi_run
-    multi_run = MultiRun(num_runs=multi.num_runs, cooldown_seconds=multi.cooldown_seconds) if multi else MultiRun()
-    return build_plan(variations=variations(spec.sweep.parameters, spec.sweep.type), multi_run=multi_run,
-                      sweep_cooldown_s=spec.sweep.cooldown_seconds, sweep_type=spec.sweep.type, seed=seed)
+    multi_run = MultiRun(num_runs=multi.num_runs, cooldown_seconds=multi.cooldown_seconds,
+                         confidence_level=multi.confidence_level, set_consistent_seed=multi.set_consistent_seed,
+                         vary_seed_per_trial=multi.vary_seed_per_trial,
+                         disable_warmup_after_first=multi.disable_warmup_after_first) if multi else MultiRun()
+    sweep = spec.sweep
+    planned = sweep_variations(sweep)
+    if sweep.type is SweepType.SCENARIOS and len(planned) == 1 and not planned[0].overlay:
+        planned = []  # AIPerf's form of repeated runs of one benchmark: no variation of its own
+    return build_plan(variations=planned, multi_run=multi_run, sweep_cooldown_s=sweep.cooldown_seconds,
+                      sweep_type=sweep.type, seed=seed, same_seed=sweep.same_seed)
 
 
 def plan_of(spec: AIPerfSweepSpec) -> Plan:
@@ -85,7 +95,7 @@ def plan_for(spec: AIPerfSweepSpec, uid: str) -> Plan:
 def benchmark_of(spec: AIPerfSweepSpec, variation: Variation) -> Benchmark:
     """`spec.benchmark` with the variation's values set; raises `aiperf.config.ConfigError`
     naming the variation when the result is not a valid benchmark."""
-    return decode_benchmark(apply_values(msgspec.to_builtins(spec.benchmark), variation.values),
+    return decode_benchmark(apply_values(msgspec.to_builtins(spec.benchmark), variation.values, variation.overlay),
                             source=variation.label)
 
 
@@ -122,17 +132,19 @@ def child_job_name(sweep: str, variation: int, trial: int) -> str:
 def child_body(sweep_cr: Mapping[str, Any], run: PlannedRun, benchmark: Benchmark) -> Obj:
     """The child AIPerfJob of `run` of the sweep `sweep_cr` (see the module doc)."""
     meta = sweep_cr["metadata"]
-    spec = sweep_cr.get("spec") or {}
+    spec = render_document(sweep_cr.get("spec") or {}, os.environ)
     index = run.variation.index if run.variation is not None else 0
-    annotations = {KEEP_SIDECAR_ANNOTATION: "true", RUN_DIGEST_ANNOTATION: run_digest(benchmark)}
+    extra = spec.get("childMetadata") or {}
+    annotations = {**(extra.get("annotations") or {}), KEEP_SIDECAR_ANNOTATION: "true",
+                   RUN_DIGEST_ANNOTATION: run_digest(benchmark)}
     if run.variation is not None:
         annotations[f"{API_GROUP}/variation-label"] = run.variation.label
     return {
         "apiVersion": CR_API_VERSION, "kind": JOB_KIND,
         "metadata": {
             "name": child_name(meta["name"], run), "namespace": meta["namespace"],
-            "labels": {SWEEP_LABEL: meta["name"], VARIATION_LABEL: str(index), TRIAL_LABEL: str(run.trial),
-                       "app.kubernetes.io/name": "aiperf"},
+            "labels": {**(extra.get("labels") or {}), SWEEP_LABEL: meta["name"], VARIATION_LABEL: str(index),
+                       TRIAL_LABEL: str(run.trial), "app.kubernetes.io/name": "aiperf"},
             "annotations": annotations,
             "ownerReferences": [{"apiVersion": CR_API_VERSION, "kind": SWEEP_KIND, "name": meta["name"],
                                  "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}],

@@ -16,6 +16,9 @@ class Credit(Message, frozen=True, kw_only=True):
 
     Times are `time.perf_counter_ns()` of the timing-manager's host.
     `cancel_after_ns` > 0 asks the worker to cancel the request that long after sending it.
+    `report_first_token` asks for a `FirstToken` when the first content of a streamed answer
+    arrives (the credit holds a prefill slot until then). `url_index` picks the endpoint URL
+    (several: round robin per conversation).
     """
 
     phase: Phase
@@ -26,6 +29,8 @@ class Credit(Message, frozen=True, kw_only=True):
     scheduled_at_ns: int = 0
     cancel_after_ns: int = 0
     should_cancel: bool = False
+    report_first_token: bool = False
+    url_index: int = 0
 
 
 class CancelCredits(Message, frozen=True, kw_only=True):

@@ -15,7 +15,8 @@ from litestar.types import Scope
 SUMMARY_JSON = "profile_export_aiperf.json"
 EXPORT_FILES = frozenset({SUMMARY_JSON, "profile_export_aiperf.csv", "profile_export.jsonl", "inputs.json",
                           "profile_export_console.txt", "profile_export_raw.jsonl", "server_metrics_export.json",
-                          "server_metrics_export.csv"})
+                          "server_metrics_export.csv", "profile_export_aiperf_timeslices.json",
+                          "profile_export_aiperf_timeslices.csv", "gpu_telemetry_export.jsonl"})
 """The export files of a run a server may serve; any other name is refused."""
 MEDIA_TYPES = {".json": "application/json", ".csv": "text/csv", ".jsonl": "application/x-ndjson",
                ".txt": "text/plain; charset=utf-8"}

@@ -75,17 +75,23 @@ class EndpointInfo:
 
 
 class ServerMetricsCollector:
-    """See the module doc. `fetch` does the HTTP; `wall_ns` is the clock (injected for tests)."""
+    """See the module doc. `fetch` does the HTTP; `wall_ns` is the clock (injected for tests).
+    `on_round` is told every round as it is taken; with `keep_families` false the rounds kept
+    in `rounds` hold no families (`{}` for an endpoint that answered): for a consumer that
+    takes what it needs from `on_round` (GPU telemetry, scraped every third of a second).
+    `warn_failures` false leaves the warning about a failing endpoint to the consumer."""
 
     def __init__(self, *, endpoints: Sequence[str], fetch: Fetch, interval_s: float, timeout_s: float = 5.0,
-                 wall_ns: Callable[[], int] = time.time_ns) -> None:
+                 wall_ns: Callable[[], int] = time.time_ns, on_round: Callable[[Round], None] | None = None,
+                 keep_families: bool = True, warn_failures: bool = True) -> None:
         self.endpoints = list(dict.fromkeys(endpoints))
         self._fetch, self._interval, self._timeout, self._wall = fetch, interval_s, timeout_s, wall_ns
+        self._on_round, self._keep = on_round, keep_families
+        self._warned: set[str] = set() if warn_failures else set(self.endpoints)
         self.rounds: list[Round] = []
         self.phases: dict[str, PhaseWindow] = {}
         self.info = {url: EndpointInfo() for url in self.endpoints}
         self._lock = anyio.Lock()
-        self._warned: set[str] = set()
 
     async def scrape(self) -> int:
         """Take one round (after any round in progress); returns its index."""
@@ -95,7 +101,13 @@ class ServerMetricsCollector:
             async with anyio.create_task_group() as tg:
                 for url in self.endpoints:
                     tg.start_soon(self._one, url, results)
-            self.rounds.append(Round(sent_ns=sent, recv_ns=self._wall(), results=results))
+            taken = Round(sent_ns=sent, recv_ns=self._wall(), results=results)
+            if self._on_round is not None:
+                self._on_round(taken)
+            if not self._keep:
+                taken = Round(sent_ns=taken.sent_ns, recv_ns=taken.recv_ns,
+                              results={url: {} if isinstance(r, dict) else r for url, r in results.items()})
+            self.rounds.append(taken)
             return len(self.rounds) - 1
 
     async def _one(self, url: str, results: dict[str, dict[str, Family] | str]) -> None:

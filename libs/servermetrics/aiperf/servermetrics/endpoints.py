@@ -1,5 +1,6 @@
-"""Which endpoints a run scrapes (AIPerf 0.13's rule): `<endpoint base url>/metrics` always,
-plus every `server_metrics.urls` entry; none when `server_metrics.enabled` is false."""
+"""Which endpoints a run scrapes: each server's own `/metrics` (at the root of each endpoint URL,
+as AIPerf does for several) always, plus every `server_metrics.urls` entry; none when
+`server_metrics.enabled` is false."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ def metrics_url(url: str) -> str:
 
 
 def endpoints_of(benchmark: Benchmark) -> list[str]:
-    """The run's metrics endpoints, deduplicated, in order (the server's own first)."""
+    """The run's metrics endpoints, deduplicated, in order (the servers' own first)."""
     spec = benchmark.server_metrics
     if not spec.enabled:
         return []
-    return list(dict.fromkeys([benchmark.endpoint.url + "/metrics", *map(metrics_url, spec.urls)]))
+    own = [benchmark.endpoint.metrics_url(i) for i in range(len(benchmark.endpoint.urls))]
+    return list(dict.fromkeys([*own, *map(metrics_url, spec.urls)]))

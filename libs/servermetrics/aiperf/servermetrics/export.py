@@ -174,10 +174,17 @@ def _cell(value: Any) -> str:
     return repr(float(value)) if isinstance(value, float) and not value.is_integer() else str(value)
 
 
-def write_exports(doc: dict[str, Any], directory: Path) -> list[str]:
-    """Write both files into `directory` atomically; returns their names."""
+def write_exports(doc: dict[str, Any], directory: Path,
+                  formats: Sequence[str] = ("json", "csv")) -> list[str]:
+    """Write the files of `formats` (`json`, `csv`; `server_metrics.formats`) into `directory`
+    atomically; returns their names."""
     from aiperf.metrics.atomic import write_atomic
 
-    write_atomic(directory / JSON_NAME, (json.dumps(doc, indent=2) + "\n").encode())
-    write_atomic(directory / CSV_NAME, export_csv(doc).encode())
-    return [JSON_NAME, CSV_NAME]
+    written = []
+    if "json" in formats:
+        write_atomic(directory / JSON_NAME, (json.dumps(doc, indent=2) + "\n").encode())
+        written.append(JSON_NAME)
+    if "csv" in formats:
+        write_atomic(directory / CSV_NAME, export_csv(doc).encode())
+        written.append(CSV_NAME)
+    return written

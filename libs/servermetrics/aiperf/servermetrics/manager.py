@@ -1,5 +1,7 @@
 """The server-metrics component of a run: follows the phase broadcasts of the event bus, drives
-a `ServerMetricsCollector` around them and writes the exports.
+a `ServerMetricsCollector` around them and writes the exports; and the run's GPU telemetry
+(`aiperf.servermetrics.gpu`), scraped the same way, whose exports `close` writes once the
+records-manager wrote the summary files it adds to.
 
 Locally it is a task of the controller process (`aiperf.system_controller.runner`), which owns
 the run's lifetime and writes the results-ready marker only after `finish` returned; in
@@ -25,6 +27,7 @@ from aiperf.messages import Event, Phase, PhaseComplete, PhaseStarted
 from aiperf.servermetrics.collector import Fetch, ServerMetricsCollector
 from aiperf.servermetrics.endpoints import endpoints_of
 from aiperf.servermetrics.export import build_export, metrics_between, write_exports
+from aiperf.servermetrics.gpu import GpuTelemetry
 from aiperf.servermetrics.projection import ProjectionLimits, project_for_cr
 
 log = structlog.get_logger("aiperf.servermetrics.manager")
@@ -47,8 +50,9 @@ def topics() -> tuple[bytes, ...]:
 
 class ServerMetricsManager:
     """See the module doc. `run` follows `events` until cancelled; `finish` ends collection and
-    writes the exports (once; also called after the profiling phase completed). `on_update` is
-    told the live projection after every phase change."""
+    writes the server-metrics exports (once; also called after the profiling phase completed);
+    `close` also finishes the GPU telemetry (after the run's summary files were written).
+    `on_update` is told the live projection after every phase change."""
 
     def __init__(self, *, config: RunConfig, fetch: Fetch, artifact_dir: Path | None = None,
                  on_update: Callable[[dict[str, Any]], None] | None = None,
@@ -60,14 +64,18 @@ class ServerMetricsManager:
         self._limits = limits or ProjectionLimits.from_env()
         self.collector = ServerMetricsCollector(endpoints=endpoints_of(config.benchmark), fetch=fetch,
                                                 interval_s=config.benchmark.server_metrics.interval)
+        self.gpu = GpuTelemetry.of(config.benchmark, fetch=fetch, artifact_dir=self._dir)
         self.files: list[str] = []
-        self._done = False
+        self._done = self._closed = False
 
     async def run(self, events: EventSource, *,
                   task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Baseline scrape, then (started) periodic scrapes and the phase boundaries."""
         async with anyio.create_task_group() as tg:
-            await tg.start(self.collector.run)
+            if self.collector.endpoints:
+                await tg.start(self.collector.run)
+            if self.gpu is not None:
+                await tg.start(self.gpu.run)
             task_status.started()
             while not self._done:
                 try:
@@ -80,9 +88,13 @@ class ServerMetricsManager:
                 match event:
                     case PhaseStarted():
                         self.collector.phase_started(str(event.phase))
+                        if self.gpu is not None:
+                            self.gpu.phase_started(str(event.phase))
                         self._update()
                     case PhaseComplete():
                         await self.collector.phase_ended(str(event.phase))
+                        if self.gpu is not None:
+                            await self.gpu.phase_ended(str(event.phase))
                         if event.phase is Phase.PROFILING:
                             await self.finish()
             tg.cancel_scope.cancel()
@@ -111,13 +123,14 @@ class ServerMetricsManager:
         if self._done:
             return self.files
         self._done = True
-        if not self.collector.phases:
+        if not self.collector.phases or not self.collector.endpoints:
             return self.files
         with anyio.CancelScope(shield=True):
             await self.collector.finish()
         try:
             doc = self.export()
-            self.files = await anyio.to_thread.run_sync(write_exports, doc, self._dir)
+            self.files = await anyio.to_thread.run_sync(write_exports, doc, self._dir,
+                                                     self._config.benchmark.server_metrics.formats)
             self._update()
         except OSError as exc:
             log.warning("server_metrics.export_failed", dir=str(self._dir), error=str(exc))
@@ -127,6 +140,20 @@ class ServerMetricsManager:
             return self.files
         log.info("server_metrics.exported", files=self.files, metrics=len(doc["metrics"]),
                  errors=doc["endpoint_errors"])
+        return self.files
+
+    async def close(self) -> list[str]:
+        """`finish`, then the GPU telemetry's last scrape and exports (once; call it after the
+        run's summary files were written: the GPU export adds to them). Never raises for an
+        unwritable file."""
+        files = await self.finish()
+        if self.gpu is None or self._closed:
+            return files
+        self._closed = True
+        try:
+            self.files = [*files, *await self.gpu.finish()]
+        except Exception:  # a bug of ours here must not cost the benchmark its results
+            log.exception("gpu_telemetry.export_bug")
         return self.files
 
 

@@ -46,6 +46,7 @@ from aiperf.metrics import (
     write_summary_csv,
     write_summary_json,
 )
+from aiperf.metrics.timeslices import TimesliceRecords, write_timeslices
 from aiperf.records_manager.accounting import (
     accounting_line,
     balance_problems,
@@ -110,6 +111,8 @@ class RecordsManager:
         self._records, self._events = records, events
         self._dir, self._interval, self._wall = artifact_dir, progress_interval_s, wall_clock
         self._aggregator = Aggregator()
+        slice_s = benchmark.artifacts.slice_duration
+        self._slices = TimesliceRecords(slice_s) if slice_s else None
         self._writer: JsonlRecordWriter | None = None
         self._write_error = ""
         self._seen: Counter[str] = Counter()
@@ -145,6 +148,8 @@ class RecordsManager:
         """Take a batch's records in order: each is aggregated, written and counted as if it
         had come alone (the aggregator and the writer take them as one batch)."""
         self._aggregator.add_batch(records)
+        if self._slices is not None:
+            self._slices.add_batch(records)
         if self._writer is not None:
             try:
                 self._writer.write_many(records)
@@ -264,6 +269,9 @@ class RecordsManager:
                                was_cancelled, extras, benchmark_id=self._run_id)
             write_summary_csv(self._dir / SUMMARY_CSV, summary)
             write_atomic(self._dir / CONSOLE_TXT, table.encode())
+            sliced = [] if self._slices is None else write_timeslices(
+                self._dir, self._slices.slices(goodput=self._benchmark.slos, osl_mismatch=self._osl_mismatch),
+                input_config)
         except OSError as exc:
             raise ExportError(f"cannot write the exports in {self._dir}: {exc.strerror or exc}") from exc
         lost_line = (f"; records lost with pods {', '.join(lost_groups)}: "
@@ -275,7 +283,7 @@ class RecordsManager:
             startup_s=startup_s, request_count=summary.request_count,
             error_request_count=summary.error_request_count, artifact_dir=str(self._dir),
             files=[SUMMARY_JSON, SUMMARY_CSV, *([RECORDS_JSONL] if self._writer is not None else []),
-                   CONSOLE_TXT],
+                   CONSOLE_TXT, *sliced],
             accounting=msgspec.structs.replace(accounting, phases=phases))
 
 

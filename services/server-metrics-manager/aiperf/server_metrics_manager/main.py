@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                             project(manager.projection())
                             await anyio.sleep(PROJECTION_EVERY_S)
                         waiters.cancel_scope.cancel()
-                await manager.finish()
+                await manager.close()
                 project(manager.projection())
                 write_atomic(artifacts / SERVER_METRICS_DONE_MARKER, b'{"exported": true}')
                 tg.cancel_scope.cancel()

@@ -17,8 +17,9 @@
    `SWEEP_AGGREGATE_FILES`, then the end marker (its results sidecar then serves them), then
    sets `status.aggregation` to `Complete`: the operator harvests the files from the sidecar.
 
-A cancelled sweep (`spec.cancel`, or the CR gone) stops after cancelling the current child; no
-aggregate is written. Exit codes: 0 (done or cancelled), 2 (the spec cannot be planned, or was replanned
+A failed child stops the sweep when its `failurePolicy` says so (`onChildFailure: abort`, or
+`maxFailures` failed runs): the sweep fails (aggregation Failed). A cancelled sweep
+(`spec.cancel`, or the CR gone) stops after cancelling the current child; no aggregate is written. Exit codes: 0 (done or cancelled), 2 (the spec cannot be planned, or was replanned
 differently; status `aggregation.phase` Failed says why), 1 (the cluster failed us; the Job's restart retries).
 """
 
@@ -30,11 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import msgspec
 import structlog
 
 from aiperf.config import ConfigError
-from aiperf.config.loader import describe_error
 from aiperf.config.markers import END_MARKER, SWEEP_AGGREGATE_FILES
 from aiperf.config.sweep import Plan, RunOutcome
 from aiperf.crd.model import SWEEP_KIND, AggregationPhase, AIPerfSweepSpec, decode_spec
@@ -74,11 +73,7 @@ class SweepController:
         sweep = await get_cr(self._api, SWEEPS, self._ns, self._name)
         if sweep is None or uid_of(sweep) != self._uid:
             return None
-        try:
-            spec = decode_spec(sweep.get("spec") or {}, SWEEP_KIND)
-        except msgspec.ValidationError as exc:
-            where, what = describe_error(exc)
-            raise ConfigError(f"spec.{where}: {what}" if where else f"spec: {what}") from None
+        spec = decode_spec(sweep.get("spec") or {}, SWEEP_KIND)
         assert isinstance(spec, AIPerfSweepSpec)
         return sweep, spec, plan_for(spec, self._uid)
 
@@ -101,6 +96,7 @@ class SweepController:
         executor = ChildJobExecutor(api=self._api, sweep_cr=sweep, summaries=self._summaries, poll_s=self._poll_s)
         await self._set_aggregation(AggregationPhase.RUNNING, message=f"{len(plan.runs)} runs planned")
         outcomes: dict[str, RunOutcome] = {}
+        policy = spec.envelope.failure_policy
         for run in plan.runs:
             if await executor.sweep_cancelled():
                 return self._stopped()
@@ -116,6 +112,11 @@ class SweepController:
             if outcome.exit_code == EXIT_CANCELLED:
                 return self._stopped()
             outcomes[run.artifact_subdir] = outcome
+            failed_runs = sum(o.exit_code != 0 for o in outcomes.values())
+            if outcome.exit_code != 0 and policy is not None and (
+                    policy.on_child_failure == "abort" or 0 < policy.max_failures <= failed_runs):
+                return await self._fail(f"failurePolicy: run {child_name(self._name, run)} failed "
+                                        f"({failed_runs} failed run(s)); the sweep stops")
         min_runs = spec.multi_run.min_runs if spec.multi_run else 1
         files, failed = await anyio.to_thread.run_sync(self._write_aggregate, plan, outcomes, min_runs)
         message = (f"variations below minRuns {min_runs}: {', '.join(failed)}" if failed

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import anyio
 
-from aiperf.config import ConfigError, load_run_config
+from aiperf.config import ConfigError, RunConfig, load_run_config
+from aiperf.config.user_files import write_user_files
 from aiperf.runtime import EXIT_USER_ERROR, configure_logging
 from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
 from aiperf.servermetrics.export import JSON_NAME
@@ -56,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USER_ERROR
     configure_logging(service_id=args.service_id, level=config.runtime.log_level)
 
+    if (problem := write_cluster_user_files(config)) is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
     async def go() -> int:
         driver = ProfileDriver(config=config) if config.mode == "profile" else None
         launcher = NoLauncher() if args.external_services else None
@@ -78,6 +83,19 @@ def main(argv: list[str] | None = None) -> int:
         return verdict.exit_code
 
     return anyio.run(go, backend_options={"use_uvloop": True})
+
+
+def write_cluster_user_files(config: RunConfig) -> str | None:
+    """A cluster run's `artifacts.user_files`, written into its artifacts volume before it starts
+    (`job_name` is the AIPerfJob's name; locally `aiperf profile` writes them); the problem in
+    one line when one cannot be written."""
+    if not (config.kubernetes and config.mode == "profile"):
+        return None
+    try:
+        write_user_files(config.benchmark, config.artifact_dir, job_name=config.run_id)
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 async def _wait_for_export(path: Path) -> None:

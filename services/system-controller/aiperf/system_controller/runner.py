@@ -100,10 +100,13 @@ async def _follow_server_metrics(metrics: ServerMetricsManager, fetch: HttpFetch
                                  baseline: anyio.Event) -> None:
     """Open `fetch`, take the baseline scrape (then set `baseline`) and follow the run until
     cancelled. A task beside the services' start-up, not before it: opening the session and
-    the first scrape cost ~0.5 s that a local run's start-up would otherwise wait for."""
-    async with fetch, anyio.create_task_group() as tg:
-        await tg.start(metrics.run, events)
-        baseline.set()
+    the first scrape cost ~0.5 s that a local run's start-up would otherwise wait for. The
+    session stays open until cancelled: `metrics.close` scrapes once more (GPU telemetry)."""
+    async with fetch:
+        async with anyio.create_task_group() as tg:
+            await tg.start(metrics.run, events)
+            baseline.set()
+        await anyio.sleep_forever()
 
 
 def default_launcher(config: RunConfig, config_path: str, log_dir: Path,
@@ -132,8 +135,10 @@ async def _run_system(config: RunConfig, *, config_path: str, launcher: Launcher
             # Every state change is broadcast (best effort: states before the event-bus-proxy is
             # up are dropped) so the api's /health, progress stream and `kube attach` see it.
             on_state = _both(on_state, lambda state: events.publish(SystemStateChanged(state=state)))
-            # Kubernetes: the server-metrics-manager container scrapes, in-cluster.
-            with_metrics = bool(endpoints_of(config.benchmark)) and not config.kubernetes and config.mode == "profile"
+            # Kubernetes: the server-metrics-manager container scrapes, in-cluster. GPU telemetry
+            # (on unless disabled) rides along: it tries AIPerf's default DCGM endpoints.
+            scrapes = bool(endpoints_of(config.benchmark)) or config.benchmark.gpu_telemetry.enabled
+            with_metrics = scrapes and not config.kubernetes and config.mode == "profile"
             baseline = anyio.Event()
             controller = SystemController(
                 config=config, launcher=launcher,
@@ -168,7 +173,7 @@ async def _run_system(config: RunConfig, *, config_path: str, launcher: Launcher
                     # broadcast have nowhere to go; closing must not wait for them.
                     events.drop_unsent()
                 if metrics is not None:  # before the caller writes the results-ready marker
-                    await metrics.finish()
+                    await metrics.close()
                     if trace is not None:
                         trace.mark("server metrics finished")
                 tg.cancel_scope.cancel()

@@ -36,7 +36,7 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> TimingManager:
         credits=credits, returns=returns, events=events,
         open_conversations=ReaderConversations.open,
         clock=time.perf_counter_ns, wall_clock=time.time_ns, sleep=anyio.sleep,
-        cancel_drain_s=ctx.config.runtime.cancel_drain_s)
+        cancel_drain_s=ctx.config.runtime.cancel_drain_s, urls=len(ctx.config.benchmark.endpoint.urls))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ Kept apart from the clients so the default one (`aiperf.worker.h1`) does not imp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from aiperf.config import HttpOptions
@@ -26,15 +26,17 @@ class Exchange:
     """What one HTTP exchange observed so far. All `*_ns` are `perf_counter_ns()`; zero
     means "did not happen" (`start_ns == 0`: the request was never sent). The wire fields
     (from `reused` on) are filled only by a client that traces the wire (both do; see
-`aiperf.worker.h1`)."""
+`aiperf.worker.h1`). `on_chunk`, when set, is called with each streamed chunk and its time as
+it is recorded (from the event loop's read callback: it must be quick and never raise)."""
 
-    __slots__ = ("start_ns", "start_wall_ns", "headers_ns", "end_ns", "status", "chunk_ns",
+    __slots__ = ("on_chunk", "start_ns", "start_wall_ns", "headers_ns", "end_ns", "status", "chunk_ns",
                  "chunks", "error", "reused", "pool_wait_start_ns", "pool_wait_end_ns", "dns_start_ns",
                  "dns_end_ns", "connect_start_ns", "connected_ns", "send_start_ns", "send_end_ns",
                  "recv_first_ns", "recv_last_ns", "sent_bytes", "recv_bytes", "writes", "reads",
                  "retries", "retry_reason")
 
     def __init__(self) -> None:
+        self.on_chunk: Callable[[bytes, int], None] | None = None
         self.start_ns = 0
         self.start_wall_ns = 0
         self.headers_ns = 0

@@ -151,9 +151,12 @@ class Connection(asyncio.Protocol):
                                 f"response body over {self._cap} bytes ({MAX_RESPONSE_BYTES_ENV})"))
             return
         if self._streaming and len(parts) > before:
-            ex.chunks.append(parts[before] if len(parts) == before + 1 else b"".join(parts[before:]))
+            chunk = parts[before] if len(parts) == before + 1 else b"".join(parts[before:])
+            ex.chunks.append(chunk)
             ex.chunk_ns.append(now)
             parts.clear()
+            if ex.on_chunk is not None:
+                ex.on_chunk(chunk, now)
         if self._complete:
             self._finish()
 

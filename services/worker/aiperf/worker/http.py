@@ -221,8 +221,10 @@ class AiohttpTransport:
                 size = 0
                 if streaming:
                     async for data in resp.content.iter_any():
-                        chunk_ns.append(_perf_ns())
+                        chunk_ns.append(now := _perf_ns())
                         chunks.append(data)
+                        if ex.on_chunk is not None:
+                            ex.on_chunk(data, now)
                         size += len(data)
                         if size > cap:
                             raise ResponseTooLarge

@@ -9,6 +9,8 @@ dataset, one payload build, the HTTP exchange (every network read kept as raw by
 
 from __future__ import annotations
 
+import contextlib
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -18,11 +20,12 @@ from typing import Any, Protocol
 import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from aiperf.comms import BadMessage
 from aiperf.config import Endpoint
 from aiperf.dataset import Conversation, DatasetError, DatasetReader
-from aiperf.endpoints import EndpointType, PayloadBuilder, parse_response, spec_of
+from aiperf.endpoints import EndpointType, FirstContent, PayloadBuilder, parse_response, spec_of
 from aiperf.messages import (
     CancelCredits,
     ClientLoad,
@@ -32,6 +35,7 @@ from aiperf.messages import (
     CreditChannel,
     CreditReturn,
     ErrorDetails,
+    FirstToken,
     HeldCredits,
     Phase,
     ProfileConfigure,
@@ -119,7 +123,7 @@ class _Target:
 
     reader: Conversations
     builder: PayloadBuilder
-    url: str
+    urls: list[str]
     headers: dict[str, str]
     streaming: bool
     endpoint: str
@@ -156,8 +160,9 @@ class Worker:
     Contract: every `Credit` received is answered by exactly one `RequestRecord` on `records`
     followed by exactly one `CreditReturn` on `returns`, whatever happened (success, HTTP
     error, transport error, timeout, cancellation, a credit naming an unknown conversation,
-    the worker stopping while the sockets are still open). Must be constructed inside the
-    event loop.
+    the worker stopping while the sockets are still open). A credit with `report_first_token`
+    whose answer streams is also answered by one `FirstToken` on `returns` when the first
+    content arrives (none when no content does). Must be constructed inside the event loop.
     """
 
     def __init__(self, *, settings: WorkerSettings, endpoint: Endpoint, model: str,
@@ -181,6 +186,8 @@ class Worker:
         self._pong: ClockSample | None = None
         self._load = (LoadMonitor(busy=lambda: bool(self._inflight), tick_s=settings.load_tick_s)
                       if settings.load_tick_s > 0 else None)
+        self._first_tokens: MemoryObjectSendStream[FirstToken] | None = None
+        """FirstToken messages queued from the read callback, sent on `returns` by `run`'s task."""
 
     @property
     def in_flight(self) -> int:
@@ -199,9 +206,11 @@ class Worker:
         `WorkerConnected`. Runs until cancelled; on the way out,
         in-flight credits are returned as cancelled and `WorkerLeaving` is sent (best effort).
         Raises `GiveUp` when the timing-manager never answers a ping."""
+        self._first_tokens, first_tokens = anyio.create_memory_object_stream[FirstToken](math.inf)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._receive, tg)
+                tg.start_soon(self._send_first_tokens, first_tokens)
                 if self._load is not None:
                     tg.start_soon(self._load.run)
                 task_status.started()
@@ -210,6 +219,8 @@ class Worker:
             if self.connected.is_set():
                 with anyio.move_on_after(self._settings.stop_flush_s, shield=True):
                     await self._returns.send(WorkerLeaving(worker_id=self.worker_id))
+            self._first_tokens.close()
+            first_tokens.close()
             self.close()
 
     def close(self) -> None:
@@ -239,12 +250,12 @@ class Worker:
         streaming = endpoint.streaming and kind.streams
         self.close()
         self._target = _Target(
-            reader=reader, builder=PayloadBuilder.of(endpoint, self._model), url=endpoint.url + kind.path,
+            reader=reader, builder=PayloadBuilder.of(endpoint, self._model), urls=endpoint.request_urls(kind.path),
             headers={"Content-Type": "application/json", **self._settings.headers},
-            streaming=streaming, endpoint=str(kind.kind), model=self._model, timeout_s=endpoint.timeout,
+            streaming=streaming, endpoint=str(kind.kind), model=self._model, timeout_s=endpoint.timeout or math.inf,
             keeps_history=kind.keeps_history)
         self._configured.set()
-        log.info("worker.configured", url=self._target.url, streaming=streaming, dataset=directory)
+        log.info("worker.configured", urls=self._target.urls, streaming=streaming, dataset=directory)
 
     def _open_indexed(self, directory: str) -> Conversations:
         reader = self._open_dataset(directory)
@@ -258,6 +269,26 @@ class Worker:
         return reader
 
     # -- credits channel ---------------------------------------------------------------------
+
+    async def _send_first_tokens(self, queue: MemoryObjectReceiveStream[FirstToken]) -> None:
+        async for message in queue:
+            await self._returns.send(message)
+
+    def _watch_first_token(self, flight: _Flight, kind: EndpointType) -> None:
+        """Queue a `FirstToken` for `flight` when its first content arrives (prefill slots)."""
+        watch, credit, ex, queue = FirstContent(kind), flight.credit, flight.ex, self._first_tokens
+        if queue is None:
+            return
+
+        def on_chunk(data: bytes, ts_ns: int) -> None:
+            if watch.feed(data, ts_ns):
+                ex.on_chunk = None
+                message = FirstToken(worker_id=self.worker_id, phase=credit.phase, num=credit.num,
+                                     at_ns=ts_ns - self.clock_offset_ns)
+                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    queue.send_nowait(message)  # closed: the worker is stopping
+
+        ex.on_chunk = on_chunk
 
     async def _receive(self, tg: TaskGroup) -> None:
         recv, inflight, serve = self._credits.recv, self._inflight, self._serve
@@ -397,12 +428,15 @@ class Worker:
         if credit.should_cancel and credit.cancel_after_ns / 1e9 <= limit_s:
             limit_s, cancels = credit.cancel_after_ns / 1e9, True
         ex = flight.ex
+        if credit.report_first_token and target.streaming:
+            self._watch_first_token(flight, EndpointType(target.endpoint))
         with flight.scope as scope:
             if credit.scheduled_at_ns:
                 await wait_until(credit.scheduled_at_ns + self.clock_offset_ns,
                                  spin_ns=self._settings.schedule_spin_ns)
             scope.deadline = anyio.current_time() + limit_s
-            await self._transport.post(ex, target.url, body, headers, streaming=target.streaming)
+            url = target.urls[credit.url_index % len(target.urls)]
+            await self._transport.post(ex, url, body, headers, streaming=target.streaming)
         if scope.cancelled_caught:
             if flight.cancel_reason is not None:
                 flight.cancelled = True
