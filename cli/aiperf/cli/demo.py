@@ -25,5 +25,5 @@ def run_demo(*, concurrency: int, request_count: int, artifact_dir: str, t0_wall
         return EXIT_USER_ERROR
     print(f"starting the mock LLM server ({' '.join(MOCK_FLAGS)})", file=sys.stderr)
     with running_mock(*MOCK_FLAGS) as server:
-        built = build_benchmark(dataclasses.replace(flags, url=server.url), LocalFlags(artifact_dir=artifact_dir))
+        built = build_benchmark(dataclasses.replace(flags, url=[server.url]), LocalFlags(artifact_dir=artifact_dir))
         return run_profile(built.benchmark, secrets=built.secrets, t0_wall_ns=t0_wall_ns)
