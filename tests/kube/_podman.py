@@ -145,6 +145,11 @@ def pod_from_template(template: dict[str, Any], *, pod: str, subdomain: str, job
             c.pop(probe, None)
         for mount in c.get("volumeMounts", []):
             mount["name"] = renamed[mount["name"]]
+        # The downward API fields podman does not resolve, resolved as the kubelet would.
+        for e in c.get("env", []):
+            if e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+                del e["valueFrom"]
+                e["value"] = NAMESPACE
         # What the kubelet knows when it expands $(VAR): literal values and the job index.
         env = {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
         for e in c.get("env", []):
