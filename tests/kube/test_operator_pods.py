@@ -309,6 +309,9 @@ def sweep_argv(kube: FakeKube, name: str, requests: int) -> list[str]:
     """`aiperf kube sweep --concurrency 2,4 --detach` of a small sweep against the mock."""
     return ["kube", "sweep", "--model", "mock", "--url", f"http://{MOCK_ALIAS}:{MOCK_PORT}", "--endpoint-type",
             "chat", "--streaming", "--concurrency", "2,4", "--request-count", str(requests), "--name", name,
+            # one prompt per request is AIPerf's default since issue 21: 100,000 would hold the
+            # child's start-up past RUN_S on 2 cores
+            "--num-dataset-entries", "100",
             "--total-workers", "1", "--workers-per-pod", "1", "--detach", "--kubeconfig", kube.kubeconfig_path,
             "-n", NS]
 
