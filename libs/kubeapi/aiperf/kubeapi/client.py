@@ -147,11 +147,9 @@ class KubeApi:
         return Unreachable(f"cannot reach the Kubernetes API server at {self.host}: "
                            f"{exc or type(exc).__name__}{hint}")
 
-    async def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None, body: Any = None,
-                      content_type: str = JSON) -> Any:
-        """One request; the decoded JSON answer (`{}` for an empty one). Raises `ApiError` for
-        an error status, `Unreachable` without an answer."""
-        response = await self.open(method, path, query=query, body=body, content_type=content_type)
+    async def body_of(self, response: aiohttp.ClientResponse) -> bytes:
+        """`response`'s whole body, the response released. Raises `ApiError` for an error
+        status, `Unreachable` when the body cannot be read."""
         try:
             data = await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -160,6 +158,13 @@ class KubeApi:
             response.release()
         if response.status >= 400:
             raise ApiError(response.status, data)
+        return data
+
+    async def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None, body: Any = None,
+                      content_type: str = JSON) -> Any:
+        """One request; the decoded JSON answer (`{}` for an empty one). Raises `ApiError` for
+        an error status, `Unreachable` without an answer."""
+        data = await self.body_of(await self.open(method, path, query=query, body=body, content_type=content_type))
         return json.loads(data) if data.strip() else {}
 
     # -- objects -----------------------------------------------------------------------------
@@ -238,15 +243,8 @@ class KubeApi:
         when given. `ApiError` 404 for no such pod, 400 when the container must be named."""
         query = {k: v for k, v in (("container", container), ("tailLines", None if tail is None else str(tail)))
                  if v is not None}
-        response = await self.open("GET", PODS.path(namespace, pod, "log"), query=query, accept="*/*", stream=True)
-        try:
-            data = await response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise self.unreachable(exc) from None
-        finally:
-            response.release()
-        if response.status >= 400:
-            raise ApiError(response.status, data)
+        data = await self.body_of(await self.open("GET", PODS.path(namespace, pod, "log"), query=query, accept="*/*",
+                                                  stream=True))
         return data.decode("utf-8", "replace")
 
 
