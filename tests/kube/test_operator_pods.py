@@ -172,6 +172,9 @@ async def profile(kube: FakeKube, name: str, *, requests: int = 40) -> int:
     argv = ["kube", "profile", "--model", "mock", "--url", f"http://{MOCK_ALIAS}:{MOCK_PORT}",
             "--endpoint-type", "chat", "--streaming", "--concurrency", "4", "--request-count", str(requests),
             "--name", name, "--total-workers", "2", "--workers-per-pod", "1", "--operator", "--detach",
+            # one prompt per request is AIPerf's default since issue 21: 100,000 prompts starved the
+            # 2-core host (a worker pod missed its heartbeats and the run failed before it was seen Running)
+            "--num-dataset-entries", "100",
             "--kubeconfig", kube.kubeconfig_path, "-n", NS]
     code: int = await anyio.to_thread.run_sync(main, argv)
     return code
