@@ -170,7 +170,8 @@ def _dataset(d: dict[str, Any]) -> dict[str, Any]:
     path = d.get("path")
     out = {"name": d.get("name"), "type": d["type"], "path": path and posixpath.normpath(path), "records": d.get("records") or None,
            "format": d.get("format"), "osl": distribution(prompts.get("osl")),
-           "sequence_distribution": sequence or None, "block_size": prompts.get("block_size")}
+           "sequence_distribution": sequence or None, "block_size": prompts.get("block_size"),
+           "batch_size": prompts.get("batch_size", 1)}
     if d["type"] == "synthetic":
         out.update(entries=d.get("entries", 100),
                    isl=None if sequence else distribution(prompts.get("isl") or {"mean": 550}),

@@ -25,7 +25,6 @@ TEMPLATES = (
 
 REFUSED = {
     "audio_multimodal": "datasets[0].audio: not supported (synthetic audio is not built)",
-    "embeddings": "datasets[0].prompts.batch_size: not supported (several inputs per request are not built)",
     "http_trace_metrics": "artifacts.show_trace_timing: not supported (the HTTP trace timing table is not built)",
     "kv_cache_test": "phases[0].type: 'user_centric': not supported (user-centric rate phases are not built yet)",
     "multi_turn_conversation": "endpoint.connection_reuse: 'sticky-user-sessions': not supported",

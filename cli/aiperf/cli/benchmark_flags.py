@@ -209,6 +209,7 @@ def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
             raise FlagError(f"--osl-stddev {flags.osl_stddev}: needs --osl")
         prompts["osl"]["stddev"] = flags.osl_stddev
     _set(prompts, "block_size", flags.isl_block_size)
+    _set(prompts, "batch_size", flags.prompt_batch_size)
     if not prompts:
         spec.pop("prompts")
     _set(spec, "entries", flags.num_dataset_entries)

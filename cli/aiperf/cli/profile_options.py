@@ -83,6 +83,10 @@ class ProfileFlags:
     """Standard deviation of the output tokens (default: 0.0)."""
     isl_block_size: int | None = None
     """Tokens per hash id of a mooncake trace (default: 512)."""
+    prompt_batch_size: Annotated[int | None, Parameter(name=["--prompt-batch-size", "--batch-size-text",
+                                                             "--batch-size", "-b"])] = None
+    """Synthetic prompts per request, each its own ISL draw: the input list of embeddings and
+    completions, text parts of a chat message (default: 1)."""
     num_dataset_entries: Annotated[int | None, Parameter(name=["--num-dataset-entries", "--num-prompts"])] = None
     """Distinct synthetic prompts, or conversations drawn from a random_pool (default: 100)."""
     conversation_turn_mean: float | None = None
@@ -180,6 +184,7 @@ FLAG_PATHS: dict[str, str] = {
     "osl": "dataset.prompts.osl.mean",
     "osl_stddev": "dataset.prompts.osl.stddev",
     "isl_block_size": "dataset.prompts.block_size",
+    "prompt_batch_size": "dataset.prompts.batch_size",
     "num_dataset_entries": "dataset.entries",
     "conversation_turn_mean": "dataset.turns.mean",
     "conversation_turn_stddev": "dataset.turns.stddev",

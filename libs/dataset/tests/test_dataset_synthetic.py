@@ -6,7 +6,7 @@ import statistics
 
 import numpy as np
 
-from aiperf.config import SyntheticDataset
+from aiperf.config import Length, Prompts, SyntheticDataset
 from aiperf.dataset import PromptSynthesizer, build_conversations
 from aiperf.tokenizer import Tokenizer
 from tests._specs import dataset_spec
@@ -106,3 +106,14 @@ def test_a_thousand_prompts_are_built(tokenizer: Tokenizer) -> None:
     # How fast is measured by scripts/bench, not here (a timed test fails on a busy machine).
     conversations = build_conversations(dataset_spec(num_dataset_entries=1000, osl=128), tokenizer, seed=11)
     assert len(conversations) == 1000
+
+
+def test_a_prompt_batch_puts_that_many_prompts_in_each_turn(tokenizer: Tokenizer) -> None:
+    spec = SyntheticDataset(entries=4, prompts=Prompts(isl=Length(mean=20), batch_size=3))
+    for conversation in build_conversations(spec, tokenizer, seed=3):
+        (turn,) = conversation.turns
+        assert len(turn.texts) == 3 and turn.text == "\n".join(turn.texts)
+        assert turn.input_tokens == sum(tokenizer.count(t) for t in turn.texts)
+        assert all(tokenizer.count(t) == 20 for t in turn.texts)
+    single = build_conversations(SyntheticDataset(entries=4, prompts=Prompts(isl=Length(mean=20))), tokenizer, seed=3)
+    assert all(not t.texts for c in single for t in c.turns)

@@ -99,3 +99,25 @@ def test_the_catalog_has_one_entry_per_endpoint_kind() -> None:
     for spec in CATALOG:
         assert spec_of(str(spec.kind)) is spec and spec.path.startswith("/")
         assert spec.produces_tokens == (spec.token_field is not None)  # a limit only where tokens come back
+
+
+def test_a_prompt_batch_is_a_list_of_inputs_or_of_text_parts() -> None:
+    texts = ["a", "b", "c"]
+    for kind, key in ((EndpointType.EMBEDDINGS, "input"), (EndpointType.COMPLETIONS, "prompt")):
+        body = orjson.loads(PayloadBuilder(endpoint_type=kind, model="m", streaming=False).build("a\nb\nc", max_tokens=None,
+                                                                                                 texts=texts))
+        assert body[key] == texts
+    chat = PayloadBuilder(endpoint_type=EndpointType.CHAT, model="m", streaming=False)
+    body = orjson.loads(chat.build("a\nb\nc", max_tokens=None, texts=texts))
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": t} for t in texts]}]
+
+
+def test_images_and_audio_are_chat_content_parts_as_aiperf_renders_them() -> None:
+    chat = PayloadBuilder(endpoint_type=EndpointType.CHAT, model="m", streaming=False)
+    body = orjson.loads(chat.build("look", max_tokens=None, images=["data:image/png;base64,AA=="],
+                                   audios=["wav,UklG"]))
+    assert body["messages"][0]["content"] == [
+        {"type": "text", "text": "look"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
+        {"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}},
+    ]

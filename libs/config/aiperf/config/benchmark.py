@@ -220,12 +220,15 @@ class SequenceEntry(_Spec, frozen=True, kw_only=True):
 class Prompts(_Spec, frozen=True, kw_only=True):
     """Request shapes: input length (synthetic prompts), output length (`max_tokens`; None lets
     the server decide), or instead of both a `sequence_distribution` of (ISL, OSL) pairs drawn
-    per turn; and the tokens per trace hash block (mooncake traces; None: 512)."""
+    per turn; and the tokens per trace hash block (mooncake traces; None: 512). `batch_size`
+    prompts of a synthetic dataset go in each request (AIPerf's prompt batch: each its own ISL
+    draw; the input list of embeddings and completions, text parts of a chat message)."""
 
     isl: Length = Length(mean=550)
     osl: Length | None = None
     sequence_distribution: list[SequenceEntry] = []
     block_size: PositiveInt | None = None
+    batch_size: Annotated[int, Meta(ge=1, le=1024)] = 1
 
     def __post_init__(self) -> None:
         if self.sequence_distribution and (self.isl != Length(mean=550) or self.osl is not None):
@@ -282,6 +285,8 @@ class FileDataset(_DatasetBase, tag="file", frozen=True, kw_only=True):
             raise ValueError("path: give a path or inline records, exactly one")
         if self.records and self.format is DatasetFormat.RANDOM_POOL:
             raise ValueError("records: a random_pool is read from files (give path)")
+        if self.prompts.batch_size != 1:
+            raise ValueError("prompts: batch_size is for synthetic prompts (a file's turn gives its own texts)")
 
 
 Dataset = SyntheticDataset | FileDataset

@@ -103,7 +103,6 @@ UNBUILT: dict[str, Unbuilt] = {
          "prompt_len_multiplier": 1.0, "output_len_multiplier": 1.0, "allow_dataset_wrap": False})),
     "datasets[].cache_bust": Unbuilt("cache-bust markers are not built", _inert_section({"target": "none"})),
     "datasets[].prompts.cache_bust": Unbuilt("cache-bust markers are not built", _inert_section({"target": "none"})),
-    "datasets[].prompts.batch_size": Unbuilt("several inputs per request are not built", _is(1)),
     "datasets[].prompts.corpus": Unbuilt("only the built-in prompt corpus exists", _is("sonnet")),
     "datasets[].prompts.random_range_ratio": Unbuilt("uniform ISL/OSL windows are not built"),
     "datasets[].prompts.random_corpus_style": Unbuilt("prompt corpus styles are not built", _is("vllm")),
@@ -122,7 +121,8 @@ UNBUILT: dict[str, Unbuilt] = {
     "datasets[].ignore_trace_delays": Unbuilt(_TRACE),
     "datasets[].use_think_time_only": Unbuilt(_TRACE),
     "datasets[].max_context_length": Unbuilt(_TRACE),
-    "datasets[].prompt_batch_size": Unbuilt("several inputs per request are not built", _is(1)),
+    "datasets[].prompt_batch_size": Unbuilt("several prompts per request of a file dataset are not built "
+                                            "(a file's turn gives its own texts)", _is(1)),
     "datasets[].image_batch_size": Unbuilt("images in file datasets are not built"),
     "datasets[].audio_batch_size": Unbuilt("audio in file datasets are not built"),
     "datasets[].video_batch_size": Unbuilt("video in file datasets are not built"),

@@ -19,6 +19,8 @@ def synthetic_conversations(spec: SyntheticDataset, tokenizer: Tokenizer, seed: 
     ``sequence_distribution``; the delay before a later turn from ``turn_delay``, times
     ``turn_delay_ratio``. With a prefix pool (``prefix_prompts`` pool_size and length both set),
     each first turn starts with one prompt of the pool (its tokens are on top of the ISL draw).
+    With ``prompts.batch_size`` above 1 a turn holds that many prompts (``texts``), each its own
+    ISL draw (the prefix on the first), ``text`` their join and ``input_tokens`` their sum.
     CPU-bound: ~0.2 ms per 550-token turn.
     """
     rng = np.random.default_rng(seed)
@@ -32,16 +34,22 @@ def synthetic_conversations(spec: SyntheticDataset, tokenizer: Tokenizer, seed: 
         num_turns = draw_length(rng, spec.turns)
         turns = []
         for position in range(num_turns):
-            input_tokens, output_tokens = sequence_lengths(rng, spec.prompts)
-            text, count = synth.text(input_tokens, rng)
-            if position == 0 and prefixes:
-                text = f"{prefixes[int(rng.integers(len(prefixes)))]} {text}"
-                count = tokenizer.count(text)
+            texts, counts, output_tokens = [], [], None
+            for piece in range(spec.prompts.batch_size):
+                input_tokens, drawn_osl = sequence_lengths(rng, spec.prompts)
+                output_tokens = drawn_osl if piece == 0 else output_tokens
+                text, count = synth.text(input_tokens, rng)
+                if position == 0 and piece == 0 and prefixes:
+                    text = f"{prefixes[int(rng.integers(len(prefixes)))]} {text}"
+                    count = tokenizer.count(text)
+                texts.append(text)
+                counts.append(count)
             turns.append(Turn(
-                text=text,
-                input_tokens=count,
+                text="\n".join(texts),
+                input_tokens=sum(counts),
                 max_tokens=output_tokens,
                 delay_ms=turn_delay_ms(rng, spec.turn_delay, spec.turn_delay_ratio) if position else None,
+                texts=texts if len(texts) > 1 else [],
             ))
         conversations.append(Conversation(id=session_id(index), turns=turns))
     return conversations

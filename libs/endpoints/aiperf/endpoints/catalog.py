@@ -45,7 +45,7 @@ class EndpointSpec:
     kind: EndpointKind
     path: str
     prompt_field: str
-    prompt: Callable[[str, list[dict[str, Any]] | None], Any]
+    prompt: Callable[[bodies.Prompt, list[dict[str, Any]] | None], Any]
     content: Callable[[dict[str, Any]], tuple[str, str] | None]
     answer: Answer
     no_result: str

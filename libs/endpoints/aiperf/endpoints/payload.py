@@ -7,11 +7,13 @@ bytes together.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from aiperf.config import Endpoint
+from aiperf.endpoints.bodies import Parts, Prompt
 from aiperf.endpoints.catalog import EndpointSpec, EndpointType, spec_of
 
 
@@ -28,6 +30,9 @@ class PayloadBuilder:
     - completions: ``prompt = [prompt]`` (a one-element list, as AIPerf sends it), ``model``,
       ``stream``, ``max_tokens`` when given.
     - embeddings: ``input = [prompt]``, ``model``; never streams, no token limit.
+    - a turn of several texts (AIPerf's prompt batch), images or audios: chat ``content`` is a
+      list of parts (``text``, ``image_url``, ``input_audio``); completions and embeddings send
+      every text in the list.
     - streaming (chat, completions) adds ``"stream": true, "stream_options":
       {"include_usage": true}``.
     - `extra_inputs` are merged last and override any field above. When they turn streaming off
@@ -80,15 +85,22 @@ class PayloadBuilder:
         return int(max_tokens) if self._token_key and max_tokens is not None else None
 
     def build(
-        self, prompt: str, *, max_tokens: int | None, history: list[dict[str, Any]] | None = None
+        self, prompt: str, *, max_tokens: int | None, history: list[dict[str, Any]] | None = None,
+        texts: Sequence[str] = (), images: Sequence[str] = (), audios: Sequence[str] = (),
     ) -> bytes:
         """Return the UTF-8 JSON body for one request.
 
         `history` (chat only) holds the earlier messages of a multi-turn conversation; it is
         ignored by completions and embeddings. `max_tokens` of None sends no limit (the server
-        decides). Never blocks; raises `TypeError` only for values JSON cannot represent.
+        decides). A turn of several pieces (`texts`, the separate prompts `prompt` joins;
+        `images`; `audios`) is sent as AIPerf sends it: chat content parts, or every text in
+        the completions/embeddings list. Never blocks; raises `TypeError` only for values JSON
+        cannot represent.
         """
-        value = self._spec.prompt(prompt, history)
+        whole: Prompt = prompt
+        if len(texts) > 1 or images or audios:
+            whole = Parts(texts=texts or ((prompt,) if prompt else ()), images=images, audios=audios)
+        value = self._spec.prompt(whole, history)
         limit = max_tokens if self._token_key and max_tokens is not None else None
         if self._slow:
             body: dict[str, Any] = {self._prompt_key: value}

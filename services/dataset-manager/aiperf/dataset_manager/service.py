@@ -81,7 +81,8 @@ class DatasetManager:
         builder = self._payload
 
         def payload_of(turn: Turn) -> dict[str, Any]:
-            parsed: dict[str, Any] = orjson.loads(builder.build(turn.text, max_tokens=turn.max_tokens))
+            parsed: dict[str, Any] = orjson.loads(builder.build(turn.text, max_tokens=turn.max_tokens, texts=turn.texts,
+                                                               images=turn.images, audios=turn.audios))
             return parsed
 
         write_inputs_json(self._inputs, conversations, payload_of)

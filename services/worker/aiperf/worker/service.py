@@ -420,7 +420,8 @@ class Worker:
                 flight.prompt = turn.text
             if credit.turn_index:
                 history = self._history.get(credit.conversation_id)
-        body = target.builder.build(turn.text, max_tokens=turn.max_tokens, history=history)
+        body = target.builder.build(turn.text, max_tokens=turn.max_tokens, history=history, texts=turn.texts,
+                                    images=turn.images, audios=turn.audios)
         flight.output_limit = target.builder.output_limit(turn.max_tokens)
         flight.request_id = request_id = uuid.uuid4().hex
         headers = {**target.headers, "X-Request-ID": request_id}
