@@ -297,7 +297,7 @@ def test_config_schema_and_validate_commands(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_the_choices_of_the_flags_are_the_models() -> None:
-    from aiperf.config import DatasetFormat, EndpointKind, ExportLevel, RatePhase
+    from aiperf.config import DatasetFormat, Endpoint, EndpointKind, ExportLevel, RatePhase, UserCentricPhase
 
     hints = typing.get_type_hints(ProfileFlags, include_extras=True)
 
@@ -309,7 +309,9 @@ def test_the_choices_of_the_flags_are_the_models() -> None:
 
     assert choices("endpoint_type") == set(EndpointKind)
     assert choices("custom_dataset_type") == set(DatasetFormat)
-    assert choices("request_rate_mode") == {cls.__struct_config__.tag for cls in RatePhase.__subclasses__()}
+    assert choices("request_rate_mode") == {cls.__struct_config__.tag for cls in RatePhase.__subclasses__()
+                                            if cls is not UserCentricPhase}  # --user-centric-rate
+    assert choices("connection_reuse_strategy") == set(typing.get_args(typing.get_type_hints(Endpoint)["connection_reuse"]))
     local = typing.get_type_hints(LocalFlags, include_extras=True)["export_level"]
     assert set(typing.get_args(typing.get_args(local)[0])) == set(typing.get_args(ExportLevel))
 

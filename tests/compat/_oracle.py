@@ -154,6 +154,10 @@ def _phase(p: dict[str, Any]) -> dict[str, Any]:
         "prefill_concurrency": p.get("prefill_concurrency"),
         "prefill_ramp": _ramp(p.get("prefill_ramp")) if p.get("prefill_concurrency") else None,
     }
+    if p.get("sessions") is not None:
+        out["sessions"] = p["sessions"]
+    if p["type"] == "user_centric":
+        out["users"] = p["users"]
     if p["type"] == "gamma":
         out["smoothness"] = float(p.get("smoothness") or 1.0)
     if p["type"] == "fixed_schedule":
@@ -203,7 +207,8 @@ def comparable(benchmark: dict[str, Any]) -> dict[str, Any]:
         "models": names,
         "endpoint": {"urls": endpoint.get("urls"), "type": endpoint.get("type", "chat"), "path": endpoint.get("path"),
                      "streaming": endpoint.get("streaming", False), "timeout": float(endpoint.get("timeout", 21600)),
-                     "extra": endpoint.get("extra") or {}},
+                     "extra": endpoint.get("extra") or {},
+                     "connection_reuse": endpoint.get("connection_reuse", "pooled")},
         "datasets": [_dataset(d) for d in benchmark.get("datasets") or []],
         "phases": [_phase(p) for p in benchmark.get("phases") or []],
         "slos": {k: float(v) for k, v in (benchmark.get("slos") or {}).items()},

@@ -172,6 +172,7 @@ def _endpoint(doc: dict[str, Any], flags: ProfileFlags, headers: dict[str, str])
     _set(endpoint, "type", flags.endpoint_type)
     _set(endpoint, "streaming", flags.streaming)
     _set(endpoint, "timeout", flags.request_timeout_seconds)
+    _set(endpoint, "connection_reuse", flags.connection_reuse_strategy)
     _set(endpoint, "use_legacy_max_tokens", flags.use_legacy_max_tokens)
     _set(endpoint, "use_server_token_count", flags.use_server_token_count)
     if flags.extra_inputs is not None:
@@ -235,6 +236,9 @@ def _phases(doc: dict[str, Any], flags: ProfileFlags) -> None:
     by_role = {_role(p): p for p in phases}
     from_file = "profiling" in by_role
     prof = by_role.get("profiling", {"name": "profiling"})
+    if flags.user_centric_rate is not None and (flags.request_rate is not None or flags.fixed_schedule):
+        raise FlagError(f"--user-centric-rate {flags.user_centric_rate:g}: not with --request-rate or "
+                        "--fixed-schedule (give one load mode)")
     if flags.fixed_schedule:
         prof["type"] = "fixed_schedule"
         for key in ("rate", "smoothness", "requests"):
@@ -243,6 +247,9 @@ def _phases(doc: dict[str, Any], flags: ProfileFlags) -> None:
         current = prof.get("type")
         prof["type"] = flags.request_rate_mode or (current if current in RATE_TYPES else "poisson")
         _set(prof, "rate", flags.request_rate)
+    elif flags.user_centric_rate is not None:
+        prof["type"] = "user_centric"
+        prof["rate"] = flags.user_centric_rate
     elif flags.fixed_schedule is False and prof.get("type") == "fixed_schedule":
         prof["type"] = "concurrency"
     prof.setdefault("type", "concurrency")
@@ -253,6 +260,14 @@ def _phases(doc: dict[str, Any], flags: ProfileFlags) -> None:
             raise FlagError(f"--arrival-smoothness {flags.arrival_smoothness:g}: only with "
                             "--request-rate-mode gamma")
         prof["smoothness"] = flags.arrival_smoothness
+    if flags.num_users is not None:
+        if prof["type"] != "user_centric":
+            raise FlagError(f"--num-users {flags.num_users}: needs --user-centric-rate")
+        prof["users"] = flags.num_users
+    elif flags.user_centric_rate is not None and "users" not in prof:
+        raise FlagError(f"--user-centric-rate {flags.user_centric_rate:g}: needs --num-users")
+    if prof["type"] != "user_centric":
+        prof.pop("users", None)
     _set(prof, "concurrency", flags.concurrency)
     _set(prof, "prefill_concurrency", flags.prefill_concurrency)
     for key, seconds in (("concurrency_ramp", flags.concurrency_ramp_duration),

@@ -43,6 +43,11 @@ class ProfileFlags:
     """Arrival process of --request-rate (default: poisson)."""
     arrival_smoothness: float | None = None
     """Gamma shape for --request-rate-mode gamma; 1 is poisson (default: 1.0)."""
+    user_centric_rate: float | None = None
+    """Requests per second shared by --num-users users, each sending its next turn
+    num_users / rate seconds after its previous one (or when that returns, if later)."""
+    num_users: int | None = None
+    """Users of --user-centric-rate."""
     concurrency_ramp_duration: float | None = None
     """Seconds over which the concurrency rises from 1 to --concurrency, one step at a time."""
     request_rate_ramp_duration: float | None = None
@@ -119,6 +124,9 @@ class ProfileFlags:
     """Extra HTTP header NAME:VALUE (repeatable); never written to disk."""
     api_key: str | None = None
     """Sent as "Authorization: Bearer KEY"; never written to disk."""
+    connection_reuse_strategy: Literal["pooled", "never", "sticky-user-sessions"] | None = None
+    """How workers use connections: pooled (shared by all requests), never (one per request),
+    sticky-user-sessions (one per conversation, closed after its final turn) (default: pooled)."""
     use_legacy_max_tokens: bool | None = None
     """Send max_tokens instead of max_completion_tokens (chat) (default: false)."""
     use_server_token_count: bool | None = None
@@ -160,6 +168,7 @@ FLAG_PATHS: dict[str, str] = {
     "request_timeout_seconds": "endpoint.timeout",
     "extra_inputs": "endpoint.extra",
     "header": "endpoint.header_names",
+    "connection_reuse_strategy": "endpoint.connection_reuse",
     "use_legacy_max_tokens": "endpoint.use_legacy_max_tokens",
     "use_server_token_count": "endpoint.use_server_token_count",
     "server_metrics": "server_metrics.urls",
@@ -169,6 +178,8 @@ FLAG_PATHS: dict[str, str] = {
     "request_rate_mode": "phases.profiling.type",
     "fixed_schedule": "phases.profiling.type",
     "arrival_smoothness": "phases.profiling.smoothness",
+    "user_centric_rate": "phases.profiling.rate",
+    "num_users": "phases.profiling.users",
     "concurrency_ramp_duration": "phases.profiling.concurrency_ramp.duration",
     "request_rate_ramp_duration": "phases.profiling.rate_ramp.duration",
     "prefill_concurrency": "phases.profiling.prefill_concurrency",

@@ -15,7 +15,7 @@ from _documents import benchmark_documents
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiperf.config import ConfigError, decode_benchmark, normalize
+from aiperf.config import ConfigError, UserCentricPhase, decode_benchmark, normalize
 from aiperf.config.aiperf_form import to_aiperf_body
 from aiperf.config.compat import UNBUILT
 from aiperf.config.loader import read_document, snake
@@ -204,8 +204,8 @@ def test_unbuilt_features_that_ask_for_nothing_are_dropped(body: Doc) -> None:
     ({"dataset": {"images": {"batchSize": 1}}}, "datasets[0].images: not supported (synthetic images"),
     ({"phases": [{"name": "profiling", "type": "concurrency", "requests": 5, "seamless": True}]},
      "phases[0].seamless: not supported (seamless phase transitions"),
-    ({"phases": {"type": "user_centric", "users": 3, "rate": 1, "duration": 5}},
-     "phases.type: 'user_centric': not supported (user-centric rate phases are not built yet)"),
+    ({"phases": {"type": "agentic_replay", "duration": 5}},
+     "phases.type: 'agentic_replay': not supported (the phase types are concurrency"),
     ({"endpoint": {"type": "responses"}}, "endpoint.type: 'responses': not supported (the endpoint types are chat"),
     ({"dataset": {"type": "public", "dataset": "sharegpt"}}, "datasets[0].type: public: not supported"),
     ({"dataset": {"type": "file", "path": "x", "format": "speed_bench_coding"}},
@@ -219,6 +219,23 @@ def test_an_unbuilt_feature_is_refused_with_one_line_naming_it(body: Doc, messag
     with pytest.raises(ConfigError) as info:
         read({"model": "m", **body})
     assert str(info.value).startswith(message), str(info.value)
+
+
+def test_user_centric_phases_sessions_batches_and_connection_reuse_are_read() -> None:
+    benchmark = read({"model": "m", "endpoint": {"connectionReuse": "sticky-user-sessions"},
+                      "dataset": {"prompts": {"isl": 20, "batchSize": 4}},
+                      "warmup": {"type": "concurrency", "sessions": 3, "concurrency": 2},
+                      "profiling": {"type": "user_centric", "users": 3, "rate": 1.5, "duration": 5}})
+    assert benchmark.endpoint.connection_reuse == "sticky-user-sessions"
+    assert benchmark.dataset.prompts.batch_size == 4
+    assert benchmark.warmup is not None and benchmark.warmup.sessions == 3
+    assert isinstance(benchmark.profiling, UserCentricPhase)
+    assert (benchmark.profiling.users, benchmark.profiling.rate) == (3, 1.5)
+    with pytest.raises(ConfigError, match=r"^phases\[0\]\.rate_ramp: not for a user_centric phase"):
+        read({"model": "m", "profiling": {"type": "user_centric", "users": 3, "rate": 1, "duration": 5,
+                                          "rateRamp": 10}})
+    with pytest.raises(ConfigError, match=r"prompts: batch_size is for synthetic prompts"):
+        read({"model": "m", "dataset": {"type": "file", "path": "x.jsonl", "prompts": {"batchSize": 2}}})
 
 
 def test_a_typo_is_an_unknown_field_not_an_unbuilt_feature() -> None:

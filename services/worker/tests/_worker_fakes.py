@@ -93,7 +93,7 @@ class FakeTransport:
         self.started = anyio.Event()
 
     async def post(self, ex: Exchange, url: str, body: bytes, headers: Mapping[str, str], *,
-                   streaming: bool) -> None:
+                   streaming: bool, lane: str | None = None, keep: bool = True) -> None:
         decoded = orjson.loads(body)
         self.posted.append(Posted(url, decoded, dict(headers), streaming))
         prompt = decoded["messages"][-1]["content"]

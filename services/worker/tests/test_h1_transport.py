@@ -66,6 +66,38 @@ async def test_keepalive_reuse_and_request_bytes() -> None:
     assert seen[0].endswith(b"Content-Length: 8\r\n\r\n{\"x\": 1}")
 
 
+async def test_connection_reuse_lanes_and_closing_after_the_response() -> None:
+    connections: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(0)
+        while not reader.at_eof():
+            try:
+                await _request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            connections[-1] += 1
+            writer.write(OK + b"6\r\ndata: \r\n3\r\nx\n\n\r\n0\r\n\r\n")
+            await writer.drain()
+
+    async def post(transport: H1Transport, url: str, lane: str | None, keep: bool) -> bool:
+        ex = Exchange()
+        await transport.post(ex, url, b"{}", {}, streaming=True, lane=lane, keep=keep)
+        assert ex.error is None
+        return ex.reused
+
+    async with _server(serve) as url, H1Transport() as transport:
+        # never: a new connection each time
+        assert [await post(transport, url, None, False) for _ in range(2)] == [False, False]
+        # sticky sessions: a conversation's turns share its own connection, not the pool's
+        assert await post(transport, url, None, True) is False
+        assert [await post(transport, url, "conv-a", True), await post(transport, url, "conv-b", True)] == [False, False]
+        assert await post(transport, url, "conv-a", False) is True  # its final turn: closed after
+        assert await post(transport, url, "conv-a", True) is False
+        assert await post(transport, url, None, True) is True
+    assert sorted(connections) == [1, 1, 1, 1, 2, 2]
+
+
 async def test_error_types() -> None:
     async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await _request(reader)

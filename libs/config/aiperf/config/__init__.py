@@ -28,6 +28,7 @@ from aiperf.config.benchmark import (
     ServerMetrics,
     SyntheticDataset,
     TokenizerSpec,
+    UserCentricPhase,
     benchmark_schema,
 )
 from aiperf.config.loader import ConfigError, Secrets, decode_benchmark, normalize
@@ -53,6 +54,6 @@ __all__ = [
     "ConfigError", "ConstantPhase", "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind", "ExportLevel",
     "FileDataset", "FixedSchedulePhase", "GammaPhase", "GpuTelemetry", "Length", "HttpOptions", "MAX_RESPONSE_BYTES_ENV", "MetricsOptions", "READ_IDLE_TIMEOUT_ENV", "Phase", "PhaseKind", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "RunConfig", "RunMode", "Runtime", "RuntimeOptions", "ServerMetrics",
-    "Secrets", "ServiceCounts", "SyntheticDataset", "TokenizerSpec", "benchmark_schema", "decode_benchmark",
+    "Secrets", "ServiceCounts", "SyntheticDataset", "TokenizerSpec", "UserCentricPhase", "benchmark_schema", "decode_benchmark",
     "dump_run_config", "group_id", "group_index", "load_run_config", "normalize",
 ]

@@ -28,7 +28,7 @@ __all__ = [
     "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind", "FileDataset", "FixedSchedulePhase",
     "GammaPhase", "Length", "LogLevel", "Logging", "Peak", "Phase", "PhaseKind", "Point", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "Runtime", "SequenceEntry", "ServerMetricsFormat",
-    "SyntheticDataset", "TokenizerSpec", "benchmark_schema", "lognormal_sigma",
+    "SyntheticDataset", "TokenizerSpec", "UserCentricPhase", "benchmark_schema", "lognormal_sigma",
 ]
 
 
@@ -77,8 +77,10 @@ class Endpoint(_Spec, frozen=True, kw_only=True):
     conversation's later turns follow its first). The request path follows from `path`
     when given (`""`: none appended), else from `type` (`request_url`). `timeout` is per request,
     seconds, 0 for none. `header_names` are sent on every request; their values are secrets and
-    come from the environment, never from this model. `connection_reuse` `pooled` (AIPerf's
-    default) is how workers use their connections."""
+    come from the environment, never from this model. `connection_reuse` is how workers use
+    their connections (AIPerf's): `pooled` (the default) shares them among all requests, `never`
+    opens one per request and closes it after the response, `sticky-user-sessions` keeps one per
+    conversation for its turns and closes it after the final turn."""
 
     urls: Annotated[list[Url], Meta(min_length=1, max_length=MAX_URLS)] = msgspec.field(
         default_factory=one_item_list("http://localhost:8000"))
@@ -91,7 +93,7 @@ class Endpoint(_Spec, frozen=True, kw_only=True):
     extra: dict[str, Any] = {}
     use_legacy_max_tokens: bool = False
     use_server_token_count: bool = False
-    connection_reuse: Literal["pooled"] = "pooled"
+    connection_reuse: Literal["pooled", "never", "sticky-user-sessions"] = "pooled"
 
     @property
     def url(self) -> str:
@@ -321,7 +323,8 @@ class Ramp(_Spec, frozen=True, kw_only=True):
 class _PhaseBase(_Spec, tag_field="type", frozen=True, kw_only=True):
     """Fields every phase has. A phase stops after `requests` credits or after `duration`
     seconds, whichever comes first (after a duration it waits `grace_period` seconds, default 30,
-    for requests in flight). `kind` may be left out for the canonical names `warmup` and
+    for requests in flight); `sessions` stops starting conversations after that many (their later
+    turns are still sent; AIPerf's session count). `kind` may be left out for the canonical names `warmup` and
     `profiling`; `exclude_from_results` follows the kind (warmup is excluded, profiling is not)
     and may only say so. `concurrency_ramp` raises the concurrency (a closed loop's users, a rate
     phase's cap; nothing without one) from 1 to `concurrency` over its duration.
@@ -333,6 +336,7 @@ class _PhaseBase(_Spec, tag_field="type", frozen=True, kw_only=True):
     kind: PhaseKind | None = None
     exclude_from_results: bool | None = None
     requests: PositiveInt | None = None
+    sessions: PositiveInt | None = None
     duration: PositiveFloat | None = None
     grace_period: NonNegativeFloat | None = None
     concurrency: PositiveInt | None = None
@@ -351,8 +355,8 @@ class _PhaseBase(_Spec, tag_field="type", frozen=True, kw_only=True):
                              f"{'excluded from' if self.role is PhaseKind.WARMUP else 'part of'} the results")
         if self.grace_period is not None and self.duration is None:
             raise ValueError("grace_period: needs duration")
-        if self.needs_stop_condition and self.requests is None and self.duration is None:
-            raise ValueError("requests: required (or duration)")
+        if self.needs_stop_condition and self.requests is None and self.duration is None and self.sessions is None:
+            raise ValueError("requests: required (or duration, or sessions)")
         if self.prefill_concurrency is not None and self.concurrency is not None \
                 and self.prefill_concurrency > self.concurrency:
             raise ValueError(f"prefill_concurrency: at most concurrency ({self.concurrency}), "
@@ -403,6 +407,22 @@ class ConstantPhase(RatePhase, tag="constant", frozen=True, kw_only=True):
     """Arrivals exactly 1/rate apart."""
 
 
+class UserCentricPhase(RatePhase, tag="user_centric", frozen=True, kw_only=True):
+    """AIPerf's user-centric rate: `users` users share `rate` requests per second, each sending
+    its conversation's next turn `users / rate` seconds after its previous one (or as soon as
+    that returned, when later). At the start the users are spread over their sessions' lifetime
+    as AIPerf spreads them (a steady state from t=0, first turns `1 / rate` apart); a new user
+    replaces each one when its turns are due to end. No `rate_ramp` or `concurrency_ramp`."""
+
+    users: PositiveInt
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for ramp in ("rate_ramp", "concurrency_ramp"):
+            if getattr(self, ramp) is not None:
+                raise ValueError(f"{ramp}: not for a user_centric phase (its users keep their own pace)")
+
+
 class FixedSchedulePhase(_PhaseBase, tag="fixed_schedule", frozen=True, kw_only=True):
     """Each conversation starts at its trace timestamp, relative to the earliest
     (`auto_offset`, AIPerf's default) or to the phase start (timestamps as written); the trace
@@ -414,7 +434,7 @@ class FixedSchedulePhase(_PhaseBase, tag="fixed_schedule", frozen=True, kw_only=
     needs_stop_condition = False
 
 
-Phase = ConcurrencyPhase | PoissonPhase | GammaPhase | ConstantPhase | FixedSchedulePhase
+Phase = ConcurrencyPhase | PoissonPhase | GammaPhase | ConstantPhase | UserCentricPhase | FixedSchedulePhase
 
 GOODPUT_METRICS = (
     "time_to_first_token", "time_to_second_token", "time_to_first_output_token", "request_latency",

@@ -130,7 +130,6 @@ UNBUILT: dict[str, Unbuilt] = {
     "datasets[].hf_weka_dataset": Unbuilt("public datasets are not built"),
     "datasets[].filters": Unbuilt("public datasets are not built"),
     # -- phases ----------------------------------------------------------------------------------
-    "phases[].sessions": Unbuilt("stopping after a number of sessions is not built yet"),
     "phases[].concurrency_ramp.strategy": Unbuilt(_RAMP, _is("linear")),
     "phases[].rate_ramp.strategy": Unbuilt(_RAMP, _is("linear")),
     "phases[].prefill_ramp.strategy": Unbuilt(_RAMP, _is("linear")),

@@ -54,7 +54,7 @@ REDACTED = "<redacted>"
 
 ENDPOINT_KINDS = ("chat", "completions", "embeddings")
 FILE_FORMATS = ("single_turn", "multi_turn", "mooncake_trace", "random_pool")
-PHASE_TYPES = ("concurrency", "poisson", "gamma", "constant", "fixed_schedule")
+PHASE_TYPES = ("concurrency", "poisson", "gamma", "constant", "user_centric", "fixed_schedule")
 
 
 @dataclass(frozen=True)
@@ -212,9 +212,7 @@ def _phase(value: Any, where: str, name: str | None = None) -> Any:
         del data["prefill_ramp"]  # it ramps prefill_concurrency: without one it does nothing (AIPerf's reading)
     kind = data.get("type")
     if isinstance(kind, str) and kind not in PHASE_TYPES:
-        reason = ("user-centric rate phases are not built yet" if kind == "user_centric"
-                  else f"the phase types are {', '.join(PHASE_TYPES)}")
-        raise _not_supported(f"{where}.type", repr(kind), reason)
+        raise _not_supported(f"{where}.type", repr(kind), f"the phase types are {', '.join(PHASE_TYPES)}")
     return data
 
 
@@ -322,9 +320,6 @@ def _endpoint(value: Any, secrets: dict[str, Any]) -> Any:
     kind = data.get("type")
     if isinstance(kind, str) and kind not in ENDPOINT_KINDS:
         raise _not_supported("endpoint.type", repr(kind), f"the endpoint types are {', '.join(ENDPOINT_KINDS)}")
-    if data.get("connection_reuse") not in (None, "pooled"):
-        raise _not_supported("endpoint.connection_reuse", repr(data["connection_reuse"]),
-                             "workers keep a pool of connections (pooled)")
     return data
 
 

@@ -260,7 +260,7 @@ class TimingManager:
                              concurrency_cap=phase.concurrency if isinstance(phase, RatePhase) else None,
                              cancel_rate_pct=cancellation.rate,
                              cancel_delay_ns=round(cancellation.delay * NS_PER_S), seed=self._seed,
-                             prefill_cap=phase.prefill_concurrency)
+                             prefill_cap=phase.prefill_concurrency, sessions=phase.sessions)
         self._ledgers[tag] = self._current = ledger
         ledger.start_ns, ledger.start_wall_ns = self._clock(), self._wall_clock()
         log.info("timing.phase_started", phase=phase.name, type=type(phase).__name__, count=phase.requests,

@@ -36,7 +36,8 @@ class PhaseLedger:
 
     Invariants once the phase is over: `issued == ok + failed + cancelled + lost` and
     `returned + lost == issued`. `drained` is set when sending is complete and nothing is
-    in flight. `stop(reason)` ends issuing (first reason wins). `slots` (a concurrency cap) and
+    in flight. `stop(reason)` ends issuing (first reason wins). With a session budget
+    (`sessions`) the strategies claim each conversation they start (`start_session`). `slots` (a concurrency cap) and
     `prefill` (a prefill concurrency cap: requests waiting for their first token) are None
     without a cap; a credit's slots are released when it settles, its prefill slot earlier
     when its first token arrives (`first_token`).
@@ -44,9 +45,10 @@ class PhaseLedger:
 
     def __init__(self, phase: Phase, *, count: int | None, concurrency_cap: int | None,
                  cancel_rate_pct: float = 0.0, cancel_delay_ns: int = 0, seed: int | None = None,
-                 prefill_cap: int | None = None) -> None:
+                 prefill_cap: int | None = None, sessions: int | None = None) -> None:
         self.phase = phase
         self.count = count
+        self.sessions, self.sessions_started = sessions, 0
         self.issued = self.returned = self.sent = 0
         self.ok = self.failed = self.cancelled = self.lost = 0
         self.start_ns = self.end_ns = self.start_wall_ns = self.end_wall_ns = 0
@@ -66,6 +68,15 @@ class PhaseLedger:
     def may_issue(self) -> bool:
         """True while issuing goes on and the credit budget is not used up."""
         return not self.stopped_reason and (self.count is None or self.issued < self.count)
+
+    def start_session(self) -> bool:
+        """Claim the start of a new conversation: False (nothing claimed) when issuing ended or
+        the phase's session budget (`sessions`) is spent; a started one's later turns only
+        need `may_issue`."""
+        if not self.may_issue() or (self.sessions is not None and self.sessions_started >= self.sessions):
+            return False
+        self.sessions_started += 1
+        return True
 
     def stop(self, reason: str) -> None:
         """End issuing now (cancels the issuing scope); the first reason is kept."""

@@ -5,6 +5,7 @@
 - `Paced` (poisson/gamma/constant and fixed_schedule phases): first turns at their arrival
   times (random arrivals at a rate, or trace timestamps), later turns of a conversation after
   the previous one returned.
+- `UserCentric` (user_centric phases): users sharing a rate, each at its own fixed pace.
 
 A strategy runs until its phase's ledger stops issuing (budget spent, stopped, no workers) or
 its arrivals run out; the timing-manager drains the phase afterwards.
@@ -12,7 +13,9 @@ its arrivals run out; the timing-manager drains the phase afterwards.
 
 from __future__ import annotations
 
+import heapq
 import itertools
+import math
 import random
 from collections.abc import Iterator, Sequence
 from typing import Protocol
@@ -20,7 +23,9 @@ from typing import Protocol
 import anyio
 import anyio.abc
 
-from aiperf.config import ConcurrencyPhase, FixedSchedulePhase, GammaPhase, Phase, PoissonPhase, RatePhase
+from aiperf.config import (
+    ConcurrencyPhase, FixedSchedulePhase, GammaPhase, Phase, PoissonPhase, RatePhase, UserCentricPhase,
+)
 from aiperf.issuing.issuer import CreditIssuer
 from aiperf.issuing.ledger import InFlight
 from aiperf.issuing.ports import TurnTiming
@@ -41,6 +46,8 @@ def strategy_for(phase: Phase, *, seed: int | None) -> Strategy:
     if isinstance(phase, FixedSchedulePhase):
         return Paced(fixed=True, arrivals=TraceArrivals(auto_offset=phase.auto_offset), auto_offset=phase.auto_offset,
                      cap_ramp_s=ramp_s)
+    if isinstance(phase, UserCentricPhase):
+        return UserCentric(users=phase.users, rate=phase.rate)
     assert isinstance(phase, RatePhase)
     return Paced(fixed=False, arrivals=RateArrivals(phase, seed), cap_ramp_s=ramp_s)
 
@@ -113,7 +120,7 @@ class ClosedLoop:
     @staticmethod
     async def _turns(issuer: CreditIssuer, cursor: Iterator[int]) -> None:
         ledger = issuer.ledger
-        while ledger.may_issue():
+        while ledger.start_session():
             index = next(cursor)
             worker: str | None = None
             url = 0
@@ -201,7 +208,7 @@ class Paced:
                 return
             scheduled = t0 + offset_ns
             await issuer.sleep_until(scheduled - issuer.send_ahead_ns)
-            if not ledger.may_issue():  # follow-up turns may have spent the budget meanwhile
+            if not ledger.start_session():  # follow-up turns may have spent the budget meanwhile
                 return
             entry = await issuer.issue_slotted(index, 0, scheduled=scheduled)
             if entry is None:
@@ -233,5 +240,84 @@ class Paced:
             entry = next_entry
 
 
-__all__ = ["Arrivals", "ClosedLoop", "Paced", "RateArrivals", "Strategy", "TraceArrivals", "ramp_open",
-           "ramp_steps_s", "strategy_for"]
+def initial_users(users: int, lifetime: int) -> list[tuple[int, int | None]]:
+    """(start order, turns to send; None: all of its conversation's) of the users a
+    user-centric phase starts with, AIPerf 0.13's steady state: user i of `users` is
+    (users - i) x `lifetime` / users gaps into a session of `lifetime` gaps (the average turns
+    less one) and sends the turns it has left; those with none left are skipped, and one fresh
+    user, sending all its turns, goes first. Orders are distinct (when `users` and `lifetime`
+    share a factor, AIPerf's alternate spacing: the smallest step coprime with `users`)."""
+    alternate = math.gcd(users, lifetime) > 1
+    step = next((s for s in range(2, users) if math.gcd(users, s) == 1), 1) if alternate else 1
+    out: list[tuple[int, int | None]] = []
+    for i in range(users):
+        age = (users - i) * lifetime
+        to_send = lifetime - age // users
+        if to_send <= 0:
+            continue
+        slot = (i * step) % users if alternate else age % users
+        out.append((users - slot, to_send))
+    out.append((0, None))
+    return out
+
+
+class UserCentric:
+    """AIPerf's user-centric rate: `users` users share `rate` requests per second. Each user
+    walks one conversation (dataset order, one shared cursor), its first turn at its start time
+    and each later one `users / rate` seconds after the previous one's send time, or when the
+    previous one returns if that is later (`max(return, previous + gap)`; the dataset's turn
+    delays are not used). The users of `initial_users` start `1 / rate` apart in their order;
+    a new user, sending all its conversation's turns, starts when a user's last turn is due
+    (its start + turns x gap, whether or not it is done), until the budget is spent."""
+
+    def __init__(self, *, users: int, rate: float) -> None:
+        self.users, self.rate = users, rate
+
+    async def run(self, issuer: CreditIssuer) -> None:
+        ledger, conversations = issuer.ledger, issuer.conversations
+        count = len(conversations)
+        average = sum(len(conversations.turns(i)) for i in range(count)) / count
+        stagger_ns, gap_ns = NS_PER_S / self.rate, self.users * NS_PER_S / self.rate
+        cursor = itertools.cycle(range(count))
+        t0 = issuer.clock() + issuer.send_ahead_ns
+        due: list[int] = []
+        async with anyio.create_task_group() as tg:
+            def start(at_ns: int, max_turns: int | None) -> None:
+                index = next(cursor)
+                turns = len(conversations.turns(index))
+                turns = turns if max_turns is None else min(turns, max_turns)
+                tg.start_soon(self._user, issuer, index, turns, at_ns, round(gap_ns))
+                heapq.heappush(due, at_ns + round(turns * gap_ns))
+
+            for order, max_turns in initial_users(self.users, max(1, round(average) - 1)):
+                start(t0 + round(order * stagger_ns), max_turns)
+            while ledger.may_issue() and due:
+                at_ns = heapq.heappop(due)
+                await issuer.sleep_until(at_ns - issuer.send_ahead_ns)
+                if not ledger.may_issue():
+                    break
+                start(at_ns, None)
+
+    @staticmethod
+    async def _user(issuer: CreditIssuer, index: int, turns: int, at_ns: int, gap_ns: int) -> None:
+        ledger = issuer.ledger
+        await issuer.sleep_until(at_ns - issuer.send_ahead_ns)
+        if not ledger.start_session():
+            return
+        entry = await issuer.issue_slotted(index, 0, scheduled=at_ns)
+        for turn in range(1, turns):
+            if entry is None or not ledger.may_issue():
+                return
+            await entry.done.wait()
+            if entry.outcome == "lost":
+                return
+            at_ns = max(issuer.clock(), at_ns + gap_ns)
+            await issuer.sleep_until(at_ns - issuer.send_ahead_ns)
+            if not ledger.may_issue():
+                return
+            entry = await issuer.issue_slotted(index, turn, scheduled=at_ns, prefer=entry.worker,
+                                               url_index=entry.url_index)
+
+
+__all__ = ["Arrivals", "ClosedLoop", "Paced", "RateArrivals", "Strategy", "TraceArrivals", "UserCentric",
+           "initial_users", "ramp_open", "ramp_steps_s", "strategy_for"]

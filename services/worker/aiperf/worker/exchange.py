@@ -86,12 +86,17 @@ class Transport(Protocol):
     """Sends one POST and records it into an `Exchange`."""
 
     async def post(self, ex: Exchange, url: str, body: bytes, headers: Mapping[str, str], *,
-                   streaming: bool) -> None:
+                   streaming: bool, lane: str | None = None, keep: bool = True) -> None:
         """Send `body` to `url`, filling `ex` as things happen.
 
         Promises: `ex.start_ns`/`start_wall_ns` are set right before the request goes out,
         `ex.end_ns` on every exit path (cancellation included). An HTTP status >= 400 is not an
         error here: its status and body are recorded like any other. Transport failures set
         `ex.error` and return. Only cancellation propagates.
+
+        Connection reuse (AIPerf's `connection_reuse`): `lane` None uses the shared pool, a
+        string only the connections of that lane (a conversation's, for sticky user
+        sessions); `keep` False closes the connection after the response instead of keeping
+        it for reuse (`never`, and a sticky session's final turn).
         """
         ...

@@ -55,7 +55,8 @@ _mono = time.monotonic
 DNS_TTL_S = 10.0
 """How long a resolved host name is reused (aiohttp's default)."""
 
-_Key = tuple[str, str, int]
+_Key = tuple[str, str, int] | tuple[str, str, int, str]
+"""A pool of connections: (scheme, host, port), and the lane when not the shared pool."""
 """(scheme, host, port) of a pool."""
 
 
@@ -348,8 +349,8 @@ class H1Transport:
         self._ssl = ssl_context
         self._idle: dict[_Key, list[Connection]] = {}
         self._dns: dict[tuple[str, int], tuple[float, list[tuple[int, tuple[str, int]]]]] = {}
-        self._targets: dict[str, tuple[_Key, bytes]] = {}
-        self._closes_after_stream: set[_Key] = set()
+        self._targets: dict[str, tuple[tuple[str, str, int], bytes]] = {}
+        self._closes_after_stream: set[tuple[str, ...]] = set()
 
     async def __aenter__(self) -> H1Transport:
         return self
@@ -365,7 +366,7 @@ class H1Transport:
                     conn.transport.close()
         self._idle.clear()
 
-    def _target(self, url: str) -> tuple[_Key, bytes]:
+    def _target(self, url: str) -> tuple[tuple[str, str, int], bytes]:
         """(pool key, request-line-and-Host prefix) of `url`, cached per url."""
         hit = self._targets.get(url)
         if hit is None:
@@ -383,16 +384,18 @@ class H1Transport:
         return hit
 
     async def post(self, ex: Exchange, url: str, body: bytes, headers: Mapping[str, str], *,
-                   streaming: bool) -> None:
+                   streaming: bool, lane: str | None = None, keep: bool = True) -> None:
         """See `Transport.post`. Streaming: one chunk per network read that carried body bytes,
         stamped when the read arrived. Not streaming: the whole body as one chunk, stamped when
-        it was complete."""
+        it was complete. A `lane`'s connections are pooled apart from the shared ones (and
+        from other lanes'); a connection that is not kept is closed once its response is in."""
         limits = self._limits
         ex.start_wall_ns = time.time_ns()
         ex.start_ns = _perf_ns()
         conn: Connection | None = None
         try:
-            key, head = self._target(url)
+            target, head = self._target(url)
+            key = target if lane is None else (*target, lane)
             lines = [head]
             for name, value in headers.items():
                 lines.append(f"{name}: {value}\r\n".encode("latin-1"))
@@ -421,7 +424,7 @@ class H1Transport:
         finally:
             ex.end_ns = _perf_ns()
             if conn is not None and conn.release():
-                if streaming and key in self._closes_after_stream:
+                if not keep or (streaming and key[:3] in self._closes_after_stream):
                     conn.close()
                 else:
                     conn.idle_since = self._monotonic()
@@ -434,6 +437,8 @@ class H1Transport:
             horizon = now - self._keepalive_s
             while idle:
                 conn = idle.pop()
+                if not idle and len(key) > 3:
+                    del self._idle[key]  # a lane's pool goes with its last connection
                 if not conn.expired(now, horizon):
                     if conn.open():
                         return conn
@@ -444,14 +449,14 @@ class H1Transport:
     def _closed_early(self, key: _Key, conn: Connection) -> None:
         """The server closed `conn` while it was kept for reuse: learn a server that closes
         after every streamed response (`PREMATURE_CLOSE_S`)."""
-        if (conn.last_streamed and key not in self._closes_after_stream
+        if (conn.last_streamed and key[:3] not in self._closes_after_stream
                 and self._monotonic() - conn.idle_since < PREMATURE_CLOSE_S):
-            self._closes_after_stream.add(key)
+            self._closes_after_stream.add(key[:3])
             log.info("http.closes_after_stream", host=key[1], port=key[2],
                      note="the server closes connections after streamed responses; not reusing them")
 
     async def _connect(self, ex: Exchange, key: _Key, url: str) -> Connection:
-        scheme, host, port = key
+        scheme, host, port = key[:3]
         loop = asyncio.get_running_loop()
         try:
             addresses = await self._resolve(ex, loop, host, port)

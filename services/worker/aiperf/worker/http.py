@@ -203,8 +203,9 @@ class AiohttpTransport:
         self._timeout = aiohttp.ClientTimeout(total=None, sock_read=limits.read_idle_timeout_s)
 
     async def post(self, ex: Exchange, url: str, body: bytes, headers: Mapping[str, str], *,
-                   streaming: bool) -> None:
-        """See `Transport.post`. Streaming records each `iter_any()` read as one chunk;
+                   streaming: bool, lane: str | None = None, keep: bool = True) -> None:
+        """See `Transport.post`; this client has one shared pool (`lane` is not kept apart) and
+        closes a connection that is not kept (`Connection: close`). Streaming records each `iter_any()` read as one chunk;
         non-streaming records the whole body as one chunk stamped when it was complete. No byte
         for `read_idle_timeout_s` (headers included) sets a `ReadIdleTimeout` error; a body
         beyond `max_response_bytes` a `ResponseTooLarge` one (the chunks so far are kept, the
@@ -214,6 +215,8 @@ class AiohttpTransport:
         ex.start_wall_ns = time.time_ns()
         ex.start_ns = _perf_ns()
         try:
+            if not keep:
+                headers = {**headers, "Connection": "close"}
             async with self._session.post(url, data=body, headers=headers, trace_request_ctx=ex,
                                           timeout=self._timeout) as resp:
                 ex.headers_ns = _perf_ns()

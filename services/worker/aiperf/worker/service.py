@@ -130,6 +130,7 @@ class _Target:
     model: str
     timeout_s: float
     keeps_history: bool
+    reuse: str
 
 
 class _Flight:
@@ -253,7 +254,7 @@ class Worker:
             reader=reader, builder=PayloadBuilder.of(endpoint, self._model), urls=endpoint.request_urls(kind.path),
             headers={"Content-Type": "application/json", **self._settings.headers},
             streaming=streaming, endpoint=str(kind.kind), model=self._model, timeout_s=endpoint.timeout or math.inf,
-            keeps_history=kind.keeps_history)
+            keeps_history=kind.keeps_history, reuse=endpoint.connection_reuse)
         self._configured.set()
         log.info("worker.configured", urls=self._target.urls, streaming=streaming, dataset=directory)
 
@@ -437,7 +438,10 @@ class Worker:
                                  spin_ns=self._settings.schedule_spin_ns)
             scope.deadline = anyio.current_time() + limit_s
             url = target.urls[credit.url_index % len(target.urls)]
-            await self._transport.post(ex, url, body, headers, streaming=target.streaming)
+            lane, keep = None, target.reuse == "pooled"
+            if target.reuse == "sticky-user-sessions":
+                lane, keep = credit.conversation_id, credit.turn_index + 1 < len(turns)
+            await self._transport.post(ex, url, body, headers, streaming=target.streaming, lane=lane, keep=keep)
         if scope.cancelled_caught:
             if flight.cancel_reason is not None:
                 flight.cancelled = True
