@@ -215,6 +215,8 @@ def comparable(benchmark: dict[str, Any]) -> dict[str, Any]:
         "artifacts": {"dir": posixpath.normpath(artifacts.get("dir", "artifacts")),
                       "export_level": _export_level(artifacts),
                       "slice_duration": artifacts.get("slice_duration"),
+                      "trace": artifacts.get("trace", False),
+                      "show_trace_timing": artifacts.get("show_trace_timing", False),
                       "user_files": [(f["path"], f["format"], f["content"]) for f in artifacts.get("user_files") or []]},
         "server_metrics": {"enabled": metrics.get("enabled", True), "urls": metrics.get("urls") or [],
                            "formats": metrics.get("formats") or ["json", "csv"]},

@@ -25,7 +25,6 @@ TEMPLATES = (
 
 REFUSED = {
     "audio_multimodal": "datasets[0].audio: not supported (synthetic audio is not built)",
-    "http_trace_metrics": "artifacts.show_trace_timing: not supported (the HTTP trace timing table is not built)",
     "multimodal_vision": "datasets[0].images: not supported (synthetic images are not built)",
     "public_dataset": "datasets[0].type: public: not supported (public datasets (sharegpt, ...) are not built",
     "speed_bench_sweep": "datasets[0].format: 'speed_bench_coding': not supported",

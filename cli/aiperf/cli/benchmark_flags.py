@@ -141,6 +141,9 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
         _sub(doc, "server_metrics")["urls"] = [normalize_url(u) for u in flags.server_metrics]
     if flags.no_server_metrics:
         _sub(doc, "server_metrics")["enabled"] = False
+    for field, key in (("export_http_trace", "trace"), ("show_trace_timing", "show_trace_timing")):
+        if (value := getattr(flags, field)) is not None:
+            _sub(doc, "artifacts")[key] = value
     if local.artifact_dir is not None:
         _sub(doc, "artifacts")["dir"] = local.artifact_dir
     if local.keep_dataset_files is not None:

@@ -137,6 +137,11 @@ class ProfileFlags:
     (a URL without a path gets /metrics)."""
     no_server_metrics: Annotated[bool | None, Parameter(name="--no-server-metrics", negative=())] = None
     """Scrape no server metrics (no server_metrics_export.json/.csv)."""
+    export_http_trace: bool | None = None
+    """Write each request's HTTP trace (wire timestamps, chunks, k6-style durations; AIPerf's
+    trace_data) into its profile_export.jsonl line (default: false)."""
+    show_trace_timing: bool | None = None
+    """Add the HTTP trace timing table (http_req_* metrics) to the console output (default: false)."""
 
 
 @Parameter(name="*")
@@ -173,6 +178,8 @@ FLAG_PATHS: dict[str, str] = {
     "use_server_token_count": "endpoint.use_server_token_count",
     "server_metrics": "server_metrics.urls",
     "no_server_metrics": "server_metrics.enabled",
+    "export_http_trace": "artifacts.trace",
+    "show_trace_timing": "artifacts.show_trace_timing",
     "concurrency": "phases.profiling.concurrency",
     "request_rate": "phases.profiling.rate",
     "request_rate_mode": "phases.profiling.type",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import orjson
 import pytest
 import zmq.asyncio
@@ -167,6 +168,23 @@ async def test_errors_and_cancellations_become_error_metric_records() -> None:
         assert first.metrics == {"error_isl": 100}
         assert second.cancelled and second.error is not None
         assert second.error.type == "RequestCancellationError"
+
+    await run_processor(rp, raw, out, body)
+
+
+async def test_with_trace_export_a_record_carries_its_http_trace_in_aiperfs_shape() -> None:
+    raw, out = MemoryRaw(), MemoryOut()
+    rp = RecordProcessor(service_id="rp", endpoint=STREAMING_CHAT, tokenizer=None, raw=raw, out=out,
+                         tokenizer_loader=loader_of(WordTokenizer()), trace=True)
+    http = HttpTrace(send_start_ns=T0, send_end_ns=T0 + MS, recv_first_ns=T0 + 2 * MS, recv_last_ns=T0 + 3 * MS)
+
+    async def body() -> None:
+        await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
+        await raw.tx.send(msgspec.structs.replace(streamed(1), http=http))
+        await raw.tx.send(streamed(2))
+        traced, untraced = await out.next(), await out.next()
+        assert traced.trace_data is not None and traced.trace_data["sending_ns"] == MS
+        assert untraced.trace_data is None  # the worker has no trace of it
 
     await run_processor(rp, raw, out, body)
 

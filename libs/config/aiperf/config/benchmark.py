@@ -496,11 +496,16 @@ class Artifacts(_Spec, frozen=True, kw_only=True):
     exports are written (`--auto-plot`), and with `plot_required` a plot that fails fails the
     run; `slice_duration` (seconds, AIPerf's `--slice-duration`) also writes the profiling
     phase's metrics per window of that length (`profile_export_aiperf_timeslices.json/.csv`);
-    `user_files` are written into the folder before the run starts (`UserFile`)."""
+    `user_files` are written into the folder before the run starts (`UserFile`); `trace`
+    writes each request's HTTP trace into its profile_export.jsonl line (`trace_data`, AIPerf's
+    export shape; `--export-http-trace`), `show_trace_timing` adds the HTTP trace timing table
+    to the console output (`--show-trace-timing`)."""
 
     dir: Annotated[str, Meta(min_length=1)] = "artifacts"
     keep_dataset: bool = False
     export_level: ExportLevel = "records"
+    trace: bool = False
+    show_trace_timing: bool = False
     auto_plot: bool = False
     plot_required: bool = False
     slice_duration: PositiveFloat | None = None

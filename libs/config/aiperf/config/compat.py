@@ -153,8 +153,6 @@ UNBUILT: dict[str, Unbuilt] = {
         "scale_max_step_multiplier", "scale_step_percent")},
     # -- artifacts -------------------------------------------------------------------------------
     "artifacts.prefix": Unbuilt("renaming the export files is not built"),
-    "artifacts.trace": Unbuilt("HTTP trace data in profile_export.jsonl is not built"),
-    "artifacts.show_trace_timing": Unbuilt("the HTTP trace timing table is not built"),
     "artifacts.export_outputs_json": Unbuilt("outputs.json is not built"),
     # -- tokenizer, runtime, server metrics ------------------------------------------------------
     "tokenizer.revision": Unbuilt("tokenizers are read from local files, never downloaded", _is("main")),

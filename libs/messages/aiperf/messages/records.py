@@ -7,6 +7,8 @@ Workers do as little as possible: they record raw response bytes with the
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from aiperf.messages.base import Message, Phase
@@ -119,6 +121,9 @@ class MetricRecord(Message, frozen=True, kw_only=True):
     """The exchange itself succeeded (no transport error, status < 400: the worker returned the
     credit as ok) but the response holds an error or no content (`error` says which). The
     records-manager counts such a request as failed in the accounting, as the metrics do."""
+    trace_data: dict[str, Any] | None = None
+    """The request's HTTP trace in AIPerf's export shape (`aiperf.metrics.trace_export`), only
+    when the run exports it (`artifacts.trace`); written into its profile_export.jsonl line."""
 
 
 class MetricRecordBatch(Message, frozen=True, kw_only=True):

@@ -2,8 +2,9 @@
 
 AIPerf 0.13 prints one table per console group that has metrics, in this order:
 "LLM Metrics: Effective" (time-weighted sweep metrics), "LLM Metrics: Active", "LLM Metrics:
-Usage" (server-reported usage), then "LLM Metrics" (everything else it shows). HTTP trace,
-OSL-mismatch and bookkeeping metrics are exported but not shown.
+Usage" (server-reported usage), then "LLM Metrics" (everything else it shows). HTTP trace
+metrics get their own table when asked for (`--show-trace-timing`); OSL-mismatch and
+bookkeeping metrics are exported but not shown.
 """
 
 from __future__ import annotations
@@ -48,15 +49,25 @@ def _table(title: str, rows: list[MetricStats]) -> Table:
     return table
 
 
-def render_console_tables(summary: Summary) -> list[Table]:
+TRACE_TITLE = "aiperf | HTTP Trace Timing"
+"""The table `--show-trace-timing` adds (AIPerf's "HTTP Trace Timing": the `http_req_*` metrics)."""
+
+
+def render_console_tables(summary: Summary, *, trace_timing: bool = False) -> list[Table]:
     """One rich Table per console group with metrics, in AIPerf's order; within a table
-    metrics with percentiles first (all columns), then scalars (avg only)."""
+    metrics with percentiles first (all columns), then scalars (avg only). With `trace_timing`
+    (`artifacts.show_trace_timing`) a last table holds the HTTP trace metrics (`http_req_*`),
+    as AIPerf's HTTP trace console exporter prints them."""
     groups: dict[str, list[MetricStats]] = {group: [] for group in GROUP_TITLES}
     for tag, stats in summary.metrics.items():
         group = spec_of(tag).console
         if group in groups and tag not in _HIDDEN:
             groups[group].append(stats)
-    return [_table(GROUP_TITLES[g], rows) for g, rows in groups.items() if rows or g == "main"]
+    tables = [_table(GROUP_TITLES[g], rows) for g, rows in groups.items() if rows or g == "main"]
+    trace = [stats for tag, stats in summary.metrics.items() if tag.startswith("http_req_")]
+    if trace_timing and trace:
+        tables.append(_table(TRACE_TITLE, trace))
+    return tables
 
 
 def render_console_table(summary: Summary) -> Table:

@@ -1,8 +1,9 @@
 """profile_export.jsonl: one line per request, in AIPerf 0.13's record shape.
 
-``{"metadata": {...}, "metrics": {tag: {"value": v, "unit": u}}, "error": {code, type, message}}``
-with values in display units (ms, tokens, tokens/sec/user); ``error`` only on failed requests
-and metadata keys whose value is None left out, as AIPerf drops None fields.
+``{"metadata": {...}, "metrics": {tag: {"value": v, "unit": u}}, "trace_data": {...}, "error": {code,
+type, message}}`` with values in display units (ms, tokens, tokens/sec/user); ``trace_data`` only
+when the run exports HTTP traces (`artifacts.trace`), ``error`` only on failed requests and
+metadata keys whose value is None left out, as AIPerf drops None fields.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def record_json(record: MetricRecord) -> dict[str, Any]:
     """One request as AIPerf's `MetricRecordInfo` JSON object."""
     line: dict[str, Any] = {"metadata": {k: v for k, v in record.metadata.items() if v is not None},
                             "metrics": _shown_metrics(record.metrics)}
+    if record.trace_data is not None:
+        line["trace_data"] = record.trace_data
     if record.error is not None:
         e = record.error
         line["error"] = {"code": e.code, "type": e.type, "message": e.message}

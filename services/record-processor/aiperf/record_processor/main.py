@@ -44,7 +44,8 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     raw_path = (raw_part_path(ctx.config.artifact_dir, ctx.service_id)
                 if benchmark.artifacts.export_level == "raw" else None)
     return RecordProcessor(service_id=ctx.service_id, endpoint=benchmark.endpoint,
-                           tokenizer=benchmark.tokenizer.name, raw=raw, out=out, raw_path=raw_path)
+                           tokenizer=benchmark.tokenizer.name, raw=raw, out=out, raw_path=raw_path,
+                           trace=benchmark.artifacts.trace)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,7 @@ from aiperf.messages import (
     RequestRecord,
 )
 from aiperf.metrics import RawPartWriter, compute_metrics
+from aiperf.metrics.trace_export import trace_data
 from aiperf.record_processor.batching import MAX_DELAY_S, MAX_RECORDS, RecordBatcher, Sink
 from aiperf.runtime import GiveUp, UnknownCommand, UserError
 from aiperf.tokenizer import Tokenizer, TokenizerError, load_tokenizer
@@ -69,8 +70,9 @@ class RecordProcessor:
     def __init__(self, *, service_id: str, endpoint: Endpoint, tokenizer: str | None, raw: RawSource,
                  out: Sink, tokenizer_loader: LoadTokenizer = load_tokenizer,
                  raw_path: Path | None = None, batch_records: int = MAX_RECORDS,
-                 batch_delay_s: float = MAX_DELAY_S) -> None:
+                 batch_delay_s: float = MAX_DELAY_S, trace: bool = False) -> None:
         self.service_id = service_id
+        self._trace = trace
         self._endpoint, self._tokenizer_name = endpoint, tokenizer
         self._raw, self._load = raw, tokenizer_loader
         self._batcher = RecordBatcher(out, max_records=batch_records, max_delay_s=batch_delay_s)
@@ -177,11 +179,14 @@ class RecordProcessor:
 
     def process(self, record: RequestRecord) -> MetricRecord:
         """The `MetricRecord` of `record` (pure CPU; never raises: a failure to process becomes
-        a `RecordProcessingError` on the result), carrying the record's `client_load` on.
+        a `RecordProcessingError` on the result), carrying the record's `client_load` on, and
+        with `trace` its HTTP trace in AIPerf's export shape (`trace_data`).
         Requires the tokenizer to be loaded."""
         out = self._metrics(record)
         if record.client_load is not None:
             out = msgspec.structs.replace(out, client_load=record.client_load)
+        if self._trace and record.http is not None:
+            out = msgspec.structs.replace(out, trace_data=trace_data(record))
         return out
 
     def _metrics(self, record: RequestRecord) -> MetricRecord:

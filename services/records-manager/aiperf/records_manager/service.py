@@ -263,7 +263,7 @@ class RecordsManager:
         start = dt.datetime.fromtimestamp((prof.start_wall_ns or self._wall()) / 1e9, dt.UTC)
         end = dt.datetime.fromtimestamp((prof.end_wall_ns or self._wall()) / 1e9, dt.UTC)
         input_config = msgspec.to_builtins(self._benchmark)
-        table = render_table(summary)
+        table = render_table(summary, trace_timing=self._benchmark.artifacts.show_trace_timing)
         try:
             write_summary_json(self._dir / SUMMARY_JSON, summary, input_config, None, start, end,
                                was_cancelled, extras, benchmark_id=self._run_id)
@@ -287,13 +287,14 @@ class RecordsManager:
             accounting=msgspec.structs.replace(accounting, phases=phases))
 
 
-def render_table(summary: Summary, width: int = 120) -> str:
-    """The console tables as plain text (the CLI prints it; `profile_export_console.txt`)."""
+def render_table(summary: Summary, width: int = 120, *, trace_timing: bool = False) -> str:
+    """The console tables as plain text (the CLI prints it; `profile_export_console.txt`);
+    `trace_timing` adds the HTTP trace timing table."""
     from rich.console import Console  # not at import: the zygote imports this module without rich
 
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None, force_terminal=False)
-    for table in render_console_tables(summary):
+    for table in render_console_tables(summary, trace_timing=trace_timing):
         console.print(table)
     return buffer.getvalue()
 
