@@ -183,6 +183,15 @@ def _dataset(d: dict[str, Any]) -> dict[str, Any]:
                    turns=distribution(d.get("turns") or {"mean": 1}),
                    turn_delay=(float(delay.get("mean", 0.0)), float(delay.get("stddev", 0.0))),
                    turn_delay_ratio=float(d.get("turn_delay_ratio", 1.0)))
+        images, audio = d.get("images") or {}, d.get("audio") or {}
+        if images.get("batch_size"):
+            out["images"] = (images["batch_size"], distribution(images.get("width", {"value": 512})),
+                             distribution(images.get("height", {"value": 512})), images.get("format", "jpeg"),
+                             images.get("source", "noise"))
+        if audio.get("batch_size"):
+            out["audio"] = (audio["batch_size"], distribution(audio.get("length", {"value": 10.0})),
+                            audio.get("format", "wav"), [float(r) for r in audio.get("sample_rates", [16.0])],
+                            audio.get("depths", [16]), audio.get("channels", 1))
     return out
 
 

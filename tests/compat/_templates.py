@@ -24,8 +24,6 @@ TEMPLATES = (
 """The 27 templates of AIPerf 0.13.0."""
 
 REFUSED = {
-    "audio_multimodal": "datasets[0].audio: not supported (synthetic audio is not built)",
-    "multimodal_vision": "datasets[0].images: not supported (synthetic images are not built)",
     "public_dataset": "datasets[0].type: public: not supported (public datasets (sharegpt, ...) are not built",
     "speed_bench_sweep": "datasets[0].format: 'speed_bench_coding': not supported",
     "sweep_with_plot": "plot: a plot block: not supported (`aiperf plot` draws its fixed set of plots",

@@ -117,3 +117,31 @@ def test_a_prompt_batch_puts_that_many_prompts_in_each_turn(tokenizer: Tokenizer
         assert all(tokenizer.count(t) == 20 for t in turn.texts)
     single = build_conversations(SyntheticDataset(entries=4, prompts=Prompts(isl=Length(mean=20))), tokenizer, seed=3)
     assert all(not t.texts for c in single for t in c.turns)
+
+
+def test_synthetic_images_and_audio_go_with_every_turn(tokenizer: Tokenizer) -> None:
+    import base64
+    import io
+    import wave
+
+    from aiperf.config import Audio, Images
+    from aiperf.config.benchmark import Seconds
+
+    spec = SyntheticDataset(entries=2, prompts=Prompts(isl=Length(mean=10)),
+                            images=Images(batch_size=2, width=Length(mean=16), height=Length(mean=8), format="png"),
+                            audio=Audio(batch_size=1, length=Seconds(mean=0.5), sample_rates=[8.0]))
+    conversations = build_conversations(spec, tokenizer, seed=5)
+    assert conversations == build_conversations(spec, tokenizer, seed=5)
+    plain = build_conversations(SyntheticDataset(entries=2, prompts=Prompts(isl=Length(mean=10))), tokenizer, seed=5)
+    assert [t.text for c in conversations for t in c.turns] == [t.text for c in plain for t in c.turns]
+    for conversation in conversations:
+        (turn,) = conversation.turns
+        assert len(turn.images) == 2 and all(i.startswith("data:image/png;base64,iVBOR") for i in turn.images)
+        (clip,) = turn.audios
+        fmt, _, data = clip.partition(",")
+        with wave.open(io.BytesIO(base64.b64decode(data))) as wav:
+            assert (fmt, wav.getframerate(), wav.getsampwidth(), wav.getnchannels()) == ("wav", 8000, 2, 1)
+            assert wav.getnframes() == 4000
+    jpeg = Images(batch_size=1, width=Length(mean=4), height=Length(mean=4))
+    (conversation,) = build_conversations(SyntheticDataset(entries=1, images=jpeg), tokenizer, seed=1)
+    assert base64.b64decode(conversation.turns[0].images[0].split(",", 1)[1])[:2] == b"\xff\xd8"

@@ -3,6 +3,7 @@ configuration every service process reads (`RunConfig`, `run_config.json`)."""
 
 from aiperf.config.benchmark import (
     Artifacts,
+    Audio,
     Benchmark,
     Cancellation,
     ConcurrencyPhase,
@@ -16,6 +17,7 @@ from aiperf.config.benchmark import (
     FileDataset,
     FixedSchedulePhase,
     GammaPhase,
+    Images,
     GpuTelemetry,
     Length,
     Phase,
@@ -50,9 +52,9 @@ from aiperf.config.run_config import (
 )
 
 __all__ = [
-    "SECRET_ENV_VARS", "Artifacts", "Benchmark", "Cancellation", "CommsOptions", "ConcurrencyPhase",
+    "SECRET_ENV_VARS", "Artifacts", "Audio", "Benchmark", "Cancellation", "CommsOptions", "ConcurrencyPhase",
     "ConfigError", "ConstantPhase", "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind", "ExportLevel",
-    "FileDataset", "FixedSchedulePhase", "GammaPhase", "GpuTelemetry", "Length", "HttpOptions", "MAX_RESPONSE_BYTES_ENV", "MetricsOptions", "READ_IDLE_TIMEOUT_ENV", "Phase", "PhaseKind", "PoissonPhase",
+    "FileDataset", "FixedSchedulePhase", "GammaPhase", "GpuTelemetry", "Images", "Length", "HttpOptions", "MAX_RESPONSE_BYTES_ENV", "MetricsOptions", "READ_IDLE_TIMEOUT_ENV", "Phase", "PhaseKind", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "RunConfig", "RunMode", "Runtime", "RuntimeOptions", "ServerMetrics",
     "Secrets", "ServiceCounts", "SyntheticDataset", "TokenizerSpec", "UserCentricPhase", "benchmark_schema", "decode_benchmark",
     "dump_run_config", "group_id", "group_index", "load_run_config", "normalize",

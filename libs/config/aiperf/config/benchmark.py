@@ -24,9 +24,9 @@ import msgspec
 from msgspec import Meta
 
 __all__ = [
-    "GOODPUT_METRICS", "Artifacts", "Benchmark", "Cancellation", "ConcurrencyPhase", "ConstantPhase",
+    "GOODPUT_METRICS", "Artifacts", "Audio", "Benchmark", "Cancellation", "ConcurrencyPhase", "ConstantPhase",
     "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind", "FileDataset", "FixedSchedulePhase",
-    "GammaPhase", "Length", "LogLevel", "Logging", "Peak", "Phase", "PhaseKind", "Point", "PoissonPhase",
+    "GammaPhase", "Images", "Length", "LogLevel", "Logging", "Peak", "Phase", "PhaseKind", "Point", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "Runtime", "SequenceEntry", "ServerMetricsFormat",
     "SyntheticDataset", "TokenizerSpec", "UserCentricPhase", "benchmark_schema", "lognormal_sigma",
 ]
@@ -262,15 +262,56 @@ class _DatasetBase(_Spec, tag_field="type", frozen=True, kw_only=True):
     sampling: Literal["sequential"] = "sequential"
 
 
+class Images(_Spec, frozen=True, kw_only=True):
+    """Synthetic images sent with each turn (AIPerf's `images`): `batch_size` per turn (0:
+    none), each random noise (`source: noise`, AIPerf's default) of `width` x `height` pixels
+    (drawn per image), encoded as `format` (`random`: png or jpeg, drawn per image) in a
+    `data:image/<format>;base64,` URL, sent as chat `image_url` parts."""
+
+    batch_size: NonNegativeInt = 0
+    width: Length = Length(mean=512)
+    height: Length = Length(mean=512)
+    format: Literal["png", "jpeg", "random"] = "jpeg"
+    source: Literal["noise"] = "noise"
+    source_sampling: Literal["random-with-replacement"] = "random-with-replacement"
+
+
+class Seconds(_Spec, frozen=True, kw_only=True):
+    """A duration in seconds drawn from Normal(mean, stddev), at least 0.01 (AIPerf's audio
+    length)."""
+
+    mean: Annotated[float, Meta(ge=0.01)]
+    stddev: NonNegativeFloat = 0.0
+
+
+class Audio(_Spec, frozen=True, kw_only=True):
+    """Synthetic audio sent with each turn (AIPerf's `audio`): `batch_size` clips per turn (0:
+    none), each Gaussian noise (AIPerf's) `length` seconds long, at a sample rate (kHz) and bit
+    depth drawn from `sample_rates` and `depths`, `channels` channels, as a WAV file sent as a
+    chat `input_audio` part."""
+
+    batch_size: NonNegativeInt = 0
+    length: Seconds = Seconds(mean=10.0)
+    format: Literal["wav"] = "wav"
+    sample_rates: Annotated[list[Annotated[float, Meta(ge=1, le=192)]], Meta(min_length=1)] = msgspec.field(
+        default_factory=lambda: [16.0])
+    depths: Annotated[list[Literal[8, 16, 24, 32]], Meta(min_length=1)] = msgspec.field(
+        default_factory=lambda: [16])
+    channels: Annotated[int, Meta(ge=1, le=2)] = 1
+
+
 class SyntheticDataset(_DatasetBase, tag="synthetic", frozen=True, kw_only=True):
     """`entries` conversations of synthetic prompts (turns and think time per conversation; every
-    think time is multiplied by `turn_delay_ratio`). Conversations are sent in order, wrapping
-    around (`sampling: sequential`)."""
+    think time is multiplied by `turn_delay_ratio`), with `images` and `audio` per turn when
+    their batch size is set. Conversations are sent in order, wrapping around (`sampling:
+    sequential`)."""
 
     prefix_prompts: PrefixPrompts = PrefixPrompts()
     turns: Length = Length(mean=1)
     turn_delay: Delay = Delay()
     turn_delay_ratio: NonNegativeFloat = 1.0
+    images: Images = Images()
+    audio: Audio = Audio()
 
 
 class FileDataset(_DatasetBase, tag="file", frozen=True, kw_only=True):

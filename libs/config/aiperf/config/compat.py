@@ -94,8 +94,6 @@ UNBUILT: dict[str, Unbuilt] = {
     # -- datasets --------------------------------------------------------------------------------
     "datasets[].system_prompt": Unbuilt("system prompts are not built"),
     "datasets[].system_prompt_file": Unbuilt("system prompts are not built"),
-    "datasets[].images": Unbuilt("synthetic images are not built", _inert_section({"batch_size": 0})),
-    "datasets[].audio": Unbuilt("synthetic audio is not built", _inert_section({"batch_size": 0})),
     "datasets[].video": Unbuilt("synthetic video is not built", _inert_section({"batch_size": 0})),
     "datasets[].rankings": Unbuilt("ranking endpoints are not built"),
     "datasets[].synthesis": Unbuilt("trace re-synthesis is not built", _inert_section(

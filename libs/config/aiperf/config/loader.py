@@ -173,6 +173,26 @@ def _dataset(value: Any, where: str) -> Any:
         data["prompts"] = prompts
     if "turns" in data:
         data["turns"] = _length(data["turns"], f"{where}.turns")
+    if isinstance(data.get("images"), dict):
+        images = data["images"] = dict(data["images"])
+        for key in ("width", "height"):
+            if key in images:
+                images[key] = _length(images[key], f"{where}.images.{key}")
+        if images.get("source", "noise") != "noise":
+            raise _not_supported(f"{where}.images.source", repr(images["source"]),
+                                 "synthetic images are random noise (source: noise)")
+    if isinstance(data.get("audio"), dict):
+        audio = data["audio"] = dict(data["audio"])
+        if "length" in audio:
+            audio["length"] = _length(audio["length"], f"{where}.audio.length")
+        if audio.get("format", "wav") != "wav":
+            raise _not_supported(f"{where}.audio.format", repr(audio["format"]), "synthetic audio is WAV")
+    if data["type"] == "file":
+        for key in ("images", "audio"):
+            if key in data and (not isinstance(data[key], dict) or data[key].get("batch_size", 0)):
+                raise _not_supported(f"{where}.{key}", f"synthetic {key} in a file dataset",
+                                     "a file's turns give their own")
+            data.pop(key, None)
     if _number(data.get("turn_delay")):
         data["turn_delay"] = {"mean": data["turn_delay"]}
     fmt = data.get("format")

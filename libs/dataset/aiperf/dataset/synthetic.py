@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from aiperf.config import SyntheticDataset
+from aiperf.dataset.media import audio_clip, noise_image
 from aiperf.dataset.model import Conversation, Turn
 from aiperf.dataset.prompts import PromptSynthesizer
 from aiperf.dataset.sampling import draw_length, sequence_lengths, session_id, turn_delay_ms
@@ -21,9 +22,13 @@ def synthetic_conversations(spec: SyntheticDataset, tokenizer: Tokenizer, seed: 
     each first turn starts with one prompt of the pool (its tokens are on top of the ISL draw).
     With ``prompts.batch_size`` above 1 a turn holds that many prompts (``texts``), each its own
     ISL draw (the prefix on the first), ``text`` their join and ``input_tokens`` their sum.
-    CPU-bound: ~0.2 ms per 550-token turn.
+    ``images`` and ``audio`` add that many synthetic images and clips to every turn
+    (``aiperf.dataset.media``, from a generator of their own: the texts are the same with or
+    without them). CPU-bound: ~0.2 ms per 550-token turn.
     """
     rng = np.random.default_rng(seed)
+    media_rng = np.random.default_rng(None if seed is None else [seed, 1])  # text draws stay as without media
+    images, audio = spec.images, spec.audio
     synth = PromptSynthesizer.of(tokenizer)
     prefix = spec.prefix_prompts
     prefixes: list[str] = []
@@ -50,6 +55,8 @@ def synthetic_conversations(spec: SyntheticDataset, tokenizer: Tokenizer, seed: 
                 max_tokens=output_tokens,
                 delay_ms=turn_delay_ms(rng, spec.turn_delay, spec.turn_delay_ratio) if position else None,
                 texts=texts if len(texts) > 1 else [],
+                images=[noise_image(media_rng, images) for _ in range(images.batch_size)],
+                audios=[audio_clip(media_rng, audio) for _ in range(audio.batch_size)],
             ))
         conversations.append(Conversation(id=session_id(index), turns=turns))
     return conversations
