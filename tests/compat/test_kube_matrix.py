@@ -75,6 +75,19 @@ MATRIX: list[tuple[str, list[str]]] = [
     ("sweep-prefill", ["--streaming", "--concurrency", "16", "--prefill-concurrency", "2,4,8",
                        "--request-count", "60"]),
     ("sweep-and-trials", ["--concurrency", "4,16", "--num-profile-runs", "2", "--request-count", "60"]),
+    ("prompt-batch", ["--endpoint-type", "embeddings", "--prompt-batch-size", "8", "--request-count", "20"]),
+    ("user-centric", ["--streaming", "--user-centric-rate", "2", "--num-users", "8", "--benchmark-duration", "60",
+                      "--conversation-turn-mean", "4"]),
+    ("sticky-sessions", ["--connection-reuse-strategy", "sticky-user-sessions", "--conversation-turn-mean", "3",
+                         "--concurrency", "4", "--request-count", "30"]),
+    ("no-connection-reuse", ["--connection-reuse-strategy", "never", "--request-count", "20"]),
+    ("http-trace", ["--export-http-trace", "--show-trace-timing", "--streaming", "--request-count", "20"]),
+    ("images", ["--image-batch-size", "2", "--image-width-mean", "256", "--image-width-stddev", "16",
+                "--image-height-mean", "128", "--image-format", "png", "--request-count", "20"]),
+    ("audio", ["--audio-batch-size", "1", "--audio-length-mean", "5", "--audio-length-stddev", "1",
+               "--audio-sample-rates", "16", "--audio-sample-rates", "44.1", "--audio-depths", "16", "--audio-depths", "24",
+               "--audio-num-channels", "2",
+               "--request-count", "20"]),
 ]
 """(id, flags) of every flag set; names come from the id."""
 

@@ -219,6 +219,7 @@ def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
     _set(spec, "entries", flags.num_dataset_entries)
     if (flags.request_count or 0) >= 1 and "entries" not in spec and spec.get("type", "synthetic") == "synthetic":
         spec["entries"] = flags.request_count  # AIPerf's CLI: one distinct prompt per request
+    _media(spec, flags)
     for field, key, attr in (("conversation_turn_mean", "turns", "mean"),
                              ("conversation_turn_stddev", "turns", "stddev"),
                              ("conversation_turn_delay_mean", "turn_delay", "mean"),
@@ -229,6 +230,29 @@ def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
             if not isinstance(spec.get(key), dict):
                 spec[key] = msgspec.to_builtins(getattr(SyntheticDataset(), key))
             spec[key][attr] = value
+
+
+def _media(spec: dict[str, Any], flags: ProfileFlags) -> None:
+    """The `--image-*` and `--audio-*` flags into the dataset's `images` and `audio`."""
+    for section, fields in (("images", (("image_batch_size", ("batch_size",)), ("image_width_mean", ("width", "mean")),
+                                        ("image_width_stddev", ("width", "stddev")),
+                                        ("image_height_mean", ("height", "mean")),
+                                        ("image_height_stddev", ("height", "stddev")),
+                                        ("image_format", ("format",)))),
+                            ("audio", (("audio_batch_size", ("batch_size",)), ("audio_length_mean", ("length", "mean")),
+                                       ("audio_length_stddev", ("length", "stddev")), ("audio_format", ("format",)),
+                                       ("audio_sample_rates", ("sample_rates",)), ("audio_depths", ("depths",)),
+                                       ("audio_num_channels", ("channels",))))):
+        for field, path in fields:
+            if (value := getattr(flags, field)) is None:
+                continue
+            node = _sub(spec, section)
+            if len(path) == 2:
+                if not isinstance(node.get(path[0]), dict):
+                    default = msgspec.to_builtins(getattr(getattr(SyntheticDataset(), section), path[0]))
+                    node[path[0]] = {"mean": default["mean"]}
+                node = node[path[0]]
+            node[path[-1]] = value
 
 
 def _phases(doc: dict[str, Any], flags: ProfileFlags) -> None:

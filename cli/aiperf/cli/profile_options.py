@@ -92,6 +92,32 @@ class ProfileFlags:
                                                              "--batch-size", "-b"])] = None
     """Synthetic prompts per request, each its own ISL draw: the input list of embeddings and
     completions, text parts of a chat message (default: 1)."""
+    image_batch_size: Annotated[int | None, Parameter(name=["--image-batch-size", "--batch-size-image"])] = None
+    """Synthetic random-noise images per request, sent as chat image parts (default: 0)."""
+    image_width_mean: float | None = None
+    """Mean image width, pixels (default: 512)."""
+    image_width_stddev: float | None = None
+    """Standard deviation of the image width (default: 0.0)."""
+    image_height_mean: float | None = None
+    """Mean image height, pixels (default: 512)."""
+    image_height_stddev: float | None = None
+    """Standard deviation of the image height (default: 0.0)."""
+    image_format: Literal["png", "jpeg", "random"] | None = None
+    """Image encoding; random draws png or jpeg per image (default: jpeg)."""
+    audio_batch_size: Annotated[int | None, Parameter(name=["--audio-batch-size", "--batch-size-audio"])] = None
+    """Synthetic Gaussian-noise WAV clips per request, sent as chat input_audio parts (default: 0)."""
+    audio_length_mean: float | None = None
+    """Mean clip length, seconds (default: 10.0)."""
+    audio_length_stddev: float | None = None
+    """Standard deviation of the clip length (default: 0.0)."""
+    audio_format: Literal["wav"] | None = None
+    """Clip encoding (default: wav)."""
+    audio_sample_rates: list[float] | None = None
+    """Sample rates in kHz, one drawn per clip (default: [16.0])."""
+    audio_depths: list[int] | None = None
+    """Bit depths (8, 16, 24, 32), one drawn per clip (default: [16])."""
+    audio_num_channels: int | None = None
+    """Channels of each clip, 1 or 2 (default: 1)."""
     num_dataset_entries: Annotated[int | None, Parameter(name=["--num-dataset-entries", "--num-prompts"])] = None
     """Distinct synthetic prompts, or conversations drawn from a random_pool (default: 100)."""
     conversation_turn_mean: float | None = None
@@ -204,6 +230,19 @@ FLAG_PATHS: dict[str, str] = {
     "isl_block_size": "dataset.prompts.block_size",
     "prompt_batch_size": "dataset.prompts.batch_size",
     "num_dataset_entries": "dataset.entries",
+    "image_batch_size": "dataset.images.batch_size",
+    "image_width_mean": "dataset.images.width.mean",
+    "image_width_stddev": "dataset.images.width.stddev",
+    "image_height_mean": "dataset.images.height.mean",
+    "image_height_stddev": "dataset.images.height.stddev",
+    "image_format": "dataset.images.format",
+    "audio_batch_size": "dataset.audio.batch_size",
+    "audio_length_mean": "dataset.audio.length.mean",
+    "audio_length_stddev": "dataset.audio.length.stddev",
+    "audio_format": "dataset.audio.format",
+    "audio_sample_rates": "dataset.audio.sample_rates",
+    "audio_depths": "dataset.audio.depths",
+    "audio_num_channels": "dataset.audio.channels",
     "conversation_turn_mean": "dataset.turns.mean",
     "conversation_turn_stddev": "dataset.turns.stddev",
     "conversation_turn_delay_mean": "dataset.turn_delay.mean",
