@@ -55,7 +55,7 @@ async def test_a_slow_answer_delays_only_that_users_next_turn() -> None:
                    behaviour=lambda w, c: 1.0 if c.conversation_id == "conv-0" else 0.01)
     async with running(rig):
         await rig.start()
-    first, second = [s for s in rig.workers.credits() if s.credit.conversation_id == "conv-0"]
+    first, second = (s for s in rig.workers.credits() if s.credit.conversation_id == "conv-0")
     assert (first.credit.turn_index, second.credit.turn_index) == (0, 1)
     assert second.at_ns - first.at_ns >= NS  # max(its return, its send + 0.1 s)
     # meanwhile a new user started when the first one's turns were due to end (2 x 0.1 s)

@@ -24,7 +24,13 @@ import anyio
 import anyio.abc
 
 from aiperf.config import (
-    ConcurrencyPhase, FixedSchedulePhase, GammaPhase, Phase, PoissonPhase, RatePhase, UserCentricPhase,
+    ConcurrencyPhase,
+    FixedSchedulePhase,
+    GammaPhase,
+    Phase,
+    PoissonPhase,
+    RatePhase,
+    UserCentricPhase,
 )
 from aiperf.issuing.issuer import CreditIssuer
 from aiperf.issuing.ledger import InFlight

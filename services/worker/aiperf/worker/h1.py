@@ -350,7 +350,7 @@ class H1Transport:
         self._idle: dict[_Key, list[Connection]] = {}
         self._dns: dict[tuple[str, int], tuple[float, list[tuple[int, tuple[str, int]]]]] = {}
         self._targets: dict[str, tuple[tuple[str, str, int], bytes]] = {}
-        self._closes_after_stream: set[tuple[str, ...]] = set()
+        self._closes_after_stream: set[tuple[str, str, int]] = set()
 
     async def __aenter__(self) -> H1Transport:
         return self
