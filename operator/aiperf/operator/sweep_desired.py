@@ -5,8 +5,9 @@
 
 The spec is decoded with the typed model and planned with the planner local sweeps use
 (`aiperf.kuberun.sweep_plan.plan_for`); every run's benchmark is built and the deployment
-envelope mapped onto `KubeSettings` exactly as each child AIPerfJob will be, so a sweep whose
-children could never run is refused before anything starts.
+envelope mapped onto `KubeSettings` exactly as each child AIPerfJob will be (under the longest
+child name), so a sweep whose children could never run is refused before anything starts; so is
+a name whose own JobSet's pod would break JobSet's 63-character rule (`sweep_name_problem`).
 
 The JobSet runs one pod: the `sweep-controller` container (image `<registry>/aiperf/sweep-
 controller:<tag>`, or `spec.image`), told which sweep it runs by `AIPERF_SWEEP_NAME`,
@@ -33,9 +34,9 @@ from aiperf.crd.model import API_GROUP, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSp
 from aiperf.kube.config_map import ARTIFACT_DIR
 from aiperf.kube.containers import ARTIFACTS_VOLUME, results_container
 from aiperf.kube.jobset import JOBSET_API_VERSION
-from aiperf.kube.names import image, sweep_object_name
+from aiperf.kube.names import image, sweep_name_problem, sweep_object_name
 from aiperf.kubeapi import Obj
-from aiperf.kuberun.sweep_plan import CHILD_FIELDS, plan_for, run_benchmark
+from aiperf.kuberun.sweep_plan import CHILD_FIELDS, child_name, plan_for, run_benchmark
 from aiperf.operator.desired import Defaults, InvalidSpec, decode_as, settings_for
 from aiperf.operator.desired import owner_reference as job_owner_reference
 
@@ -96,8 +97,15 @@ def plan_sweep(body: Mapping[str, Any], *, defaults: Defaults, epoch: str = "") 
             run_benchmark(spec, run)
     except ConfigError as exc:
         raise InvalidSpec(f"spec.sweep: {exc}") from None
+    if (problem := sweep_name_problem(name)) is not None:
+        raise InvalidSpec(problem)
     child = _child_spec(spec)
     settings = settings_for(name, namespace, child, defaults)  # the children's envelope: refused here
+    longest = max((child_name(name, run) for run in plan.runs), key=len, default=name)
+    try:
+        settings_for(longest, namespace, child, defaults)  # the longest child's pod names
+    except InvalidSpec as exc:
+        raise InvalidSpec(f"child run {longest}: {exc}") from None
     objects = _objects(body, spec, settings, defaults, epoch)
     return SweepPlan(spec=spec, plan=plan, objects=objects)
 

@@ -33,6 +33,8 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
 - Subresources: status, scale, pods/log, pods/proxy and services/proxy (`fake_kube_pods`; `fake_kube_proxy.forward_to`
   relays to a real server, WebSocket upgrades included), namespaces/finalize, pods/binding,
   serviceaccounts/token. events.k8s.io/v1 Events share storage with core/v1 ones.
+- JobSet's defaulting and validating webhooks (`fake_kube_jobset`: the 63-character Job and pod
+  name rules, Indexed completion mode, immutable replicated jobs); `add_webhook` for others.
 - Optional authentication and RBAC (`rbac=True`, `fake_kube_rbac`): 401 without a known bearer
   token, 403 with the real Status text when no Role/ClusterRole binding allows the request.
 - Errors are `Status` objects with the real reason, code and message texts; `requests` records
@@ -41,7 +43,7 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
 
 What it does not model (one line each; each module says more):
 
-- admission webhooks (JobSet's validating and defaulting webhooks included);
+- admission webhooks other than JobSet's (`fake_kube_jobset`) and those a test adds (`add_webhook`);
 - admission plugins besides the defaults above (ServiceAccount token volume, LimitRanger, quotas);
 - OpenAPI validation of built-in kinds beyond the fields above (Strict only for custom resources);
 - server-side apply and managedFields;
@@ -86,10 +88,11 @@ from aiperf.testing.fake_kube_http import (
     serve_watch,
 )
 from aiperf.testing.fake_kube_http import json_response as _json
+from aiperf.testing.fake_kube_jobset import JobSetWebhooks
 from aiperf.testing.fake_kube_kinds import CRDS, JOBSET_CRD, NAMESPACES, PODS
 from aiperf.testing.fake_kube_pods import PodRuntime, ProxyHandler
 from aiperf.testing.fake_kube_rbac import ADMIN, Authenticator, Authorizer, User
-from aiperf.testing.fake_kube_store import Store, now_rfc3339, present
+from aiperf.testing.fake_kube_store import Store, Webhook, now_rfc3339, present
 from aiperf.testing.fake_kube_tls import TlsFiles
 
 __all__ = ["ApiError", "FakeKube", "KindInfo", "ProxyHandler", "RecordedRequest", "User"]
@@ -129,7 +132,7 @@ class FakeKube:
 
     `namespaces` exist from the start; `context`/`default_namespace` shape the kubeconfig
     written to `kubeconfig_path` (server `url`; with `rbac`, the admin token). `jobset`: install
-    the JobSet CRD. `gc`: "auto" (a background task finishes deletions after each write) or
+    the JobSet CRD and JobSet's admission webhooks (`fake_kube_jobset`). `gc`: "auto" (a background task finishes deletions after each write) or
     "manual" (only `collect_garbage()` does). `history_limit`: watch events kept.
     `bookmark_interval`: seconds between BOOKMARKs on watches that allow them. `host`: the
     address to listen on (a podman network's gateway lets that network's containers reach it).
@@ -165,6 +168,7 @@ class FakeKube:
         self.kubeconfig_path = ""
         if jobset:
             self.install_crd(JOBSET_CRD)
+            self.store.webhooks.append(JobSetWebhooks())
         for ns in namespaces:
             self.add_namespace(ns)
 
@@ -286,6 +290,11 @@ class FakeKube:
             if crd and key[:2] == (crd["spec"]["group"], crd["spec"]["names"]["plural"]):
                 self.store.system_remove(key)
         self.store.system_remove(("apiextensions.k8s.io", "customresourcedefinitions", "", name))
+
+    def add_webhook(self, webhook: Webhook) -> None:
+        """Serve admission webhook `webhook` (mutating and validating, `fake_kube_store.Webhook`)
+        from now on, after those already served (a policy engine's, a test's)."""
+        self.store.webhooks.append(webhook)
 
     def add_namespace(self, name: str) -> Obj:
         """Create namespace `name` (as `POST /api/v1/namespaces` would)."""
