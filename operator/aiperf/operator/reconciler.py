@@ -13,6 +13,10 @@ its two error types, which say what happens next).
   shut the results sidecar down; else follow the JobSet into the status; finished runs get their
   clean-up re-checked.
 - `cancel`: the `spec.cancel` edit: suspend the JobSet, phase Cancelled.
+- timeout: past `spec.timeoutSeconds` the run fails (`TimedOut`) and its JobSet is deleted,
+  unless the controller has reported `status.resultsExported: true`: then the finished results
+  are not thrown away; `TimedOut` False `DrainingResults` says so and the harvest ends the run
+  (for at most `DRAIN_GRACE_S` more seconds).
 - startup diagnosis (`aiperf.operator.startup`): each `sync` of a run still starting records
   what blocks its pods in `status.startupIssue`, warns, and fails it once a critical blocker
   persists.
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
@@ -62,6 +66,7 @@ from aiperf.operator.status import (
     TERMINAL,
     Cond,
     StatusChange,
+    condition_of,
     deadline,
     forward,
     is_true,
@@ -71,6 +76,9 @@ from aiperf.operator.status import (
 )
 
 JOB = CrKind(JOBS, jobset_name)
+DRAIN_GRACE_S = 600.0
+"""Seconds past `spec.timeoutSeconds` a run whose controller reported `resultsExported` gets for
+its control plane to exit and the harvest to copy the results, before it times out after all."""
 log = structlog.get_logger("aiperf.operator")
 
 
@@ -149,8 +157,10 @@ class JobReconciler:
             return
         due = deadline(cr)
         if due is not None and self._clock() >= due:
-            await self._time_out(cr)
-            return
+            if not results_exported(cr) or self._clock() >= due + timedelta(seconds=DRAIN_GRACE_S):
+                await self._time_out(cr)
+                return
+            await self._draining(cr)  # the exports are written: let the harvest end the run
         if not is_true(cr, "ResourcesCreated"):
             return  # the create handler is still at work
         jobset = await self.core.own_jobset(cr)
@@ -297,6 +307,15 @@ class JobReconciler:
         if written is not None:
             await self._clean_up_finished(written)
 
+    async def _draining(self, cr: Mapping[str, Any]) -> None:
+        meta = cr["metadata"]
+        seconds = (cr.get("spec") or {}).get("timeoutSeconds")
+        drain = Cond("TimedOut", False, "DrainingResults",
+                     f"timeoutSeconds {seconds} passed after the controller exported the results; the harvest "
+                     f"may take {DRAIN_GRACE_S:g} s more")
+        await self.core.write_status(meta["namespace"], meta["name"], meta["uid"], lambda live: None if (
+            condition_of(live, "TimedOut") or {}).get("reason") == drain.reason else StatusChange(conditions=[drain]))
+
     async def _clean_up_finished(self, cr: Mapping[str, Any]) -> None:
         """A timed-out or startup-failed run's JobSet is deleted, a cancelled one's suspended
         (idempotent)."""
@@ -319,6 +338,11 @@ class JobReconciler:
                 return
             raise kopf.TemporaryError(f"suspending JobSet {meta['name']} failed: {exc.describe()}",
                                       delay=self._retry_delay) from None
+
+
+def results_exported(cr: Mapping[str, Any]) -> bool:
+    """True when the run's controller reported that its exports are written."""
+    return (cr.get("status") or {}).get("resultsExported") is True
 
 
 def new_epoch(cr: Mapping[str, Any]) -> str | None:
