@@ -15,7 +15,9 @@ controller:<tag>`, or `spec.image`), told which sweep it runs by `AIPERF_SWEEP_N
 serving what it writes to the shared emptyDir (the operator harvests the aggregate from there).
 A killed pod is replaced (`failurePolicy.maxRestarts`); the new one replans the same runs and
 adopts the children already created. Its Role allows exactly what it does: read its own sweep
-and patch that sweep's status, create and follow AIPerfJobs, read pods and their results
+and patch that sweep's status, update its finalizers (the children's `blockOwnerDeletion`
+owner reference needs it where OwnerReferencesPermissionEnforcement runs, as on OpenShift),
+create and follow AIPerfJobs, read pods and their results
 sidecars through the pod proxy (`SWEEP_RULES`, pinned by a test).
 """
 
@@ -49,6 +51,7 @@ MAX_RESTARTS = 3
 SWEEP_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], bool], ...] = (
     (API_GROUP, ("aiperfsweeps",), ("get", "list", "watch"), True),
     (API_GROUP, ("aiperfsweeps/status",), ("get", "patch"), True),
+    (API_GROUP, ("aiperfsweeps/finalizers",), ("update",), True),  # blockOwnerDeletion on its children
     (API_GROUP, ("aiperfjobs",), ("get", "list", "watch", "create", "patch"), False),
     ("", ("pods",), ("get", "list", "watch"), False),
     ("", ("pods/proxy",), ("get", "create"), False),

@@ -36,7 +36,9 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
 - JobSet's defaulting and validating webhooks (`fake_kube_jobset`: the 63-character Job and pod
   name rules, Indexed completion mode, immutable replicated jobs); `add_webhook` for others.
 - Optional authentication and RBAC (`rbac=True`, `fake_kube_rbac`): 401 without a known bearer
-  token, 403 with the real Status text when no Role/ClusterRole binding allows the request.
+  token, 403 with the real Status text when no Role/ClusterRole binding allows the request; and
+  then OpenShift's `OwnerReferencesPermissionEnforcement`: `blockOwnerDeletion: true` needs
+  `update` on the owner's `finalizers` (creates and PUTs; PATCH is not checked).
 - Errors are `Status` objects with the real reason, code and message texts; `requests` records
   every request (method, path, query, content type, body).
 - kopf runs against it for real with `fake_kube_kopf.KopfOnFakeKube`; `wait_until` waits on writes.
@@ -435,6 +437,10 @@ class FakeKube:
                                     attrs.resource)
                 info = info or KindInfo(attrs.api_group, "", attrs.resource, attrs.resource)
             self.authorizer.check(user, attrs, info)
+            if info is not None and attrs.verb in ("create", "update") and not attrs.subresource \
+                    and isinstance(body, dict) and info.kind:
+                old = self.store.find(info, attrs.namespace, attrs.name) if attrs.verb == "update" else None
+                self.authorizer.check_owner_references(user, attrs, info, body, old)
         discovery = self._discovery(request, segments)
         if discovery is not None:
             return discovery
