@@ -29,7 +29,8 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
 - LIST and WATCH (`fake_kube_http`) with label/field selectors; `limit`/`continue` pages (410
   on an expired token); WATCH from a resourceVersion over a bounded history (410 when older:
   `history_limit`, `compact()`), selector transitions as ADDED/DELETED, BOOKMARKs when allowed
-  (`send_bookmarks()` and every `bookmark_interval`), `sendInitialEvents`.
+  (`send_bookmarks()` and every `bookmark_interval`), `sendInitialEvents`; `fail_watches()` ends
+  every watch with an ERROR event of another code (504 by default).
 - Subresources: status, scale, pods/log, pods/proxy and services/proxy (`fake_kube_pods`; `fake_kube_proxy.forward_to`
   relays to a real server, WebSocket upgrades included), namespaces/finalize, pods/binding,
   serviceaccounts/token. events.k8s.io/v1 Events share storage with core/v1 ones.
@@ -387,6 +388,18 @@ class FakeKube:
         for watcher in watchers:
             watcher.cut = True
             watcher.queue.put_nowait((CUT, garbage))
+        return len(watchers)
+
+    def fail_watches(self, code: int = 504, reason: str = "Timeout",
+                     message: str = "Timeout: Too large resource version: 1, current: 0") -> int:
+        """End every open watch with an ERROR event carrying a `Status` of `code` (by default the
+        504 a lagging apiserver's watch cache sends), as kube-apiserver does; returns how many."""
+        status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+                  "reason": reason, "details": {"retryAfterSeconds": 1}, "code": code}
+        watchers = [w for w in self.store.watchers if not w.cut]
+        for watcher in watchers:
+            watcher.cut = True
+            watcher.queue.put_nowait(("ERROR", dict(status)))
         return len(watchers)
 
     def send_bookmarks(self) -> None:
