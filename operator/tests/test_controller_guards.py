@@ -12,6 +12,7 @@ from _pods import Clock
 
 from aiperf.crd.model import JOB_KIND
 from aiperf.operator.reconciler import DRAIN_GRACE_S
+from aiperf.operator.startup import DEFAULT_THRESHOLDS
 from aiperf.testing.fake_kube import FakeKube
 
 pytestmark = pytest.mark.anyio
@@ -63,3 +64,57 @@ async def test_the_drain_guard_is_bounded_and_needs_exported_results(kube: FakeK
         clock.advance(61 + DRAIN_GRACE_S)
         await kube.wait_until(lambda: phase(kube, "other") == "Failed")
         assert condition(kube, "TimedOut", "other")["status"] == "True"
+
+
+def heartbeat(kube: FakeKube, at: str, name: str = "run") -> None:
+    """Play the controller's heartbeat push (the annotation, at `at`)."""
+    from aiperf.kuberun.status_push import HEARTBEAT_ANNOTATION
+
+    live = cr(kube, name)
+    meta = live["metadata"]
+    kube.update({**live, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}),
+                                                              HEARTBEAT_ANNOTATION: at}}})
+
+
+async def syncs(kube: FakeKube, count: int) -> None:
+    """Wait until the operator read the run `count` more times (a sync each, on the resync timer)."""
+    def reads() -> int:
+        return len(kube.requests_for("GET", f"/apis/{CR_API}/namespaces/{NS}/aiperfjobs/run"))
+    start = reads()
+    await kube.wait_until(lambda: reads() >= start + count)
+
+
+def stamp(clock: Clock, seconds: float = 0) -> str:
+    from datetime import timedelta
+
+    return (clock.now + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def test_a_controller_failure_fails_the_run_at_once_with_its_own_reason(kube: FakeKube) -> None:
+    async with operator(kube):
+        await running(kube)
+        controller_pushes(kube, controllerFailure={"message": "worker pods aiperf-run-workers-0 stopped heartbeating",
+                                                   "reason": "WorkersLost", "service": "system-controller"})
+        await kube.wait_until(lambda: phase(kube) == "Failed")
+        cond = condition(kube, "ControllerFailed")
+        assert (cond["status"], cond["reason"]) == ("True", "WorkersLost")
+        assert "(system-controller): worker pods aiperf-run-workers-0 stopped heartbeating" in cond["message"]
+        assert jobset(kube) is not None  # the controller is on its way out: its pods end by themselves
+
+
+async def test_a_stale_heartbeat_fails_the_run_and_deletes_its_jobset(kube: FakeKube) -> None:
+    clock = Clock()
+    lost_after = DEFAULT_THRESHOLDS.heartbeat_lost_after_s
+    async with operator(kube, clock=clock):
+        await running(kube)
+        clock.advance(10 * lost_after)  # no heartbeat yet: not judged (startup diagnosis's business)
+        heartbeat(kube, stamp(clock))
+        clock.advance(lost_after - 5)
+        await syncs(kube, 2)  # just within the limit: alive
+        assert phase(kube) == "Running"
+        clock.advance(10)
+        await kube.wait_until(lambda: phase(kube) == "Failed")
+        cond = condition(kube, "ControllerFailed")
+        assert (cond["status"], cond["reason"]) == ("True", "HeartbeatLost")
+        assert f"over {lost_after:g} s" in cond["message"] and "aiperf kube logs run -n bench" in cond["message"]
+        await kube.wait_until(lambda: jobset(kube) is None)

@@ -17,6 +17,9 @@ its two error types, which say what happens next).
   unless the controller has reported `status.resultsExported: true`: then the finished results
   are not thrown away; `TimedOut` False `DrainingResults` says so and the harvest ends the run
   (for at most `DRAIN_GRACE_S` more seconds).
+- the controller's watchdog (`aiperf.operator.watchdog`): a reported `controllerFailure` fails
+  the run at once with the controller's reason; a heartbeat older than
+  `thresholds.heartbeat_lost_after_s` fails it and deletes its JobSet.
 - startup diagnosis (`aiperf.operator.startup`): each `sync` of a run still starting records
   what blocks its pods in `status.startupIssue`, warns, and fails it once a critical blocker
   persists.
@@ -56,7 +59,7 @@ from aiperf.kubeapi import (
 from aiperf.kuberun import sidecar
 from aiperf.kuberun.direct import JobState, jobset_state
 from aiperf.kuberun.jobs import JOBS
-from aiperf.operator import startup
+from aiperf.operator import startup, watchdog
 from aiperf.operator.core import CrKind, Reconciling
 from aiperf.operator.desired import CR_API_VERSION, Defaults, JobPlan, plan_job
 from aiperf.operator.metrics import Metrics
@@ -163,6 +166,8 @@ class JobReconciler:
             await self._draining(cr)  # the exports are written: let the harvest end the run
         if not is_true(cr, "ResourcesCreated"):
             return  # the create handler is still at work
+        if await self._watch_controller(cr):
+            return
         jobset = await self.core.own_jobset(cr)
         if jobset is None:
             await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [
@@ -307,6 +312,27 @@ class JobReconciler:
         if written is not None:
             await self._clean_up_finished(written)
 
+    async def _watch_controller(self, cr: Mapping[str, Any]) -> bool:
+        """Fail the run on the controller's reported failure or a lost heartbeat
+        (`aiperf.operator.watchdog`); True when the run ended so."""
+        meta = cr["metadata"]
+        now = self._clock()
+        lost_after = self._thresholds.heartbeat_lost_after_s
+
+        def verdict(live: Mapping[str, Any]) -> Cond | None:
+            return watchdog.failure_reported(live) or watchdog.heartbeat_lost(live, now=now, lost_after_s=lost_after)
+
+        if verdict(cr) is None:
+            return False
+        written = await self.core.write_status(meta["namespace"], meta["name"], meta["uid"], lambda live: (
+            self.core.terminal_once(live, JobPhase.FAILED, [cond]) if (cond := verdict(live)) else None))
+        if written is None or not is_true(written, watchdog.FAILED_CONDITION):
+            return False
+        log.info("run.controller_failed", namespace=meta["namespace"], name=meta["name"],
+                 reason=(condition_of(written, watchdog.FAILED_CONDITION) or {}).get("reason"))
+        await self._clean_up_finished(written)
+        return True
+
     async def _draining(self, cr: Mapping[str, Any]) -> None:
         meta = cr["metadata"]
         seconds = (cr.get("spec") or {}).get("timeoutSeconds")
@@ -317,11 +343,12 @@ class JobReconciler:
             condition_of(live, "TimedOut") or {}).get("reason") == drain.reason else StatusChange(conditions=[drain]))
 
     async def _clean_up_finished(self, cr: Mapping[str, Any]) -> None:
-        """A timed-out or startup-failed run's JobSet is deleted, a cancelled one's suspended
-        (idempotent)."""
+        """A timed-out, startup-failed or heartbeat-lost run's JobSet is deleted, a cancelled
+        one's suspended (idempotent)."""
         if phase_of(cr) == JobPhase.CANCELLED:
             await self._suspend_jobset(cr)
-        elif is_true(cr, "TimedOut") or is_true(cr, startup.FAILED_CONDITION):
+        elif is_true(cr, "TimedOut") or is_true(cr, startup.FAILED_CONDITION) or (
+                condition_of(cr, watchdog.FAILED_CONDITION) or {}).get("reason") == watchdog.HEARTBEAT_LOST:
             await self.core.delete_jobset(cr)
 
     async def _suspend_jobset(self, cr: Mapping[str, Any]) -> None:

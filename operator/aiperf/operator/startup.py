@@ -56,6 +56,8 @@ class StartupThresholds:
     warn_after_s: float = 60.0
     fail_after_s: float = 300.0
     unschedulable_fail_after_s: float = 600.0
+    heartbeat_lost_after_s: float = 120.0
+    """Not a startup threshold: how old the controller's heartbeat may get (`aiperf.operator.watchdog`)."""
 
     def fail_after(self, issue: Mapping[str, Any]) -> float | None:
         """The failure threshold of a `status.startupIssue`, None for a retryable one."""
