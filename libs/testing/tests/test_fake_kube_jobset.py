@@ -119,3 +119,18 @@ async def test_a_tests_own_webhook_mutates_then_validates(kube: FakeKube, api: A
     with pytest.raises(ApiException) as exc:
         await core.create_namespaced_config_map("bench", {"metadata": {"name": "b", "labels": {"deny": "1"}}})
     assert exc.value.status == 403
+
+
+async def test_kueue_creates_a_queued_jobset_suspended_and_admission_unsuspends_it(api: ApiClient) -> None:
+    async with FakeKube(namespaces=["bench"], kueue=True) as kube:
+        from kubernetes_asyncio.config import new_client_from_config
+
+        async with await new_client_from_config(kube.kubeconfig_path, persist_config=False) as client:
+            queued = jobset("queued")
+            queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+            assert (await create(client, queued))["spec"]["suspend"] is True
+            assert "suspend" not in (await create(client, jobset("plain")))["spec"]
+        admitted = kube.kueue_admit("bench", "queued", {"pool": "gpu"})
+        assert admitted["spec"]["suspend"] is False
+        pod = admitted["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"pool": "gpu"}

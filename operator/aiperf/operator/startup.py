@@ -41,7 +41,7 @@ from aiperf.kubeapi import PODS, KubeApi, Obj
 from aiperf.operator.core import Reconciling
 from aiperf.operator.status import Cond, StatusChange, cancel_requested, parse_time, phase_of, timestamp
 
-STARTING = frozenset({JobPhase.PENDING, JobPhase.INITIALIZING})
+STARTING = frozenset({JobPhase.PENDING, JobPhase.QUEUED, JobPhase.INITIALIZING})
 ISSUE = "startupIssue"
 FAILED_CONDITION = "StartupFailed"
 WARNING_REASON = "StartupBlocked"

@@ -36,6 +36,8 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
   serviceaccounts/token. events.k8s.io/v1 Events share storage with core/v1 ones.
 - JobSet's defaulting and validating webhooks (`fake_kube_jobset`: the 63-character Job and pod
   name rules, Indexed completion mode, immutable replicated jobs); `add_webhook` for others.
+- Kueue (`kueue=True`, `fake_kube_kueue`): a JobSet labelled `kueue.x-k8s.io/queue-name` is
+  created suspended; `kueue_admit` plays the admission that unsuspends it.
 - Optional authentication and RBAC (`rbac=True`, `fake_kube_rbac`): 401 without a known bearer
   token, 403 with the real Status text when no Role/ClusterRole binding allows the request; and
   then OpenShift's `OwnerReferencesPermissionEnforcement`: `blockOwnerDeletion: true` needs
@@ -93,6 +95,7 @@ from aiperf.testing.fake_kube_http import (
 from aiperf.testing.fake_kube_http import json_response as _json
 from aiperf.testing.fake_kube_jobset import JobSetWebhooks
 from aiperf.testing.fake_kube_kinds import CRDS, JOBSET_CRD, NAMESPACES, PODS
+from aiperf.testing.fake_kube_kueue import KueueWebhook, admitted
 from aiperf.testing.fake_kube_pods import PodRuntime, ProxyHandler
 from aiperf.testing.fake_kube_rbac import ADMIN, Authenticator, Authorizer, User
 from aiperf.testing.fake_kube_store import Store, Webhook, now_rfc3339, present
@@ -100,6 +103,7 @@ from aiperf.testing.fake_kube_tls import TlsFiles
 
 __all__ = ["ApiError", "FakeKube", "KindInfo", "ProxyHandler", "RecordedRequest", "User"]
 
+JOBSET_CRD_API = "jobset.x-k8s.io/v1alpha2"
 _AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 
@@ -135,7 +139,8 @@ class FakeKube:
 
     `namespaces` exist from the start; `context`/`default_namespace` shape the kubeconfig
     written to `kubeconfig_path` (server `url`; with `rbac`, the admin token). `jobset`: install
-    the JobSet CRD and JobSet's admission webhooks (`fake_kube_jobset`). `gc`: "auto" (a background task finishes deletions after each write) or
+    the JobSet CRD and JobSet's admission webhooks (`fake_kube_jobset`). `kueue`: Kueue's JobSet
+    webhook (`fake_kube_kueue`: a JobSet labelled with a queue is created suspended). `gc`: "auto" (a background task finishes deletions after each write) or
     "manual" (only `collect_garbage()` does). `history_limit`: watch events kept.
     `bookmark_interval`: seconds between BOOKMARKs on watches that allow them. `host`: the
     address to listen on (a podman network's gateway lets that network's containers reach it).
@@ -146,7 +151,7 @@ class FakeKube:
     def __init__(self, *, namespaces: Iterable[str] = (), context: str = "fake", host: str = "127.0.0.1",
                  tls: TlsFiles | None = None,
                  default_namespace: str | None = None, shutdown_timeout: float = 2.0, jobset: bool = True,
-                 rbac: bool = False, gc: str = "auto", history_limit: int = 10_000,
+                 rbac: bool = False, kueue: bool = False, gc: str = "auto", history_limit: int = 10_000,
                  bookmark_interval: float = 60.0) -> None:
         if gc not in ("auto", "manual"):
             raise ValueError(f"gc must be 'auto' or 'manual', not {gc!r}")
@@ -172,6 +177,8 @@ class FakeKube:
         if jobset:
             self.install_crd(JOBSET_CRD)
             self.store.webhooks.append(JobSetWebhooks())
+        if kueue:
+            self.store.webhooks.append(KueueWebhook())
         for ns in namespaces:
             self.add_namespace(ns)
 
@@ -336,6 +343,14 @@ class FakeKube:
         body = {**obj, "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}}
         return present(info, self.store.replace(info, meta.get("namespace", ""), meta["name"], body,
                                                 status=False))
+
+    def kueue_admit(self, namespace: str, name: str, node_selector: dict[str, str] | None = None) -> Obj:
+        """Play Kueue admitting queued JobSet `namespace/name`: unsuspend it (an update through
+        admission), with the flavor's `node_selector` in its pod templates."""
+        jobset = self.get(JOBSET_CRD_API, "JobSet", namespace, name)
+        if jobset is None:
+            raise KeyError(f"no JobSet {namespace}/{name}")
+        return self.update(admitted(jobset, node_selector))
 
     def run_pod(self, namespace: str, name: str, *, ip: str | None = None) -> Obj:
         """Play scheduler and kubelet: the pod runs (nodeName, podIP, containers running)."""
