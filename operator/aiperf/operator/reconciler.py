@@ -1,7 +1,8 @@
 """The AIPerfJob reconciler: plain async methods over an injected `KubeApi` (no kopf here but
 its two error types, which say what happens next).
 
-- `create`: decode and check the spec, then create the run's objects in order (ServiceAccount,
+- `create`: decode and check the spec, seed `status.workers` (`ready` 0, `total` planned: the
+  controller's first push takes it over), then create the run's objects in order (ServiceAccount,
   Role, RoleBinding, CURVE key Secret filled with a fresh key pair, ConfigMap, JobSet), each with
   a controller owner reference to the CR, and move the run to Initializing. A name already taken is adopted only when the object is this
   CR's (`ownership.claim`); an older incarnation's or a terminating one is waited for
@@ -75,6 +76,7 @@ from aiperf.operator.status import (
     is_true,
     observe_jobset,
     phase_of,
+    took_over,
     timestamp,
 )
 
@@ -126,6 +128,8 @@ class JobReconciler:
             epoch = new_epoch(cr)
             values: dict[str, Any] = {"phase": JobPhase.PENDING.value, "startTime": now,
                                       "observedGeneration": cr["metadata"].get("generation", 1)}
+            if not took_over(cr):  # the plan's count until the controller's first push
+                values["workers"] = {"ready": 0, "total": plan.settings.total_workers}
             if epoch is not None:
                 values["runEpoch"] = epoch
             return StatusChange(values=values, conditions=[Cond("ConfigValid", True, "Valid", "the spec is valid")])
@@ -196,10 +200,11 @@ class JobReconciler:
             return
         try:
             pods = await startup.run_pods(self._api, jobset)
+            refused = await startup.create_failures(self._api, jobset)
         except ApiError as exc:
             raise kopf.TemporaryError(f"listing the pods of {name} failed: {exc.describe()}",
                                       delay=self._retry_delay) from None
-        blocker = classify(pods)
+        blocker = classify(pods, refused)
         now = self._clock()
         live = await self.core.write_status(ns, name, uid, lambda read: startup.issue_change(read, blocker, now=now))
         issue = startup.issue_of(live) if live is not None else None

@@ -25,6 +25,7 @@ from aiperf.crd.model import JobPhase
 from aiperf.kubeapi import Obj
 from aiperf.kuberun.direct import JobState, jobset_state
 from aiperf.kuberun.jobs import phase_of
+from aiperf.config import PhaseKind
 from aiperf.messages import SystemState
 
 TERMINAL = frozenset({JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.CANCELLED})
@@ -34,6 +35,8 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 RUNNING_SUBPHASES = frozenset({SystemState.PROFILING, SystemState.PROCESSING, SystemState.EXPORTING,
                                SystemState.STOPPING, SystemState.DONE})
 """Controller states (`status.subPhase`) that mean the benchmark itself is under way."""
+AFTER_PROFILING = RUNNING_SUBPHASES - {SystemState.PROFILING}
+"""Controller states past the benchmark phases (the run was Running whatever its phases were)."""
 CONTROLLER_KEYS = ("subPhase", "currentPhase")
 """Controller-owned keys cleared when the operator stamps a terminal phase."""
 
@@ -183,15 +186,15 @@ def _failure_message(jobset: Mapping[str, Any]) -> str:
 
 def observe_jobset(cr: Mapping[str, Any], jobset: Mapping[str, Any], *, now: datetime) -> StatusChange | None:
     """The change the JobSet's state calls for, or None: Completed/Failed when it finished,
-    Cancelled when suspended after `spec.cancel`, Running once every pod is ready (or the
-    controller reports a running sub-phase), else Initializing; `WorkersReady` follows the pods."""
+    Cancelled when suspended after `spec.cancel`, Queued while its queue holds it, Running once
+    the controller reports the benchmark under way (`benchmark_running`: never during a
+    warmup-kind phase), else Initializing; `WorkersReady` follows the controller's
+    dispatch-ready workers (`workers_condition`)."""
     current = phase_of(cr)
     if current in TERMINAL:
         return None
     state = jobset_state(dict(jobset))
     ready, expected = pod_counts(jobset)
-    workers = Cond("WorkersReady", ready >= expected, "AllPodsReady" if ready >= expected else "PodsStarting",
-                   f"{ready} of {expected} pods ready")
     if state == JobState.COMPLETED:
         return terminal(JobPhase.COMPLETED, [], now=now)
     if state == JobState.FAILED:
@@ -210,14 +213,47 @@ def observe_jobset(cr: Mapping[str, Any], jobset: Mapping[str, Any], *, now: dat
         return StatusChange(values={"phase": JobPhase.QUEUED.value}, conditions=[held])
     queued = [Cond("Queued", False, "Admitted", f"admitted by its queue {queue}")] if (
         queue is not None and is_true(cr, "Queued")) else []
-    sub = (cr.get("status") or {}).get("subPhase")
-    running = ready >= expected or sub in RUNNING_SUBPHASES
-    wanted = forward(current, JobPhase.RUNNING if running else JobPhase.INITIALIZING)
+    workers = workers_condition(cr, ready, expected)
+    wanted = forward(current, JobPhase.RUNNING if benchmark_running(cr) else JobPhase.INITIALIZING)
     old = condition_of(cr, "WorkersReady")
     if wanted is None and not queued and old is not None and old.get("message") == workers.message:
         return None
     values = {"phase": wanted.value} if wanted else {}
     return StatusChange(values=values, conditions=[workers, *queued])
+
+
+def benchmark_running(cr: Mapping[str, Any]) -> bool:
+    """The controller reports the benchmark under way: a state past the benchmark phases, or
+    `profiling` once a profiling-kind phase has started (`status.phases.*.phaseKind`; a warmup-kind
+    phase, whatever its name, keeps the run Initializing)."""
+    status = cr.get("status") or {}
+    sub = status.get("subPhase")
+    if sub in AFTER_PROFILING:
+        return True
+    phases = status.get("phases") or {}
+    return sub == SystemState.PROFILING and any(
+        isinstance(p, Mapping) and p.get("phaseKind") == PhaseKind.PROFILING for p in phases.values())
+
+
+def took_over(cr: Mapping[str, Any]) -> bool:
+    """The controller has pushed its own `status.workers` (`totalPods` marks it)."""
+    return ((cr.get("status") or {}).get("workers") or {}).get("totalPods") is not None
+
+
+def workers_condition(cr: Mapping[str, Any], ready_pods: int, expected_pods: int) -> Cond:
+    """`WorkersReady`: from the controller's dispatch-ready workers once it took over
+    `status.workers`, before that False with the pods' readiness (ready pods are not yet
+    workers that can take credits)."""
+    workers = (cr.get("status") or {}).get("workers") or {}
+    if took_over(cr):
+        total, dispatchable = int(workers.get("total") or 0), int(workers.get("dispatchable") or 0)
+        ok = total > 0 and dispatchable >= total
+        return Cond("WorkersReady", ok, "WorkersDispatchable" if ok else "WorkersConnecting",
+                    f"{dispatchable} of {total} workers ready to dispatch ({workers.get('readyPods', 0)} of "
+                    f"{workers.get('totalPods')} worker pods ready)")
+    reason = "WaitingForController" if ready_pods >= expected_pods else "PodsStarting"
+    return Cond("WorkersReady", False, reason, f"{ready_pods} of {expected_pods} pods ready; the controller "
+                "has not counted its workers yet")
 
 
 def queue_of(jobset: Mapping[str, Any]) -> str | None:

@@ -35,7 +35,7 @@ from aiperf.config.sweep import Plan
 from aiperf.crd.model import API_GROUP, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec, JobSpecSchema
 from aiperf.kube.config_map import ARTIFACT_DIR
 from aiperf.kube.containers import ARTIFACTS_VOLUME, results_container
-from aiperf.kube.jobset import JOBSET_API_VERSION
+from aiperf.kube.jobset import JOBSET_API_VERSION, RESTRICTED_POD_SECURITY
 from aiperf.kube.names import image, sweep_name_problem, sweep_object_name
 from aiperf.kubeapi import Obj
 from aiperf.kuberun.sweep_plan import CHILD_FIELDS, child_name, plan_for, run_benchmark
@@ -166,7 +166,7 @@ def _objects(body: Mapping[str, Any], spec: AIPerfSweepSpec, settings: Any, defa
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
     pod: Obj = {"restartPolicy": "Never", "serviceAccountName": account, "enableServiceLinks": False,
-                "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                "securityContext": dict(RESTRICTED_POD_SECURITY),
                 "containers": [controller, sidecar], "volumes": [{"name": ARTIFACTS_VOLUME, "emptyDir": {}}]}
     if settings.node_selector:
         pod["nodeSelector"] = dict(settings.node_selector)

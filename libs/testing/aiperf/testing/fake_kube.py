@@ -49,7 +49,8 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
 What it does not model (one line each; each module says more):
 
 - admission webhooks other than JobSet's (`fake_kube_jobset`) and those a test adds (`add_webhook`);
-- admission plugins besides the defaults above (ServiceAccount token volume, LimitRanger, quotas);
+- admission plugins besides the defaults above and, with `jobs=True`, PodSecurity enforce,
+  ServiceAccount existence and ResourceQuota on pods (no LimitRanger, token volume, quota scopes);
 - OpenAPI validation of built-in kinds beyond the fields above (Strict only for custom resources);
 - server-side apply and managedFields;
 - CRD conversion webhooks (versions convert by rewriting apiVersion only);
@@ -57,7 +58,8 @@ What it does not model (one line each; each module says more):
 - `resourceVersionMatch` other than NotOlderThan, and the watch cache's resourceVersion rules;
 - CEL's Kubernetes extension libraries, cost limits, ratcheting and `optionalOldSelf`;
 - aggregated ClusterRoles, RBAC escalation checks, impersonation, TokenRequest tokens for RBAC;
-- pod controllers: a JobSet or Job creates no pods (the test plays those controllers);
+- pod controllers unless `jobs=True` (`fake_kube_jobs`: Jobs and pods through admission,
+  `FailedCreate` Events); otherwise a JobSet or Job creates no pods (the test plays them);
 - node, scheduler and kubelet beyond `run_pod`, `terminate_pod`, `finish_pod`, `pods.*` helpers;
 - exec, attach and port-forward;
 - field selectors other than metadata.name and metadata.namespace.
@@ -94,6 +96,7 @@ from aiperf.testing.fake_kube_http import (
 )
 from aiperf.testing.fake_kube_http import json_response as _json
 from aiperf.testing.fake_kube_jobset import JobSetWebhooks
+from aiperf.testing.fake_kube_jobs import JobLayer, PodAdmission
 from aiperf.testing.fake_kube_kinds import CRDS, JOBSET_CRD, NAMESPACES, PODS
 from aiperf.testing.fake_kube_kueue import KueueWebhook, admitted
 from aiperf.testing.fake_kube_pods import PodRuntime, ProxyHandler
@@ -140,7 +143,9 @@ class FakeKube:
     `namespaces` exist from the start; `context`/`default_namespace` shape the kubeconfig
     written to `kubeconfig_path` (server `url`; with `rbac`, the admin token). `jobset`: install
     the JobSet CRD and JobSet's admission webhooks (`fake_kube_jobset`). `kueue`: Kueue's JobSet
-    webhook (`fake_kube_kueue`: a JobSet labelled with a queue is created suspended). `gc`: "auto" (a background task finishes deletions after each write) or
+    webhook (`fake_kube_kueue`: a JobSet labelled with a queue is created suspended). `jobs`: the
+    JobSet and Job controllers create Jobs and pods through admission, with the PodSecurity,
+    ServiceAccount and ResourceQuota plugins (`fake_kube_jobs`). `gc`: "auto" (a background task finishes deletions after each write) or
     "manual" (only `collect_garbage()` does). `history_limit`: watch events kept.
     `bookmark_interval`: seconds between BOOKMARKs on watches that allow them. `host`: the
     address to listen on (a podman network's gateway lets that network's containers reach it).
@@ -151,7 +156,7 @@ class FakeKube:
     def __init__(self, *, namespaces: Iterable[str] = (), context: str = "fake", host: str = "127.0.0.1",
                  tls: TlsFiles | None = None,
                  default_namespace: str | None = None, shutdown_timeout: float = 2.0, jobset: bool = True,
-                 rbac: bool = False, kueue: bool = False, gc: str = "auto", history_limit: int = 10_000,
+                 rbac: bool = False, kueue: bool = False, jobs: bool = False, gc: str = "auto", history_limit: int = 10_000,
                  bookmark_interval: float = 60.0) -> None:
         if gc not in ("auto", "manual"):
             raise ValueError(f"gc must be 'auto' or 'manual', not {gc!r}")
@@ -179,6 +184,9 @@ class FakeKube:
             self.store.webhooks.append(JobSetWebhooks())
         if kueue:
             self.store.webhooks.append(KueueWebhook())
+        self.job_layer = JobLayer(self.store) if jobs else None
+        if jobs:
+            self.store.webhooks.append(PodAdmission(self.store))
         for ns in namespaces:
             self.add_namespace(ns)
 
@@ -247,6 +255,8 @@ class FakeKube:
         while True:
             self._wake.clear()
             self.gc.run()
+            if self.job_layer is not None:
+                self.job_layer.run()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.gc.seconds_to_next_deadline())
 
