@@ -11,7 +11,9 @@ a name whose own JobSet's pod would break JobSet's 63-character rule (`sweep_nam
 
 The JobSet runs one pod: the `sweep-controller` container (image `<registry>/aiperf/sweep-
 controller:<tag>`, or `spec.image`), told which sweep it runs by `AIPERF_SWEEP_NAME`,
-`AIPERF_SWEEP_NAMESPACE`, `AIPERF_SWEEP_UID` and `AIPERF_SWEEP_EPOCH`, and the results sidecar
+`AIPERF_SWEEP_NAMESPACE`, `AIPERF_SWEEP_UID` and `AIPERF_SWEEP_EPOCH` (and, given the operator's
+`--results-service`, `AIPERF_RESULTS_SERVICE`: where a gone child sidecar's summary is read from
+the operator's copy), and the results sidecar
 serving what it writes to the shared emptyDir (the operator harvests the aggregate from there).
 A killed pod is replaced (`failurePolicy.maxRestarts`); the new one replans the same runs and
 adopts the children already created. Its Role allows exactly what it does: read its own sweep
@@ -38,6 +40,7 @@ from aiperf.kube.containers import ARTIFACTS_VOLUME, results_container
 from aiperf.kube.jobset import JOBSET_API_VERSION, RESTRICTED_POD_SECURITY
 from aiperf.kube.names import image, sweep_name_problem, sweep_object_name
 from aiperf.kubeapi import Obj
+from aiperf.kuberun.sweeps import RESULTS_SERVICE_ENV
 from aiperf.kuberun.sweep_plan import CHILD_FIELDS, child_name, plan_for, run_benchmark
 from aiperf.operator.desired import Defaults, InvalidSpec, decode_as, settings_for
 from aiperf.operator.desired import owner_reference as job_owner_reference
@@ -160,7 +163,9 @@ def _objects(body: Mapping[str, Any], spec: AIPerfSweepSpec, settings: Any, defa
         "imagePullPolicy": settings.image_pull_policy,
         "args": ["--artifact-dir", ARTIFACT_DIR],
         "env": [{"name": SWEEP_NAME_ENV, "value": name}, {"name": SWEEP_NAMESPACE_ENV, "value": meta["namespace"]},
-                {"name": SWEEP_UID_ENV, "value": meta["uid"]}, {"name": SWEEP_EPOCH_ENV, "value": epoch}],
+                {"name": SWEEP_UID_ENV, "value": meta["uid"]}, {"name": SWEEP_EPOCH_ENV, "value": epoch},
+                *([{"name": RESULTS_SERVICE_ENV, "value": defaults.results_service}] if defaults.results_service
+                  else [])],
         "resources": {"requests": dict(SWEEP_CONTROLLER.requests), "limits": dict(SWEEP_CONTROLLER.limits)},
         "volumeMounts": [{"name": ARTIFACTS_VOLUME, "mountPath": ARTIFACT_DIR}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
