@@ -135,3 +135,23 @@ async def test_watch_prints_each_change_through_cut_and_expired_watches(aiperf: 
     watches = [r for r in kube.requests_for("GET", cr_path) if r.query.get("watch") == "true"]
     assert len(lists) == 2  # the first list, and one more after the expired watch
     assert len(watches) >= 3 and all(w.query["resourceVersion"] for w in watches)
+
+
+async def test_watch_lists_again_after_a_504_error_event(aiperf: Run, kube: FakeKube) -> None:
+    # Issue 23, item 9: a watch ERROR other than 410 (a lagging apiserver's 504) is not fatal.
+    kube.install_crd(build_crd(JOB_KIND))
+    await submit(aiperf, kube, "first", "--operator")
+    lines = Lines()
+    async with await connect(kube.kubeconfig_path, None) as api:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: watch_runs(api, NS, emit=lines))
+            assert await lines.wait_for("first", "Pending")
+            await kube.wait_until(lambda: len(kube.store.watchers) == 2)
+            assert kube.fail_watches() == 2
+            kube.set_status(CR_API, JOB_KIND, NS, "first", {"phase": "Running", "requestsCompleted": 5,
+                                                            "requestsTotal": 80})
+            assert (await lines.wait_for("first", "Running"))[2] == "5/80"
+            tg.cancel_scope.cancel()
+    cr_path = f"/apis/{CR_API}/namespaces/{NS}/aiperfjobs"
+    lists = [r for r in kube.requests_for("GET", cr_path) if r.path == cr_path and r.query.get("watch") != "true"]
+    assert len(lists) == 2  # the first list, and one more after the ERROR event

@@ -84,8 +84,11 @@ def jobset(kube: FakeKube, name: str = "run") -> dict[str, Any] | None:
     return kube.get(JOBSETS.api_version, "JobSet", NS, f"aiperf-{name}")
 
 
-def set_jobset_status(kube: FakeKube, name: str, *, ready: int | None = None, condition: str | None = None) -> None:
-    """Play the JobSet controller: every replicated job `ready` pods, or a terminal condition."""
+def set_jobset_status(kube: FakeKube, name: str, *, ready: int | None = None, condition: str | None = None,
+                      controller: bool = True) -> None:
+    """Play the JobSet controller: every replicated job `ready` pods, or a terminal condition.
+    With every pod ready (`ready` None, no condition) and `controller`, also play the run's
+    controller taking over: every worker dispatch-ready, the profiling phase started."""
     js = jobset(kube, name)
     assert js is not None
     status: dict[str, Any] = {"replicatedJobsStatus": [
@@ -97,3 +100,20 @@ def set_jobset_status(kube: FakeKube, name: str, *, ready: int | None = None, co
                                  "lastTransitionTime": "2026-01-01T00:00:00Z"}]
         status["terminalState"] = condition
     kube.set_status(JOBSETS.api_version, "JobSet", NS, f"aiperf-{name}", status)
+    if ready is None and condition is None and controller:
+        controller_profiling(kube, name)
+
+
+def controller_profiling(kube: FakeKube, name: str = "run", *, kind: str = "profiling") -> None:
+    """Play the run's controller push: its workers all dispatch-ready (the takeover of
+    status.workers), `subPhase` profiling, and phase `kind` (profiling or warmup) started."""
+    current = dict(cr(kube, name).get("status") or {})
+    total = int((current.get("workers") or {}).get("total") or 2)
+    phase_name = "profiling" if kind == "profiling" else "warmup"
+    kube.set_status(CR_API, JOB_KIND, NS, name, {
+        **current, "subPhase": "profiling", "currentPhase": phase_name,
+        "phases": {**(current.get("phases") or {}), phase_name: {
+            "phaseName": phase_name, "phaseKind": kind, "phaseIndex": 0 if kind == "warmup" else 1}},
+        "workers": {"ready": total, "total": total, "dispatchable": total, "routerConnected": total,
+                    "readyRecordProcessors": 1, "declaredRecordProcessors": 1, "readyPods": total,
+                    "totalPods": total, "degradedPods": 0}})

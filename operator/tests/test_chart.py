@@ -71,6 +71,8 @@ EXPECTED_OPERATOR_RULES = [
     {"apiGroups": ["aiperf.nvidia.com"],
      "resources": ["aiperfjobs", "aiperfsweeps", "aiperfjobs/status", "aiperfsweeps/status"],
      "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["aiperf.nvidia.com"], "resources": ["aiperfjobs/finalizers", "aiperfsweeps/finalizers"],
+     "verbs": ["update"]},
     {"apiGroups": ["aiperf.nvidia.com"], "resources": ["aiperfjobs"], "verbs": ["create"]},
     {"apiGroups": ["aiperf.nvidia.com"], "resources": ["aiperfsweeps"], "verbs": ["delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch", "create", "patch"]},
@@ -93,7 +95,9 @@ def test_the_operator_cluster_role_is_exactly_the_pinned_set(objects: list[Obj])
     rules = one(objects, "ClusterRole", "aiperf-operator")["rules"]
     assert rules == EXPECTED_OPERATOR_RULES
     assert all("*" not in r["apiGroups"] + r["resources"] + r["verbs"] for r in rules)
-    assert not {"escalate", "bind", "impersonate", "deletecollection", "update"} & {v for r in rules for v in r["verbs"]}
+    assert not {"escalate", "bind", "impersonate", "deletecollection"} & {v for r in rules for v in r["verbs"]}
+    # update only on the CRs' finalizers: what blockOwnerDeletion needs on OpenShift (issue 23, item 3).
+    assert {r for g, r, v in triples(rules) if v == "update"} == {"aiperfjobs/finalizers", "aiperfsweeps/finalizers"}
     assert {r for g, r, v in triples(rules) if v == "delete"} == {"jobsets", "aiperfsweeps"}
     # Secrets: the run's CURVE key Secret is created (and read by name on a conflict), never listed.
     assert {v for _, r, v in triples(rules) if r == "secrets"} == {"get", "create"}

@@ -101,7 +101,7 @@ def test_the_pod_template_takes_effect_in_every_pod_and_container() -> None:
         assert {"name": "cache", "persistentVolumeClaim": {"claimName": "hf"}} in pod["volumes"]
         assert pod["affinity"] == template["affinity"] and pod["initContainers"] == template["initContainers"]
         assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True,
-                                          "fsGroup": 1000}
+                                          "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 1000}
         assert (pod["hostAliases"], pod["dnsPolicy"], pod["terminationGracePeriodSeconds"], pod["runtimeClassName"],
                 pod["schedulerName"], pod["hostname"]) == (template["hostAliases"], "ClusterFirst", 20, "gvisor",
                                                            "bench", "bench")

@@ -25,10 +25,13 @@ pytestmark = pytest.mark.anyio
 RELEASE_NS = "aiperf-system"
 
 
-def _install_chart_rbac(kube: FakeKube) -> str:
-    """The CRD and the chart's ClusterRole and binding; the operator's token."""
+def _install_chart_rbac(kube: FakeKube, *, finalizers: bool = True) -> str:
+    """The CRD and the chart's ClusterRole and binding (without the rule on the CRs' finalizers
+    unless `finalizers`); the operator's token."""
     kube.install_crd(build_crd(JOB_KIND))
     for obj in render(chart_dir(), namespace=RELEASE_NS):
+        if obj["kind"] == "ClusterRole" and not finalizers:
+            obj["rules"] = [r for r in obj["rules"] if not any(x.endswith("/finalizers") for x in r["resources"])]
         if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
             kube.create(obj)
     return kube.token_for(RELEASE_NS, "aiperf-operator")
@@ -55,6 +58,20 @@ async def test_the_charts_cluster_role_suffices_for_run_cancel_and_timeout() -> 
             with pytest.raises(ApiException) as exc:
                 await CoreV1Api(client).list_namespaced_secret(NS)
         assert exc.value.status == 403
+
+
+async def test_without_update_on_the_finalizers_blocking_owner_references_are_refused_and_said() -> None:
+    # Issue 23, item 3: OpenShift's OwnerReferencesPermissionEnforcement (on with rbac in the fake).
+    async with FakeKube(namespaces=[NS, RELEASE_NS], rbac=True) as kube:
+        token = _install_chart_rbac(kube, finalizers=False)
+        async with operator(kube, token=token):
+            kube.create(job())
+            await kube.wait_until(lambda: condition(kube, "ResourcesCreated").get("reason") == "CreateRejected",
+                                  timeout=20)
+            cond = condition(kube, "ResourcesCreated")
+            assert "cannot set blockOwnerDeletion" in cond["message"] and cond["message"].startswith(
+                "ServiceAccount aiperf-run: 403 Forbidden")
+            assert phase(kube) == "Pending"  # retried: a grant may still come
 
 
 async def test_the_charts_cluster_role_suffices_for_startup_diagnosis() -> None:

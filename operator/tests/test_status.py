@@ -80,10 +80,11 @@ def test_a_cr_without_status_gets_one_and_no_phase_test() -> None:
 def test_the_jobset_decides_the_phase() -> None:
     starting = observe_jobset(cr({"phase": "Initializing"}), jobset(ready=1), now=NOW)
     assert starting is not None and starting.phase is None
-    assert starting.conditions[0].message == "2 of 3 pods ready" and starting.conditions[0].ok is False
-    ready = observe_jobset(cr({"phase": "Initializing"}), jobset(ready=2), now=NOW)
-    assert ready is not None and ready.phase is JobPhase.RUNNING
-    profiling = observe_jobset(cr({"phase": "Initializing", "subPhase": "profiling"}), jobset(ready=1), now=NOW)
+    assert starting.conditions[0].message.startswith("2 of 3 pods ready") and starting.conditions[0].ok is False
+    ready = observe_jobset(cr({"phase": "Initializing"}), jobset(ready=2), now=NOW)  # pods are not workers yet
+    assert ready is not None and ready.phase is None and ready.conditions[0].reason == "WaitingForController"
+    profiling = observe_jobset(cr({"phase": "Initializing", "subPhase": "profiling", "phases": {
+        "profiling": {"phaseName": "profiling", "phaseKind": "profiling", "phaseIndex": 0}}}), jobset(ready=1), now=NOW)
     assert profiling is not None and profiling.phase is JobPhase.RUNNING
     failed = observe_jobset(cr({"phase": "Running"}), jobset(condition="Failed"), now=NOW)
     assert failed is not None and failed.phase is JobPhase.FAILED and "subPhase" in failed.remove
@@ -93,16 +94,41 @@ def test_the_jobset_decides_the_phase() -> None:
     assert observe_jobset(cr({"phase": "Completed"}), jobset(condition="Failed"), now=NOW) is None
 
 
+def test_a_warmup_kind_phase_keeps_the_run_initializing_whatever_its_name() -> None:
+    # Issue 23, item 8: subPhase is `profiling` for every benchmark phase; phaseKind decides.
+    warmup = {"phase": "Initializing", "subPhase": "profiling", "currentPhase": "cache_prime", "phases": {
+        "cache_prime": {"phaseName": "cache_prime", "phaseKind": "warmup", "phaseIndex": 0}}}
+    change = observe_jobset(cr(warmup), jobset(ready=2), now=NOW)
+    assert change is None or change.phase is None
+    after = {**warmup, "subPhase": "processing"}
+    moved = observe_jobset(cr(after), jobset(ready=2), now=NOW)
+    assert moved is not None and moved.phase is JobPhase.RUNNING
+
+
+def test_workers_ready_follows_the_controllers_dispatch_ready_workers() -> None:
+    workers = {"ready": 4, "total": 4, "dispatchable": 3, "routerConnected": 3, "readyPods": 2, "totalPods": 2}
+    change = observe_jobset(cr({"phase": "Running", "workers": workers}), jobset(ready=2), now=NOW)
+    assert change is not None
+    cond = change.conditions[0]
+    assert (cond.ok, cond.reason) == (False, "WorkersConnecting")
+    assert cond.message == "3 of 4 workers ready to dispatch (2 of 2 worker pods ready)"
+    change = observe_jobset(cr({"phase": "Running", "workers": {**workers, "dispatchable": 4}}), jobset(ready=2),
+                            now=NOW)
+    assert change is not None and change.conditions[0].ok is True
+
+
 def test_a_suspended_jobset_is_cancelled_only_when_the_cr_asks() -> None:
     cancelled = observe_jobset(cr({"phase": "Running"}, cancel=True), jobset(suspend=True), now=NOW)
     assert cancelled is not None and cancelled.phase is JobPhase.CANCELLED
     queued = observe_jobset(cr({"phase": "Initializing"}), jobset(suspend=True), now=NOW)
-    assert queued is None or queued.phase is None  # suspended by a queue: not a cancel
+    assert queued is None or queued.phase is None  # suspended, no queue label: not a cancel, not Queued
 
 
 def test_an_unchanged_view_writes_nothing() -> None:
-    status = {"phase": "Running", "conditions": [{"type": "WorkersReady", "status": "True",
-                                                  "message": "3 of 3 pods ready"}]}
+    workers = {"total": 2, "dispatchable": 2, "readyPods": 2, "totalPods": 2}
+    status = {"phase": "Running", "workers": workers, "conditions": [{
+        "type": "WorkersReady", "status": "True",
+        "message": "2 of 2 workers ready to dispatch (2 of 2 worker pods ready)"}]}
     assert observe_jobset(cr(status), jobset(ready=2), now=NOW) is None
 
 

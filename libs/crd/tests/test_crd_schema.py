@@ -97,7 +97,7 @@ def test_every_spec_field_but_the_mutable_set_is_immutable(kind: str, mutable: s
 def test_status_has_the_lifecycle_surface() -> None:
     status = schema_of(JOB_KIND)["properties"]["status"]
     props = status["properties"]
-    assert props["phase"]["enum"] == sorted(["Pending", "Initializing", "Running", "Completed", "Failed",
+    assert props["phase"]["enum"] == sorted(["Pending", "Queued", "Initializing", "Running", "Completed", "Failed",
                                              "Cancelled"])
     assert "profiling" in props["subPhase"]["enum"] and "processing" in props["subPhase"]["enum"]
     for field in ("currentPhase", "phases", "workers", "requestsCompleted", "requestsTotal", "requestsPerSecond",

@@ -375,3 +375,25 @@ async def test_a_run_with_its_curve_secret_is_created_and_deleted_whole(kube: Fa
     deleted = await direct.delete(api, "demo", NS)
     assert "Secret/aiperf-demo-curve" in deleted
     assert kube.get("v1", "Secret", NS, "aiperf-demo-curve") is None
+
+
+
+async def test_watch_reads_again_after_a_504_error_event(kube: FakeKube, api: KubeApi) -> None:
+    # Issue 23, item 9: a lagging apiserver ends a watch with ERROR 504, not only 410: read again.
+    add_jobset(kube, "demo")
+
+    async def fail_then_suspend() -> None:
+        await kube.wait_until(lambda: len(kube.store.watchers) == 1)
+        assert kube.fail_watches() == 1
+        await kube.wait_until(lambda: len(kube.requests_for("GET")) >= 3)  # the read again
+        jobset = kube.get(JS_API, "JobSet", NS, "aiperf-demo")
+        assert jobset is not None
+        kube.update(dict(jobset, spec={**jobset["spec"], "suspend": True}))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fail_then_suspend)
+            state = await direct.watch_jobset_until_done(api, "demo", NS, lambda state, jobset: None)
+    assert state == JobState.SUSPENDED
+    assert [(r.method, "watch" in r.query) for r in kube.requests[:3]] == [("GET", False), ("GET", True),
+                                                                          ("GET", False)]

@@ -195,3 +195,28 @@ def test_extra_route_handlers_are_mounted_beside_the_api(volume: Path) -> None:
     with TestClient(create_app(ResultsIndex(volume, keep=10), extra_route_handlers=[index_page])) as client:
         assert client.get("/").json() == {"page": "dashboard"}
         assert json.loads(client.get(API).content)["jobs"]
+
+
+def test_a_sweeps_stored_aggregate_is_served_under_api_v1_sweeps(tmp_path: Path) -> None:
+    # Issue 23, item 6: the operator stores a sweep's aggregate as job `sweeps/<name>`, which
+    # the job routes cannot name.
+    async def fill() -> None:
+        index = ResultsIndex(tmp_path, keep=10)
+        await complete(index, NS, "sweeps/sw", OLD, uid="u-sw", files={"aggregate.json": b'{"sweep": 1}',
+                                                                       "profile_export_aiperf_sweep.csv": b"label,\n"})
+
+    anyio.run(fill)
+    with TestClient(create_app(ResultsIndex(tmp_path, keep=10))) as client:
+        listed = client.get("/api/v1/sweeps").json()["sweeps"]
+        assert [(s["namespace"], s["name"], s["latestEpoch"]) for s in listed] == [(NS, "sw", OLD)]
+        runs = client.get(f"/api/v1/sweeps/{NS}/sw/runs").json()
+        assert runs["name"] == "sw" and [r["epoch"] for r in runs["runs"]] == [OLD]
+        run = client.get(f"/api/v1/sweeps/{NS}/sw/runs/{OLD}").json()
+        assert run["latest"] is True and {f["name"] for f in run["files"]} >= {"aggregate.json"}
+        assert client.get(f"/api/v1/sweeps/{NS}/sw/runs/{OLD}/aggregate.json").json() == {"sweep": 1}
+        archive = client.get(f"/api/v1/sweeps/{NS}/sw/runs/{OLD}.zip")
+        assert archive.headers["content-disposition"] == f'attachment; filename="sw-{OLD}.zip"'
+        assert "aggregate.json" in zipfile.ZipFile(io.BytesIO(archive.content)).namelist()
+        assert "no stored runs of sweep bench/nope" in error(client.get(f"/api/v1/sweeps/{NS}/nope/runs"), 404)
+        error(client.get(f"/api/v1/sweeps/{NS}/.hidden/runs"), 422)
+        error(client.get(f"{API}/{NS}/sweeps/runs"), 404)  # the job routes never reach it

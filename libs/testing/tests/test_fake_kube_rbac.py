@@ -63,3 +63,33 @@ async def test_no_token_is_401_and_no_binding_is_403_until_a_role_allows_it(secu
         with pytest.raises(ApiException) as exc:
             await core.read_namespaced_pod("p", "bench")
         assert exc.value.status == 403
+
+
+async def test_block_owner_deletion_needs_update_on_the_owners_finalizers(secured: FakeKube) -> None:
+    # Issue 23, item 3: OpenShift's OwnerReferencesPermissionEnforcement.
+    token = secured.token_for("bench", "runner")
+    async with await client(secured, token) as runner, await client(secured, secured.admin_token) as admin:
+        owner = await CoreV1Api(admin).create_namespaced_config_map("bench", {"metadata": {"name": "owner"}})
+        rbac = RbacAuthorizationV1Api(admin)
+        await rbac.create_namespaced_role("bench", {"metadata": {"name": "r"}, "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]})
+        await rbac.create_namespaced_role_binding("bench", {"metadata": {"name": "r"}, "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"}, "subjects": [
+            {"kind": "ServiceAccount", "name": "runner", "namespace": "bench"}]})
+        ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid,
+               "controller": True}
+        core = CoreV1Api(runner)
+        await core.create_namespaced_config_map("bench", {"metadata": {"name": "plain", "ownerReferences": [ref]}})
+        blocking = {"metadata": {"name": "blocking", "ownerReferences": [{**ref, "blockOwnerDeletion": True}]}}
+        with pytest.raises(ApiException) as exc:
+            await core.create_namespaced_config_map("bench", blocking)
+        assert (exc.value.status, status_of(exc)["message"]) == (403, (
+            'configmaps "blocking" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a '
+            "resource you can't set finalizers on: , <nil>"))
+        await rbac.create_namespaced_role("bench", {"metadata": {"name": "f"}, "rules": [
+            {"apiGroups": [""], "resources": ["configmaps/finalizers"], "verbs": ["update"],
+             "resourceNames": ["owner"]}]})
+        await rbac.create_namespaced_role_binding("bench", {"metadata": {"name": "f"}, "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "f"}, "subjects": [
+            {"kind": "ServiceAccount", "name": "runner", "namespace": "bench"}]})
+        await core.create_namespaced_config_map("bench", blocking)

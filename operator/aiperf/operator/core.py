@@ -16,6 +16,9 @@ next).
 - `ensure`: create one of the CR's objects, or adopt the object holding its name only when its
   controller owner reference is this CR (name and UID); an older incarnation's or a terminating
   one is waited for (`kopf.TemporaryError`), a foreign one fails the CR (`kopf.PermanentError`).
+  A create refused as invalid (422, e.g. JobSet's webhook) fails the CR with `ResourcesCreated`
+  False `CreateRejected` and the API's message; a forbidden one (403: RBAC, OpenShift's owner
+  reference check, a quota) records the same condition and is retried.
 - `own_jobset`/`delete_jobset`: the CR's JobSet when this CR controls it; its UID-fenced delete.
 - `warn`: a Warning Event on the CR, posted once (its name is its identity).
 """
@@ -46,6 +49,8 @@ from aiperf.operator.status import (
 )
 
 MAX_ATTEMPTS = 5
+REJECTED = "CreateRejected"
+"""The `ResourcesCreated` reason when the API server refused to create one of the CR's objects."""
 COMPONENT = "aiperf-operator"
 """The reporting component of the operator's Events."""
 log = structlog.get_logger("aiperf.operator")
@@ -195,6 +200,14 @@ class Reconciling:
             await self.api.create(obj)
             return
         except ApiError as exc:
+            if exc.status == 422:  # invalid (a webhook's verdict included): the same object never passes
+                rejected = [Cond("ResourcesCreated", False, REJECTED, f"{kind} {obj_name}: {exc.describe()}")]
+                await self.write_status(ns, name, uid, self.end(JobPhase.FAILED, rejected))
+                raise kopf.PermanentError(f"creating {kind} {obj_name} was refused: {exc.describe()}") from None
+            if exc.status == 403:  # RBAC or a quota: a grant may still come; say why meanwhile
+                refused = StatusChange(conditions=[Cond("ResourcesCreated", False, REJECTED,
+                                                        f"{kind} {obj_name}: {exc.describe()}")])
+                await self.write_status(ns, name, uid, lambda cr: None if phase_of(cr) in TERMINAL else refused)
             if exc.status != 409:
                 raise kopf.TemporaryError(f"creating {kind} {obj_name} failed: {exc.describe()}",
                                           delay=self.retry_delay) from None
@@ -266,4 +279,4 @@ class Reconciling:
             return False
         return True
 
-__all__ = ["COMPONENT", "MAX_ATTEMPTS", "Compute", "CrKind", "Reconciling", "Step", "Stop"]
+__all__ = ["COMPONENT", "MAX_ATTEMPTS", "REJECTED", "Compute", "CrKind", "Reconciling", "Step", "Stop"]

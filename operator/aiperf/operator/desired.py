@@ -68,6 +68,9 @@ class Defaults:
     image_registry: str = "localhost"
     image_tag: str = "latest"
     ttl_seconds: int = 300
+    results_service: str | None = None
+    """`<namespace>/<service>:<port>` of the operator's results server: the sweep-controller's
+    fallback for a child whose results sidecar is gone (None: no fallback)."""
 
 
 @dataclass(frozen=True, kw_only=True)

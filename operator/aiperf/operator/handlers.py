@@ -40,7 +40,7 @@ from aiperf.operator.metrics import Metrics
 from aiperf.operator.reconciler import JobReconciler, utc_now
 from aiperf.operator.results import ResultsStore
 from aiperf.operator.startup import DEFAULT_THRESHOLDS, StartupThresholds
-from aiperf.operator.status import RUNNING_SUBPHASES
+from aiperf.operator.status import TERMINAL, benchmark_running
 from aiperf.operator.sweep import SweepReconciler
 
 JOBS = (API_GROUP, API_VERSION, "aiperfjobs")
@@ -128,8 +128,12 @@ def _sweep_child(meta: kopf.Meta, **_: Any) -> bool:
 
 
 def _controller_is_running(status: kopf.Status, **_: Any) -> bool:
-    """The run's controller pushed a running `subPhase` while the phase is still Initializing."""
-    return status.get("phase") == JobPhase.INITIALIZING.value and status.get("subPhase") in RUNNING_SUBPHASES
+    """The run's controller pushed what moves it on while the phase is still Initializing (the
+    benchmark under way, `benchmark_running`), or a failure while it has not ended."""
+    phase = status.get("phase")
+    if status.get("controllerFailure") and phase not in (None, *(p.value for p in TERMINAL)):
+        return True
+    return phase == JobPhase.INITIALIZING.value and benchmark_running({"status": status})
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
     _seconds(parser, "--startup-unschedulable-fail-after", "AIPERF_OPERATOR_STARTUP_UNSCHEDULABLE_FAIL_AFTER",
              DEFAULT_THRESHOLDS.unschedulable_fail_after_s,
              "the same for a pod no node can ever take (capacity shortages never fail a run)")
+    _seconds(parser, "--heartbeat-lost-after", "AIPERF_OPERATOR_HEARTBEAT_LOST_AFTER",
+             DEFAULT_THRESHOLDS.heartbeat_lost_after_s,
+             "seconds without a controller heartbeat (once one was seen) before the run fails and its JobSet goes")
+    parser.add_argument("--results-service", default=os.environ.get("AIPERF_OPERATOR_RESULTS_SERVICE") or None,
+                        metavar="NS/SVC:PORT",
+                        help="the operator's results server as the API server's services/proxy reaches it, e.g. "
+                             "aiperf-system/aiperf-operator:8081: sweep-controllers read a child's stored summary "
+                             "there when its results sidecar is gone (default: none; env "
+                             "AIPERF_OPERATOR_RESULTS_SERVICE)")
     parser.add_argument("--health-port", type=int, default=DEFAULT_HEALTH_PORT, metavar="PORT",
                         help=f"port of GET /healthz, the liveness and readiness probe (default {DEFAULT_HEALTH_PORT})")
     parser.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT, metavar="PORT",
@@ -95,9 +104,11 @@ async def serve(args: argparse.Namespace, results: ResultsStore) -> None:
     config = await load_configuration(args.kubeconfig, args.context)
     metrics = Metrics()
     thresholds = StartupThresholds(warn_after_s=args.startup_warn_after, fail_after_s=args.startup_fail_after,
-                                   unschedulable_fail_after_s=args.startup_unschedulable_fail_after)
+                                   unschedulable_fail_after_s=args.startup_unschedulable_fail_after,
+                                   heartbeat_lost_after_s=args.heartbeat_lost_after)
     registry = build_registry(connect=client_factory(config), metrics=metrics, resync_interval=args.resync_interval,
-                              defaults=Defaults(image_registry=args.image_registry, image_tag=args.image_tag),
+                              defaults=Defaults(image_registry=args.image_registry, image_tag=args.image_tag,
+                                                results_service=args.results_service),
                               thresholds=thresholds, results=results)
     default_namespace = pod_namespace()
 

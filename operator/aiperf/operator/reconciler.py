@@ -1,7 +1,8 @@
 """The AIPerfJob reconciler: plain async methods over an injected `KubeApi` (no kopf here but
 its two error types, which say what happens next).
 
-- `create`: decode and check the spec, then create the run's objects in order (ServiceAccount,
+- `create`: decode and check the spec, seed `status.workers` (`ready` 0, `total` planned: the
+  controller's first push takes it over), then create the run's objects in order (ServiceAccount,
   Role, RoleBinding, CURVE key Secret filled with a fresh key pair, ConfigMap, JobSet), each with
   a controller owner reference to the CR, and move the run to Initializing. A name already taken is adopted only when the object is this
   CR's (`ownership.claim`); an older incarnation's or a terminating one is waited for
@@ -13,6 +14,13 @@ its two error types, which say what happens next).
   shut the results sidecar down; else follow the JobSet into the status; finished runs get their
   clean-up re-checked.
 - `cancel`: the `spec.cancel` edit: suspend the JobSet, phase Cancelled.
+- timeout: past `spec.timeoutSeconds` the run fails (`TimedOut`) and its JobSet is deleted,
+  unless the controller has reported `status.resultsExported: true`: then the finished results
+  are not thrown away; `TimedOut` False `DrainingResults` says so and the harvest ends the run
+  (for at most `DRAIN_GRACE_S` more seconds).
+- the controller's watchdog (`aiperf.operator.watchdog`): a reported `controllerFailure` fails
+  the run at once with the controller's reason; a heartbeat older than
+  `thresholds.heartbeat_lost_after_s` fails it and deletes its JobSet.
 - startup diagnosis (`aiperf.operator.startup`): each `sync` of a run still starting records
   what blocks its pods in `status.startupIssue`, warns, and fails it once a critical blocker
   persists.
@@ -27,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
@@ -52,7 +60,7 @@ from aiperf.kubeapi import (
 from aiperf.kuberun import sidecar
 from aiperf.kuberun.direct import JobState, jobset_state
 from aiperf.kuberun.jobs import JOBS
-from aiperf.operator import startup
+from aiperf.operator import startup, watchdog
 from aiperf.operator.core import CrKind, Reconciling
 from aiperf.operator.desired import CR_API_VERSION, Defaults, JobPlan, plan_job
 from aiperf.operator.metrics import Metrics
@@ -62,15 +70,20 @@ from aiperf.operator.status import (
     TERMINAL,
     Cond,
     StatusChange,
+    condition_of,
     deadline,
     forward,
     is_true,
     observe_jobset,
     phase_of,
+    took_over,
     timestamp,
 )
 
 JOB = CrKind(JOBS, jobset_name)
+DRAIN_GRACE_S = 600.0
+"""Seconds past `spec.timeoutSeconds` a run whose controller reported `resultsExported` gets for
+its control plane to exit and the harvest to copy the results, before it times out after all."""
 log = structlog.get_logger("aiperf.operator")
 
 
@@ -115,6 +128,8 @@ class JobReconciler:
             epoch = new_epoch(cr)
             values: dict[str, Any] = {"phase": JobPhase.PENDING.value, "startTime": now,
                                       "observedGeneration": cr["metadata"].get("generation", 1)}
+            if not took_over(cr):  # the plan's count until the controller's first push
+                values["workers"] = {"ready": 0, "total": plan.settings.total_workers}
             if epoch is not None:
                 values["runEpoch"] = epoch
             return StatusChange(values=values, conditions=[Cond("ConfigValid", True, "Valid", "the spec is valid")])
@@ -149,10 +164,14 @@ class JobReconciler:
             return
         due = deadline(cr)
         if due is not None and self._clock() >= due:
-            await self._time_out(cr)
-            return
+            if not results_exported(cr) or self._clock() >= due + timedelta(seconds=DRAIN_GRACE_S):
+                await self._time_out(cr)
+                return
+            await self._draining(cr)  # the exports are written: let the harvest end the run
         if not is_true(cr, "ResourcesCreated"):
             return  # the create handler is still at work
+        if await self._watch_controller(cr):
+            return
         jobset = await self.core.own_jobset(cr)
         if jobset is None:
             await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [
@@ -181,10 +200,11 @@ class JobReconciler:
             return
         try:
             pods = await startup.run_pods(self._api, jobset)
+            refused = await startup.create_failures(self._api, jobset)
         except ApiError as exc:
             raise kopf.TemporaryError(f"listing the pods of {name} failed: {exc.describe()}",
                                       delay=self._retry_delay) from None
-        blocker = classify(pods)
+        blocker = classify(pods, refused)
         now = self._clock()
         live = await self.core.write_status(ns, name, uid, lambda read: startup.issue_change(read, blocker, now=now))
         issue = startup.issue_of(live) if live is not None else None
@@ -297,12 +317,43 @@ class JobReconciler:
         if written is not None:
             await self._clean_up_finished(written)
 
+    async def _watch_controller(self, cr: Mapping[str, Any]) -> bool:
+        """Fail the run on the controller's reported failure or a lost heartbeat
+        (`aiperf.operator.watchdog`); True when the run ended so."""
+        meta = cr["metadata"]
+        now = self._clock()
+        lost_after = self._thresholds.heartbeat_lost_after_s
+
+        def verdict(live: Mapping[str, Any]) -> Cond | None:
+            return watchdog.failure_reported(live) or watchdog.heartbeat_lost(live, now=now, lost_after_s=lost_after)
+
+        if verdict(cr) is None:
+            return False
+        written = await self.core.write_status(meta["namespace"], meta["name"], meta["uid"], lambda live: (
+            self.core.terminal_once(live, JobPhase.FAILED, [cond]) if (cond := verdict(live)) else None))
+        if written is None or not is_true(written, watchdog.FAILED_CONDITION):
+            return False
+        log.info("run.controller_failed", namespace=meta["namespace"], name=meta["name"],
+                 reason=(condition_of(written, watchdog.FAILED_CONDITION) or {}).get("reason"))
+        await self._clean_up_finished(written)
+        return True
+
+    async def _draining(self, cr: Mapping[str, Any]) -> None:
+        meta = cr["metadata"]
+        seconds = (cr.get("spec") or {}).get("timeoutSeconds")
+        drain = Cond("TimedOut", False, "DrainingResults",
+                     f"timeoutSeconds {seconds} passed after the controller exported the results; the harvest "
+                     f"may take {DRAIN_GRACE_S:g} s more")
+        await self.core.write_status(meta["namespace"], meta["name"], meta["uid"], lambda live: None if (
+            condition_of(live, "TimedOut") or {}).get("reason") == drain.reason else StatusChange(conditions=[drain]))
+
     async def _clean_up_finished(self, cr: Mapping[str, Any]) -> None:
-        """A timed-out or startup-failed run's JobSet is deleted, a cancelled one's suspended
-        (idempotent)."""
+        """A timed-out, startup-failed or heartbeat-lost run's JobSet is deleted, a cancelled
+        one's suspended (idempotent)."""
         if phase_of(cr) == JobPhase.CANCELLED:
             await self._suspend_jobset(cr)
-        elif is_true(cr, "TimedOut") or is_true(cr, startup.FAILED_CONDITION):
+        elif is_true(cr, "TimedOut") or is_true(cr, startup.FAILED_CONDITION) or (
+                condition_of(cr, watchdog.FAILED_CONDITION) or {}).get("reason") == watchdog.HEARTBEAT_LOST:
             await self.core.delete_jobset(cr)
 
     async def _suspend_jobset(self, cr: Mapping[str, Any]) -> None:
@@ -319,6 +370,11 @@ class JobReconciler:
                 return
             raise kopf.TemporaryError(f"suspending JobSet {meta['name']} failed: {exc.describe()}",
                                       delay=self._retry_delay) from None
+
+
+def results_exported(cr: Mapping[str, Any]) -> bool:
+    """True when the run's controller reported that its exports are written."""
+    return (cr.get("status") or {}).get("resultsExported") is True
 
 
 def new_epoch(cr: Mapping[str, Any]) -> str | None:

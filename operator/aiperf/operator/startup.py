@@ -1,6 +1,7 @@
 """Startup-blocker diagnosis for a run that has not started yet (`Pending`/`Initializing`).
 
-Each `sync` of such a run lists its pods (the JobSet's, by label) and classifies them with
+Each `sync` of such a run lists its pods (the JobSet's, by label) and the `FailedCreate` Events
+of its Jobs (pods refused at admission never exist: `create_failures`) and classifies them with
 `aiperf.kube.diagnosis.classify`. The result lives in `status.startupIssue`:
 
 - a new blocker is written with `firstObservedTime` = now; the same fingerprint keeps the time it
@@ -35,13 +36,13 @@ from typing import Any
 import structlog
 
 from aiperf.crd.model import JobPhase
-from aiperf.kube.diagnosis import Blocker, describe
+from aiperf.kube.diagnosis import FAILED_CREATE, Blocker, describe
 from aiperf.kube.names import JOBSET_NAME_LABEL, JOBSET_UID_LABEL
-from aiperf.kubeapi import PODS, KubeApi, Obj
+from aiperf.kubeapi import EVENTS, PODS, KubeApi, Obj
 from aiperf.operator.core import Reconciling
 from aiperf.operator.status import Cond, StatusChange, cancel_requested, parse_time, phase_of, timestamp
 
-STARTING = frozenset({JobPhase.PENDING, JobPhase.INITIALIZING})
+STARTING = frozenset({JobPhase.PENDING, JobPhase.QUEUED, JobPhase.INITIALIZING})
 ISSUE = "startupIssue"
 FAILED_CONDITION = "StartupFailed"
 WARNING_REASON = "StartupBlocked"
@@ -56,6 +57,8 @@ class StartupThresholds:
     warn_after_s: float = 60.0
     fail_after_s: float = 300.0
     unschedulable_fail_after_s: float = 600.0
+    heartbeat_lost_after_s: float = 120.0
+    """Not a startup threshold: how old the controller's heartbeat may get (`aiperf.operator.watchdog`)."""
 
     def fail_after(self, issue: Mapping[str, Any]) -> float | None:
         """The failure threshold of a `status.startupIssue`, None for a retryable one."""
@@ -124,6 +127,23 @@ async def run_pods(api: KubeApi, jobset: Mapping[str, Any]) -> list[Obj]:
     meta = jobset["metadata"]
     pods = (await api.list_all(PODS, meta["namespace"], label_selector=f"{JOBSET_NAME_LABEL}={meta['name']}")).items
     return [p for p in pods if (p["metadata"].get("labels") or {}).get(JOBSET_UID_LABEL, meta["uid"]) == meta["uid"]]
+
+
+async def create_failures(api: KubeApi, jobset: Mapping[str, Any]) -> list[Obj]:
+    """The `FailedCreate` Events of `jobset`'s Jobs (`<jobset>-<replicatedJob>-<index>`) since
+    the JobSet was created (a same-name predecessor's are older): pods the Job controller could
+    not create (Pod Security, a missing ServiceAccount, a quota), which no pod list shows."""
+    meta = jobset["metadata"]
+    since = parse_time(meta.get("creationTimestamp"))
+    prefix = f"{meta['name']}-"
+    out = []
+    for event in (await api.list_all(EVENTS, meta["namespace"])).items:
+        involved = event.get("involvedObject") or {}
+        seen = parse_time(event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp"))
+        if event.get("reason") == FAILED_CREATE and involved.get("kind") == "Job" and \
+                str(involved.get("name", "")).startswith(prefix) and (since is None or seen is None or seen >= since):
+            out.append(event)
+    return out
 
 
 async def warn_once(core: Reconciling, cr: Mapping[str, Any], issue: Mapping[str, Any]) -> bool:

@@ -1,13 +1,15 @@
 """The operator's part of an AIPerfJob's status, computed from what it observes (pure).
 
 `status.phase` only moves forward: Pending -> Initializing -> Running -> one of Completed,
-Failed, Cancelled, and a terminal phase is final. Conditions are a map by `type`; a condition's
+Failed, Cancelled, and a terminal phase is final; Queued stands beside Initializing while a
+queue (Kueue: the JobSet carries `kueue.x-k8s.io/queue-name`) holds the JobSet suspended
+without `spec.cancel` (condition `Queued` True `SuspendedByQueue`, False `Admitted` after). Conditions are a map by `type`; a condition's
 `lastTransitionTime` changes only when its `status` does. Every write is a JSON Patch that
 first tests the CR's UID and resourceVersion (and its phase, when it has one), so a write
 computed from a stale read is refused by the API server instead of overwriting a newer one
 (`status_patch`).
 
-Conditions written here: `ConfigValid`, `ResourcesCreated`, `WorkersReady`, `Cancelled`,
+Conditions written here: `ConfigValid`, `ResourcesCreated`, `WorkersReady`, `Queued`, `Cancelled`,
 `TimedOut`, `Succeeded` (and `StartupFailed`, by `aiperf.operator.startup`; `ResultsStored`, by
 the reconciler at the run's end).
 """
@@ -23,13 +25,18 @@ from aiperf.crd.model import JobPhase
 from aiperf.kubeapi import Obj
 from aiperf.kuberun.direct import JobState, jobset_state
 from aiperf.kuberun.jobs import phase_of
+from aiperf.config import PhaseKind
 from aiperf.messages import SystemState
 
 TERMINAL = frozenset({JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.CANCELLED})
-_RANK = {JobPhase.PENDING: 0, JobPhase.INITIALIZING: 1, JobPhase.RUNNING: 2}
+_RANK = {JobPhase.PENDING: 0, JobPhase.QUEUED: 1, JobPhase.INITIALIZING: 1, JobPhase.RUNNING: 2}
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""The label that hands a JobSet to a Kueue LocalQueue (Kueue then creates it suspended)."""
 RUNNING_SUBPHASES = frozenset({SystemState.PROFILING, SystemState.PROCESSING, SystemState.EXPORTING,
                                SystemState.STOPPING, SystemState.DONE})
 """Controller states (`status.subPhase`) that mean the benchmark itself is under way."""
+AFTER_PROFILING = RUNNING_SUBPHASES - {SystemState.PROFILING}
+"""Controller states past the benchmark phases (the run was Running whatever its phases were)."""
 CONTROLLER_KEYS = ("subPhase", "currentPhase")
 """Controller-owned keys cleared when the operator stamps a terminal phase."""
 
@@ -97,11 +104,16 @@ class StatusChange:
 
 def forward(current: JobPhase | None, wanted: JobPhase) -> JobPhase | None:
     """The phase to write when `wanted` is observed while in `current`: None when nothing changes
-    (terminal phases are final; a non-terminal phase never moves back)."""
+    (terminal phases are final; a non-terminal phase never moves back, but Initializing may
+    become Queued when a queue holds the JobSet, and Queued moves on once it is admitted)."""
     if current in TERMINAL or current == wanted:
         return None
     if wanted in TERMINAL or current is None:
         return wanted
+    if wanted == JobPhase.QUEUED:  # held by a queue before any pod ran (Kueue suspends at creation)
+        return wanted if current in (JobPhase.PENDING, JobPhase.INITIALIZING) else None
+    if current == JobPhase.QUEUED:  # admitted
+        return wanted if _RANK[wanted] >= _RANK[JobPhase.INITIALIZING] else None
     return wanted if _RANK[wanted] > _RANK[current] else None
 
 
@@ -174,15 +186,15 @@ def _failure_message(jobset: Mapping[str, Any]) -> str:
 
 def observe_jobset(cr: Mapping[str, Any], jobset: Mapping[str, Any], *, now: datetime) -> StatusChange | None:
     """The change the JobSet's state calls for, or None: Completed/Failed when it finished,
-    Cancelled when suspended after `spec.cancel`, Running once every pod is ready (or the
-    controller reports a running sub-phase), else Initializing; `WorkersReady` follows the pods."""
+    Cancelled when suspended after `spec.cancel`, Queued while its queue holds it, Running once
+    the controller reports the benchmark under way (`benchmark_running`: never during a
+    warmup-kind phase), else Initializing; `WorkersReady` follows the controller's
+    dispatch-ready workers (`workers_condition`)."""
     current = phase_of(cr)
     if current in TERMINAL:
         return None
     state = jobset_state(dict(jobset))
     ready, expected = pod_counts(jobset)
-    workers = Cond("WorkersReady", ready >= expected, "AllPodsReady" if ready >= expected else "PodsStarting",
-                   f"{ready} of {expected} pods ready")
     if state == JobState.COMPLETED:
         return terminal(JobPhase.COMPLETED, [], now=now)
     if state == JobState.FAILED:
@@ -190,14 +202,63 @@ def observe_jobset(cr: Mapping[str, Any], jobset: Mapping[str, Any], *, now: dat
                         now=now)
     if state == JobState.SUSPENDED and cancel_requested(cr):
         return terminal(JobPhase.CANCELLED, [Cond("Cancelled", True, "Cancelled", "spec.cancel is true")], now=now)
-    sub = (cr.get("status") or {}).get("subPhase")
-    running = ready >= expected or sub in RUNNING_SUBPHASES
-    wanted = forward(current, JobPhase.RUNNING if running else JobPhase.INITIALIZING)
+    queue = queue_of(jobset)
+    if state == JobState.SUSPENDED and queue is not None and current in (JobPhase.PENDING, JobPhase.INITIALIZING,
+                                                                        JobPhase.QUEUED):
+        held = Cond("Queued", True, "SuspendedByQueue",
+                    f"JobSet {jobset['metadata']['name']} is suspended by its queue {queue} until it admits the run")
+        old_held = condition_of(cr, "Queued")
+        if current == JobPhase.QUEUED and old_held is not None and old_held.get("message") == held.message:
+            return None
+        return StatusChange(values={"phase": JobPhase.QUEUED.value}, conditions=[held])
+    queued = [Cond("Queued", False, "Admitted", f"admitted by its queue {queue}")] if (
+        queue is not None and is_true(cr, "Queued")) else []
+    workers = workers_condition(cr, ready, expected)
+    wanted = forward(current, JobPhase.RUNNING if benchmark_running(cr) else JobPhase.INITIALIZING)
     old = condition_of(cr, "WorkersReady")
-    if wanted is None and old is not None and old.get("message") == workers.message:
+    if wanted is None and not queued and old is not None and old.get("message") == workers.message:
         return None
     values = {"phase": wanted.value} if wanted else {}
-    return StatusChange(values=values, conditions=[workers])
+    return StatusChange(values=values, conditions=[workers, *queued])
+
+
+def benchmark_running(cr: Mapping[str, Any]) -> bool:
+    """The controller reports the benchmark under way: a state past the benchmark phases, or
+    `profiling` once a profiling-kind phase has started (`status.phases.*.phaseKind`; a warmup-kind
+    phase, whatever its name, keeps the run Initializing)."""
+    status = cr.get("status") or {}
+    sub = status.get("subPhase")
+    if sub in AFTER_PROFILING:
+        return True
+    phases = status.get("phases") or {}
+    return sub == SystemState.PROFILING and any(
+        isinstance(p, Mapping) and p.get("phaseKind") == PhaseKind.PROFILING for p in phases.values())
+
+
+def took_over(cr: Mapping[str, Any]) -> bool:
+    """The controller has pushed its own `status.workers` (`totalPods` marks it)."""
+    return ((cr.get("status") or {}).get("workers") or {}).get("totalPods") is not None
+
+
+def workers_condition(cr: Mapping[str, Any], ready_pods: int, expected_pods: int) -> Cond:
+    """`WorkersReady`: from the controller's dispatch-ready workers once it took over
+    `status.workers`, before that False with the pods' readiness (ready pods are not yet
+    workers that can take credits)."""
+    workers = (cr.get("status") or {}).get("workers") or {}
+    if took_over(cr):
+        total, dispatchable = int(workers.get("total") or 0), int(workers.get("dispatchable") or 0)
+        ok = total > 0 and dispatchable >= total
+        return Cond("WorkersReady", ok, "WorkersDispatchable" if ok else "WorkersConnecting",
+                    f"{dispatchable} of {total} workers ready to dispatch ({workers.get('readyPods', 0)} of "
+                    f"{workers.get('totalPods')} worker pods ready)")
+    reason = "WaitingForController" if ready_pods >= expected_pods else "PodsStarting"
+    return Cond("WorkersReady", False, reason, f"{ready_pods} of {expected_pods} pods ready; the controller "
+                "has not counted its workers yet")
+
+
+def queue_of(jobset: Mapping[str, Any]) -> str | None:
+    """The queue a JobSet was handed to (its `QUEUE_LABEL`), if any."""
+    return ((jobset.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
 
 
 def deadline(cr: Mapping[str, Any]) -> datetime | None:

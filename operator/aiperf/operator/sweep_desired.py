@@ -5,16 +5,21 @@
 
 The spec is decoded with the typed model and planned with the planner local sweeps use
 (`aiperf.kuberun.sweep_plan.plan_for`); every run's benchmark is built and the deployment
-envelope mapped onto `KubeSettings` exactly as each child AIPerfJob will be, so a sweep whose
-children could never run is refused before anything starts.
+envelope mapped onto `KubeSettings` exactly as each child AIPerfJob will be (under the longest
+child name), so a sweep whose children could never run is refused before anything starts; so is
+a name whose own JobSet's pod would break JobSet's 63-character rule (`sweep_name_problem`).
 
 The JobSet runs one pod: the `sweep-controller` container (image `<registry>/aiperf/sweep-
 controller:<tag>`, or `spec.image`), told which sweep it runs by `AIPERF_SWEEP_NAME`,
-`AIPERF_SWEEP_NAMESPACE`, `AIPERF_SWEEP_UID` and `AIPERF_SWEEP_EPOCH`, and the results sidecar
+`AIPERF_SWEEP_NAMESPACE`, `AIPERF_SWEEP_UID` and `AIPERF_SWEEP_EPOCH` (and, given the operator's
+`--results-service`, `AIPERF_RESULTS_SERVICE`: where a gone child sidecar's summary is read from
+the operator's copy), and the results sidecar
 serving what it writes to the shared emptyDir (the operator harvests the aggregate from there).
 A killed pod is replaced (`failurePolicy.maxRestarts`); the new one replans the same runs and
 adopts the children already created. Its Role allows exactly what it does: read its own sweep
-and patch that sweep's status, create and follow AIPerfJobs, read pods and their results
+and patch that sweep's status, update its finalizers (the children's `blockOwnerDeletion`
+owner reference needs it where OwnerReferencesPermissionEnforcement runs, as on OpenShift),
+create and follow AIPerfJobs, read pods and their results
 sidecars through the pod proxy (`SWEEP_RULES`, pinned by a test).
 """
 
@@ -32,10 +37,11 @@ from aiperf.config.sweep import Plan
 from aiperf.crd.model import API_GROUP, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSpec, JobSpecSchema
 from aiperf.kube.config_map import ARTIFACT_DIR
 from aiperf.kube.containers import ARTIFACTS_VOLUME, results_container
-from aiperf.kube.jobset import JOBSET_API_VERSION
-from aiperf.kube.names import image, sweep_object_name
+from aiperf.kube.jobset import JOBSET_API_VERSION, RESTRICTED_POD_SECURITY
+from aiperf.kube.names import image, sweep_name_problem, sweep_object_name
 from aiperf.kubeapi import Obj
-from aiperf.kuberun.sweep_plan import CHILD_FIELDS, plan_for, run_benchmark
+from aiperf.kuberun.sweeps import RESULTS_SERVICE_ENV
+from aiperf.kuberun.sweep_plan import CHILD_FIELDS, child_name, plan_for, run_benchmark
 from aiperf.operator.desired import Defaults, InvalidSpec, decode_as, settings_for
 from aiperf.operator.desired import owner_reference as job_owner_reference
 
@@ -48,6 +54,7 @@ MAX_RESTARTS = 3
 SWEEP_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], bool], ...] = (
     (API_GROUP, ("aiperfsweeps",), ("get", "list", "watch"), True),
     (API_GROUP, ("aiperfsweeps/status",), ("get", "patch"), True),
+    (API_GROUP, ("aiperfsweeps/finalizers",), ("update",), True),  # blockOwnerDeletion on its children
     (API_GROUP, ("aiperfjobs",), ("get", "list", "watch", "create", "patch"), False),
     ("", ("pods",), ("get", "list", "watch"), False),
     ("", ("pods/proxy",), ("get", "create"), False),
@@ -96,8 +103,15 @@ def plan_sweep(body: Mapping[str, Any], *, defaults: Defaults, epoch: str = "") 
             run_benchmark(spec, run)
     except ConfigError as exc:
         raise InvalidSpec(f"spec.sweep: {exc}") from None
+    if (problem := sweep_name_problem(name)) is not None:
+        raise InvalidSpec(problem)
     child = _child_spec(spec)
     settings = settings_for(name, namespace, child, defaults)  # the children's envelope: refused here
+    longest = max((child_name(name, run) for run in plan.runs), key=len, default=name)
+    try:
+        settings_for(longest, namespace, child, defaults)  # the longest child's pod names
+    except InvalidSpec as exc:
+        raise InvalidSpec(f"child run {longest}: {exc}") from None
     objects = _objects(body, spec, settings, defaults, epoch)
     return SweepPlan(spec=spec, plan=plan, objects=objects)
 
@@ -149,13 +163,15 @@ def _objects(body: Mapping[str, Any], spec: AIPerfSweepSpec, settings: Any, defa
         "imagePullPolicy": settings.image_pull_policy,
         "args": ["--artifact-dir", ARTIFACT_DIR],
         "env": [{"name": SWEEP_NAME_ENV, "value": name}, {"name": SWEEP_NAMESPACE_ENV, "value": meta["namespace"]},
-                {"name": SWEEP_UID_ENV, "value": meta["uid"]}, {"name": SWEEP_EPOCH_ENV, "value": epoch}],
+                {"name": SWEEP_UID_ENV, "value": meta["uid"]}, {"name": SWEEP_EPOCH_ENV, "value": epoch},
+                *([{"name": RESULTS_SERVICE_ENV, "value": defaults.results_service}] if defaults.results_service
+                  else [])],
         "resources": {"requests": dict(SWEEP_CONTROLLER.requests), "limits": dict(SWEEP_CONTROLLER.limits)},
         "volumeMounts": [{"name": ARTIFACTS_VOLUME, "mountPath": ARTIFACT_DIR}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
     pod: Obj = {"restartPolicy": "Never", "serviceAccountName": account, "enableServiceLinks": False,
-                "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                "securityContext": dict(RESTRICTED_POD_SECURITY),
                 "containers": [controller, sidecar], "volumes": [{"name": ARTIFACTS_VOLUME, "emptyDir": {}}]}
     if settings.node_selector:
         pod["nodeSelector"] = dict(settings.node_selector)

@@ -305,6 +305,20 @@ async def test_a_cut_watch_is_reopened_from_where_it_was_and_no_change_is_lost(t
         assert int(second.query["resourceVersion"]) >= int(first.query["resourceVersion"])
 
 
+async def test_a_watch_ended_by_a_504_error_is_followed_by_a_fresh_read(tmp_path: Path) -> None:
+    # Issue 23, item 9: any watch ERROR (here the 504 of a lagging apiserver) reads the job again.
+    async with results_server(tmp_path) as srv:
+        srv.kube.create(job())
+        srv.status("run", running(1))
+        async with srv.ws(NS, "run") as ws:
+            await next_json(ws)
+            await until(lambda: len(srv.watches()) == 1)
+            assert srv.kube.fail_watches() == 1
+            srv.status("run", running(2))
+            assert (await next_json(ws))["progress"]["profiling"]["completed"] == 2
+            await until(lambda: len(srv.watches()) == 2)
+
+
 def test_an_unusable_kube_configuration_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     from aiperf.results_server.main import run_server

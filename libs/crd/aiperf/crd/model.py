@@ -546,9 +546,11 @@ class _Status(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_de
 
 
 class JobPhase(enum.StrEnum):
-    """`status.phase`, the operator's view of a run."""
+    """`status.phase`, the operator's view of a run (`Queued`: its JobSet is held suspended by a
+    queue such as Kueue)."""
 
     PENDING = "Pending"
+    QUEUED = "Queued"
     INITIALIZING = "Initializing"
     RUNNING = "Running"
     COMPLETED = "Completed"

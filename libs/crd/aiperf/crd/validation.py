@@ -31,7 +31,7 @@ from typing import Any
 from aiperf.config import ConfigError
 from aiperf.config.templating import render_document
 from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND, decode_spec, read_benchmark
-from aiperf.kube.names import is_dns1123_label, jobset_name
+from aiperf.kube.names import is_dns1123_label, jobset_name, sweep_name_problem
 
 __all__ = [
     "Problem", "SchemaValidator", "apply_defaults", "structural_problems", "to_jsonschema",
@@ -406,6 +406,8 @@ def validate_resource(doc: Any, old: Any = None) -> list[Problem]:
     elif not is_dns1123_label(name) or len(jobset_name(name)) > 63:
         out.append(Problem("metadata.name", f"{name!r}: lowercase letters, digits and '-', starting and ending "
                                             f"with a letter or digit, at most {63 - len(jobset_name(''))} characters"))
+    elif kind == SWEEP_KIND and (problem := sweep_name_problem(name)) is not None:
+        out.append(Problem("metadata.name", problem.removeprefix(f"name {name!r}: ")))
     spec = doc.get("spec")
     if kind == JOB_KIND and isinstance(spec, dict) and "sweep" in spec:  # AIPerf's `kube init` of a sweep template
         out.append(Problem("spec.sweep", "an AIPerfJob is one run; a sweep is an AIPerfSweep (kind: AIPerfSweep)"))

@@ -1,7 +1,8 @@
 """What keeps a run's pods from starting, from the pod objects alone (pure; no API calls).
 
-`classify(pods)` looks at every pod of one run (the pods of its JobSet, listed by label) and
-returns the highest-priority `Blocker`, or None when nothing blocks them (pods still being
+`classify(pods, events)` looks at every pod of one run (the pods of its JobSet, listed by label)
+and the `FailedCreate` Events of its Jobs (a pod admission refused never exists) and returns the
+highest-priority `Blocker`, or None when nothing blocks them (pods still being
 created, pulling, running or finished normally). The operator records it in
 `status.startupIssue`; `aiperf kube debug` prints it.
 
@@ -9,6 +10,7 @@ Categories, highest priority first (`critical` ones may fail the run once they p
 
 | category          | from                                                         | critical |
 |-------------------|--------------------------------------------------------------|----------|
+| `PodCreate`       | a Job's `FailedCreate` Event: the pod was never created (Pod Security, a missing ServiceAccount, ...) | yes, but a quota |
 | `ImagePull`       | waiting ErrImagePull, ImagePullBackOff, InvalidImageName, ErrImageNeverPull | yes |
 | `ContainerConfig` | waiting CreateContainerConfigError, CreateContainerError, RunContainerError; terminated StartError, ContainerCannotRun | yes |
 | `CrashLoop`       | waiting CrashLoopBackOff; terminated with a non-zero exit code | yes |
@@ -54,6 +56,7 @@ MAX_MESSAGE = 1024
 class Category(StrEnum):
     """What kind of blocker, highest priority first (see the module doc)."""
 
+    POD_CREATE = "PodCreate"
     IMAGE_PULL = "ImagePull"
     CONTAINER_CONFIG = "ContainerConfig"
     CRASH_LOOP = "CrashLoop"
@@ -116,16 +119,41 @@ class Blocker:
 def describe(issue: Mapping[str, Any]) -> str:
     """`REASON in pod P container C` (no container part for a pod-level blocker) of a
     `status.startupIssue` or `Blocker.as_status`."""
+    if issue.get("reason") == FAILED_CREATE:
+        return f"{FAILED_CREATE} by job {issue.get('pod')}: no pod was created"
     where = f"pod {issue.get('pod')}" + (f" container {issue['container']}" if issue.get("container") else "")
     return f"{issue.get('reason')} in {where}"
 
 
-def classify(pods: Iterable[Mapping[str, Any]]) -> Blocker | None:
-    """The highest-priority blocker of `pods` (see the module doc), None when none is blocked."""
-    found = [b for pod in pods for b in pod_blockers(pod)]
+def classify(pods: Iterable[Mapping[str, Any]], events: Iterable[Mapping[str, Any]] = ()) -> Blocker | None:
+    """The highest-priority blocker of `pods` and of the `FailedCreate` `events` of their Jobs
+    (see the module doc), None when none is blocked."""
+    found = [b for pod in pods for b in pod_blockers(pod)] + create_blockers(events)
     if not found:
         return None
     return min(found, key=lambda b: (_RANK[b.category], b.role, b.pod, b.container or ""))
+
+
+FAILED_CREATE = "FailedCreate"
+_POD_NAME = re.compile(r'pods "[^"]*"')
+
+
+def create_blockers(events: Iterable[Mapping[str, Any]]) -> list[Blocker]:
+    """A blocker per distinct `FailedCreate` Event of a Job (its pod refused at admission): the
+    Job's name stands for the pod, that name without its index for the role; an exceeded quota is
+    retryable (it frees when other pods end), anything else critical."""
+    out: dict[tuple[str, str], Blocker] = {}
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        if event.get("reason") != FAILED_CREATE or involved.get("kind") != "Job":
+            continue
+        job = str(involved.get("name") or "")
+        message = _clip(event.get("message"))
+        key = normalize(_POD_NAME.sub('pods "<pod>"', message), job)
+        role = job.rsplit("-", 1)[0]
+        out[(job, key)] = Blocker(category=Category.POD_CREATE, reason=FAILED_CREATE, message=message, pod=job,
+                                  role=role, container=None, critical="exceeded quota" not in message, key=key)
+    return list(out.values())
 
 
 def pod_blockers(pod: Mapping[str, Any]) -> list[Blocker]:

@@ -76,6 +76,15 @@ _POD_FIELDS = (("affinity", "affinity"), ("topology_spread_constraints", "topolo
                ("share_process_namespace", "shareProcessNamespace"), ("init_containers", "initContainers"))
 
 
+RUN_AS_USER = 65532
+RESTRICTED_POD_SECURITY: dict[str, Any] = {
+    "runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER,
+    "seccompProfile": {"type": "RuntimeDefault"}}
+"""The pod security context of every run pod: with each container's `allowPrivilegeEscalation:
+false` and `capabilities.drop: [ALL]`, what the `restricted` Pod Security level demands (a
+namespace enforcing it refuses anything less). `podTemplate.securityContext` may override it."""
+
+
 def _pod_spec(settings: KubeSettings, containers: list[dict[str, Any]]) -> dict[str, Any]:
     extra = settings.pod
     for item in containers:
@@ -86,7 +95,7 @@ def _pod_spec(settings: KubeSettings, containers: list[dict[str, Any]]) -> dict[
         "restartPolicy": "Never",
         "serviceAccountName": settings.service_account_name,
         "enableServiceLinks": False,
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, **copy.deepcopy(extra.pod_security_context)},
+        "securityContext": {**RESTRICTED_POD_SECURITY, **copy.deepcopy(extra.pod_security_context)},
         "containers": containers,
         "volumes": [
             {"name": IPC_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},

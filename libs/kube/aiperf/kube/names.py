@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from aiperf.config.catalog import SWEEP_CONTROLLER
 from aiperf.messages import ServiceType
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -97,6 +98,27 @@ def jobset_name(name: str) -> str:
 def sweep_object_name(name: str) -> str:
     """`aiperf-sweep-<name>`: the ServiceAccount, Role, RoleBinding and JobSet of sweep `name`."""
     return f"{PREFIX}-sweep-{name}"
+
+
+def longest_pod_name(jobset: str, replicated_job: str, replicas: int = 1, completions: int = 1) -> str:
+    """The longest pod name JobSet's validating webhook checks (it must be a DNS-1035 label, at
+    most 63 characters): `<jobset>-<replicatedJob>-<replicas-1>-<completions-1>` and the 5
+    characters of the Job controller's random suffix (`POD_NAME_SUFFIX`)."""
+    return f"{jobset}-{replicated_job}-{replicas - 1}-{completions - 1}{POD_NAME_SUFFIX}"
+
+
+SWEEP_JOB = SWEEP_CONTROLLER.name
+"""The replicated job of a sweep's own JobSet (its one pod runs the sweep-controller)."""
+
+
+def sweep_name_problem(name: str) -> str | None:
+    """Why AIPerfSweep `name` cannot run (its own JobSet's pod name would exceed 63
+    characters), one line; None when it fits."""
+    longest = longest_pod_name(sweep_object_name(name), SWEEP_JOB)
+    if len(longest) <= 63:
+        return None
+    return (f"name {name!r}: too long, the sweep-controller pod name {longest} would exceed 63 characters "
+            f"(JobSet's rule); use at most {len(name) - (len(longest) - 63)} characters")
 
 
 def curve_secret_name(name: str) -> str:

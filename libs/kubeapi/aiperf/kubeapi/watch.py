@@ -1,5 +1,6 @@
 """Following objects through their changes: watch from a resourceVersion; after a watch error
-either read again and watch on from there (410 Expired always; any error with `resume=False`),
+either read again and watch on from there (410 Expired and every other ERROR event or 5xx/429
+answer always, as an informer does; a cut stream too with `resume=False`),
 or, for a cut stream, a line that is not an event or a moment without the server, reopen the
 watch from the last resourceVersion seen (`resume=True`: the server replays what came after it,
 so nothing is lost and a large collection is not listed again), as an informer does.
@@ -53,18 +54,25 @@ class _Expired(Exception):
     """The watch history no longer reaches back to our resourceVersion (410)."""
 
 
+class _WatchError(Exception):
+    """The server ended the watch with an ERROR event other than 410 (a 504 from a lagging watch
+    cache, a 500, a 429), or refused to open it with a 5xx or 429: read the collection again."""
+
+
 async def watch(api: KubeApi, path: str, *, start: Listing, relist: Relist, label_selector: str | None = None,
                 field_selector: str | None = None, what: str | None = None, resume: bool = False,
                 watch_timeout_s: int = WATCH_TIMEOUT_S) -> AsyncGenerator[Change, None]:
     """The changes of the collection at `path` from `start.resource_version` on, until the
     caller stops: an `Event` per ADDED, MODIFIED or DELETED object (BOOKMARKs only move the
     resourceVersion on). A watch the server ends is reopened from the last resourceVersion
-    seen. After 410 Expired, and after any other watch error unless `resume`, the collection is
-    read again with `relist()` (the caller diffs), that `Listing` is yielded and the watch goes
-    on from its resourceVersion; with `resume` a broken watch is reopened from the last
+    seen. After 410 Expired, any other ERROR event (a 504 from a lagging watch cache), a 5xx or
+    429 answer, and after any other watch error unless `resume`, the collection is read again
+    with `relist()` (the caller diffs), that `Listing` is yielded and the watch goes on from its
+    resourceVersion; with `resume` a cut or unreadable watch is reopened from the last
     resourceVersion instead. The selectors narrow the watch as they narrowed `start`.
     `KubeClusterError` naming `what` (default: the path) when `MAX_BROKEN_WATCHES` watches in a
-    row break, or for another error the server sends."""
+    row break or end in an error (410 aside), or when the server refuses the watch otherwise
+    (403, 404)."""
     what = what or path
     query = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(watch_timeout_s),
              **selectors(label_selector, field_selector)}
@@ -80,13 +88,13 @@ async def watch(api: KubeApi, path: str, *, start: Listing, relist: Relist, labe
             continue  # the server ended the watch: reopen it from `rv`
         except _Expired:
             pass
-        except (Unreachable, BrokenWatch, aiohttp.ClientError, TimeoutError) as exc:
+        except (_WatchError, Unreachable, BrokenWatch, aiohttp.ClientError, TimeoutError) as exc:
             broken += 1
             if broken >= MAX_BROKEN_WATCHES:
                 raise KubeClusterError(f"watching {what} failed {broken} times in a row; last: "
                                        f"{exc or type(exc).__name__}") from None
             await anyio.sleep(min(0.1 * 2 ** broken, 5.0))  # back off before reading again
-            if resume:
+            if resume and not isinstance(exc, _WatchError):
                 continue
         fresh = await relist()
         rv = fresh.resource_version
@@ -121,11 +129,14 @@ async def watch_object(api: KubeApi, resource: Resource, namespace: str, first: 
 
 async def _stream(api: KubeApi, path: str, query: dict[str, str], what: str) -> AsyncGenerator[tuple[str, Obj], None]:
     """(type, object) of each event of one watch, until the server ends it. `_Expired` for 410,
-    `BrokenWatch` for a stream that is not JSON lines, `KubeClusterError` for another error."""
+    `_WatchError` for another ERROR event or a 5xx/429 answer, `BrokenWatch` for a stream that is
+    not JSON lines, `KubeClusterError` for another refusal."""
     response = await api.open("GET", path, query=query, stream=True)
     try:
         if response.status == 410:
             raise _Expired
+        if response.status >= 500 or response.status == 429:
+            raise _WatchError(f"watching {what} failed: {ApiError(response.status, await response.read())}")
         if response.status != 200:
             raise KubeClusterError(f"watching {what} failed: {ApiError(response.status, await response.read())}")
         buffer = b""
@@ -152,7 +163,7 @@ def _event(line: bytes, what: str) -> tuple[str, Obj]:
     if kind == "ERROR":
         if obj.get("code") == 410:
             raise _Expired
-        raise KubeClusterError(f"watching {what} failed: {obj.get('message')}")
+        raise _WatchError(f"watching {what} failed: {obj.get('code')} {obj.get('reason')}: {obj.get('message')}")
     return kind, obj
 
 

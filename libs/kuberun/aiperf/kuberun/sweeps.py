@@ -137,13 +137,45 @@ class SummarySource(Protocol):
         ...
 
 
+RESULTS_SERVICE_ENV = "AIPERF_RESULTS_SERVICE"
+"""`<namespace>/<service>:<port>` of the operator's results server (the sweep-controller's fallback)."""
+
+
+class ResultsServerSummaries:
+    """Summaries of Completed children read from the operator's copy: its results server, through
+    the API server's services/proxy (`service` is `<namespace>/<name>:<port>`), at
+    `/api/v1/results/<ns>/<child>/runs/<status.runEpoch>/profile_export_aiperf.json`."""
+
+    def __init__(self, *, api: KubeApi, service: str) -> None:
+        namespace, _, name_port = service.partition("/")
+        if not namespace or ":" not in name_port:
+            raise ValueError(f"results service {service!r}: expected <namespace>/<service>:<port>")
+        self._api, self._namespace, self._service = api, namespace, name_port
+
+    async def fetch(self, child: Mapping[str, Any]) -> dict[str, Any] | None:
+        """See `SummarySource.fetch`: None when the child has no stored run or it cannot be read."""
+        meta, status = child["metadata"], child.get("status") or {}
+        epoch = status.get("runEpoch")
+        if status.get("phase") != JobPhase.COMPLETED.value or not epoch:
+            return None
+        path = (f"/api/v1/namespaces/{self._namespace}/services/{self._service}/proxy/api/v1/results/"
+                f"{meta['namespace']}/{meta['name']}/runs/{epoch}/{SUMMARY_FILE}")
+        try:
+            doc = await self._api.request("GET", path)
+        except KubeError as exc:
+            log.warning("sweep.stored_summary_unavailable", child=meta["name"], error=str(exc))
+            return None
+        return doc if isinstance(doc, dict) else None
+
+
 class SidecarSummaries:
     """Summaries read from each child's results sidecar (through the API server's pod proxy),
     kept in `cache_dir/<child>.json` so a restarted container does not need the sidecar again;
-    the sidecar is retired once read."""
+    the sidecar is retired once read. When the sidecar is gone (its linger time passed, its pod
+    deleted), `fallback` (the operator's copy, `ResultsServerSummaries`) is asked instead."""
 
-    def __init__(self, *, api: KubeApi, cache_dir: Path) -> None:
-        self._api, self._cache = api, cache_dir
+    def __init__(self, *, api: KubeApi, cache_dir: Path, fallback: SummarySource | None = None) -> None:
+        self._api, self._cache, self._fallback = api, cache_dir, fallback
 
     async def fetch(self, child: Mapping[str, Any]) -> dict[str, Any] | None:
         """See `SummarySource.fetch`; a sidecar that cannot be read gives None (logged)."""
@@ -157,7 +189,7 @@ class SidecarSummaries:
                 await anyio.Path(got).rename(cached)
             except KubeError as exc:
                 log.warning("sweep.summary_unavailable", child=meta["name"], error=str(exc))
-                return None
+                return await self._from_fallback(child, cached)
             try:
                 await sidecar.shutdown_sidecar(self._api, meta["namespace"], pod)
             except KubeClusterError as exc:  # it exits by itself after its linger time
@@ -167,6 +199,17 @@ class SidecarSummaries:
         except ValueError:
             return None
         return doc if isinstance(doc, dict) else None
+
+    async def _from_fallback(self, child: Mapping[str, Any], cached: Path) -> dict[str, Any] | None:
+        doc = await self._fallback.fetch(child) if self._fallback is not None else None
+        if doc is None:
+            return None
+        log.info("sweep.summary_from_stored_copy", child=child["metadata"]["name"])
+        await anyio.Path(self._cache).mkdir(parents=True, exist_ok=True)
+        partial = anyio.Path(f"{cached}.part")
+        await partial.write_bytes(json.dumps(doc).encode())
+        await partial.rename(cached)
+        return doc
 
 
 class ChildJobExecutor:

@@ -14,6 +14,9 @@ Routes (errors are JSON ``{"status_code": n, "detail": "..."}``, as the api serv
 | ``GET /api/v1/results/<ns>/<name>/runs/<epoch>.zip`` | ``application/zip``, streamed: the run's files (409 while the run has none stored) |
 | ``GET /api/v1/results/<ns>/<name>/runs/<epoch>/<filename>`` | one file of the run (``.json`` application/json, ``.csv`` text/csv, ``.jsonl`` application/x-ndjson, ``.txt`` text/plain, else octet-stream) |
 
+| ``GET /api/v1/sweeps`` | ``{"sweeps": [...]}``: every AIPerfSweep with stored aggregates, shaped as the job list |
+| ``GET /api/v1/sweeps/<ns>/<name>/runs``, ``.../runs/<epoch>``, ``.../runs/<epoch>.zip``, ``.../runs/<epoch>/<filename>`` | as for jobs: a sweep's stored aggregates (`aggregate.json`, the sweep CSV, ...), kept as job ``sweeps/<name>`` |
+
 RUN is ``{"epoch", "phase", "uid", "createdAt", "completedAt", "files": [{"name", "size"}]}``
 (`aiperf.results.model.RunRecord.as_json`); `files` is empty until the run is Completed.
 
@@ -52,6 +55,9 @@ from aiperf.results.model import TERMINAL_PHASES, JobRecord, RunRecord
 log = structlog.get_logger("aiperf.results")
 
 PREFIX = "/api/v1/results"
+SWEEPS_PREFIX = "/api/v1/sweeps"
+SWEEP_FOLDER = "sweeps/"
+"""A sweep's aggregates are stored as job `sweeps/<name>` of its namespace (the operator's harvest)."""
 MEDIA_TYPES = {".json": "application/json", ".csv": "text/csv", ".jsonl": "application/x-ndjson",
                ".txt": "text/plain; charset=utf-8"}
 ZIP_CHUNK = 256 * 1024
@@ -122,14 +128,6 @@ def create_app(source: ResultsSource, *, extra_route_handlers: Sequence[Controll
                     tg.start_soon(fill, job)
         return {"jobs": listed}
 
-    @get(PREFIX + "/{ns:str}/{name:str}/runs")
-    async def runs(ns: FromPath[str], name: FromPath[str]) -> dict[str, Any]:
-        found = await source.runs(_name(ns, "namespace"), _name(name, "job name"))
-        if not found:
-            raise NotFoundException(detail=f"no stored runs of {ns}/{name}")
-        return {"namespace": ns, "name": name, "latestEpoch": await source.latest(ns, name),
-                "runs": [r.as_json() for r in found]}
-
     @get(PREFIX + "/{ns:str}/{name:str}", sync_to_thread=False)
     def job_unpinned(ns: FromPath[str], name: FromPath[str]) -> None:
         raise _unpinned("a run's files" if not name.endswith(".zip") else "a zip of a run")
@@ -138,39 +136,65 @@ def create_app(source: ResultsSource, *, extra_route_handlers: Sequence[Controll
     def file_unpinned(ns: FromPath[str], name: FromPath[str], filename: FromPath[str]) -> None:
         raise _unpinned(f"file {filename!r}")
 
-    @get(PREFIX + "/{ns:str}/{name:str}/runs/{epoch:str}")
-    async def run(ns: FromPath[str], name: FromPath[str], epoch: FromPath[str]) -> Response[Any]:
-        if epoch.endswith(".zip"):
-            return await _zip(source, ns, name, _epoch(epoch[:-4]))
-        record = await _run(source, ns, name, _epoch(epoch))
-        body = {"namespace": ns, "name": name, **record.as_json(),
-                "latest": await source.latest(ns, name) == record.epoch}
-        return Response(content=body)
+    @get(SWEEPS_PREFIX)
+    async def sweeps() -> dict[str, Any]:
+        found = [j.as_json() for j in await source.jobs() if j.name.startswith(SWEEP_FOLDER)]
+        return {"sweeps": [{**j, "name": j["name"][len(SWEEP_FOLDER):]} for j in found]}
 
-    @get(PREFIX + "/{ns:str}/{name:str}/runs/{epoch:str}/{filename:str}")
-    async def run_file(ns: FromPath[str], name: FromPath[str], epoch: FromPath[str],
-                       filename: FromPath[str]) -> File:
-        _epoch(epoch)
-        _name(filename, "file name")
-        record = await _run(source, ns, name, epoch)
-        if filename not in {f.name for f in record.files}:
-            raise NotFoundException(detail=f"run {ns}/{name}/{epoch} has no file {filename!r}")
-        folder = await source.folder(ns, name, epoch)
-        path = await _inside(folder, filename) if folder is not None else None
-        if path is None:
-            raise NotFoundException(detail=f"run {ns}/{name}/{epoch} has no file {filename!r}")
-        return File(path=path, filename=filename, content_disposition_type="inline",
-                    media_type=MEDIA_TYPES.get(path.suffix, "application/octet-stream"))
-
-    handlers: list[ControllerRouterHandler] = [healthz, jobs, runs, job_unpinned, file_unpinned, run, run_file]
+    handlers: list[ControllerRouterHandler] = [healthz, jobs, job_unpinned, file_unpinned, sweeps,
+                                               *_run_routes(source, PREFIX, "job"),
+                                               *_run_routes(source, SWEEPS_PREFIX, "sweep", SWEEP_FOLDER)]
     return Litestar(route_handlers=[*handlers, *extra_route_handlers], logging_config=None,
                     after_exception=[_log_unexpected], openapi_config=None)
 
 
-async def _run(source: ResultsSource, ns: str, name: str, epoch: str) -> RunRecord:
-    record = await source.run(_name(ns, "namespace"), _name(name, "job name"), epoch)
+def _run_routes(source: ResultsSource, prefix: str, what: str, folder: str = "") -> list[ControllerRouterHandler]:
+    """The runs, run and file routes under `prefix` for stored `what`s (jobs, sweeps) whose
+    results are indexed under `folder` + their name (see the module doc)."""
+
+    @get(prefix + "/{ns:str}/{name:str}/runs", name=f"{what}-runs")
+    async def runs(ns: FromPath[str], name: FromPath[str]) -> dict[str, Any]:
+        key = folder + _name(name, f"{what} name")
+        found = await source.runs(_name(ns, "namespace"), key)
+        if not found:
+            raise NotFoundException(detail=f"no stored runs of {what} {ns}/{name}")
+        return {"namespace": ns, "name": name, "latestEpoch": await source.latest(ns, key),
+                "runs": [r.as_json() for r in found]}
+
+    @get(prefix + "/{ns:str}/{name:str}/runs/{epoch:str}", name=f"{what}-run")
+    async def run(ns: FromPath[str], name: FromPath[str], epoch: FromPath[str]) -> Response[Any]:
+        key = folder + _name(name, f"{what} name")
+        if epoch.endswith(".zip"):
+            return await _zip(source, ns, key, _epoch(epoch[:-4]), download=name)
+        record = await _run(source, ns, key, _epoch(epoch))
+        body = {"namespace": ns, "name": name, **record.as_json(),
+                "latest": await source.latest(ns, key) == record.epoch}
+        return Response(content=body)
+
+    @get(prefix + "/{ns:str}/{name:str}/runs/{epoch:str}/{filename:str}", name=f"{what}-run-file")
+    async def run_file(ns: FromPath[str], name: FromPath[str], epoch: FromPath[str],
+                       filename: FromPath[str]) -> File:
+        _epoch(epoch)
+        _name(filename, "file name")
+        key = folder + _name(name, f"{what} name")
+        record = await _run(source, ns, key, epoch)
+        if filename not in {f.name for f in record.files}:
+            raise NotFoundException(detail=f"run {ns}/{key}/{epoch} has no file {filename!r}")
+        stored = await source.folder(ns, key, epoch)
+        path = await _inside(stored, filename) if stored is not None else None
+        if path is None:
+            raise NotFoundException(detail=f"run {ns}/{key}/{epoch} has no file {filename!r}")
+        return File(path=path, filename=filename, content_disposition_type="inline",
+                    media_type=MEDIA_TYPES.get(path.suffix, "application/octet-stream"))
+
+    return [runs, run, run_file]
+
+
+async def _run(source: ResultsSource, ns: str, key: str, epoch: str) -> RunRecord:
+    """Run `epoch` of the stored job `key` (a name already checked, or `sweeps/<name>`)."""
+    record = await source.run(_name(ns, "namespace"), key, epoch)
     if record is None:
-        raise NotFoundException(detail=f"no run {epoch} of {ns}/{name}")
+        raise NotFoundException(detail=f"no run {epoch} of {ns}/{key}")
     return record
 
 
@@ -183,14 +207,14 @@ async def _inside(folder: Path, filename: str) -> Path | None:
     return Path(path)
 
 
-async def _zip(source: ResultsSource, ns: str, name: str, epoch: str) -> Stream:
-    record = await _run(source, ns, name, epoch)
-    folder = await source.folder(ns, name, epoch)
+async def _zip(source: ResultsSource, ns: str, key: str, epoch: str, *, download: str) -> Stream:
+    record = await _run(source, ns, key, epoch)
+    folder = await source.folder(ns, key, epoch)
     if not record.completed or folder is None:
-        raise ClientException(status_code=409, detail=f"run {ns}/{name}/{epoch} is {record.phase}: no stored files")
+        raise ClientException(status_code=409, detail=f"run {ns}/{key}/{epoch} is {record.phase}: no stored files")
     members = [f.name for f in record.files]
     return Stream(content=_threaded(_zip_chunks(Path(folder), members)), media_type="application/zip",
-                  headers={"Content-Disposition": f'attachment; filename="{name}-{epoch}.zip"'})
+                  headers={"Content-Disposition": f'attachment; filename="{download}-{epoch}.zip"'})
 
 
 class _Sink:

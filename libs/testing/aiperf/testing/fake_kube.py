@@ -29,20 +29,28 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
 - LIST and WATCH (`fake_kube_http`) with label/field selectors; `limit`/`continue` pages (410
   on an expired token); WATCH from a resourceVersion over a bounded history (410 when older:
   `history_limit`, `compact()`), selector transitions as ADDED/DELETED, BOOKMARKs when allowed
-  (`send_bookmarks()` and every `bookmark_interval`), `sendInitialEvents`.
+  (`send_bookmarks()` and every `bookmark_interval`), `sendInitialEvents`; `fail_watches()` ends
+  every watch with an ERROR event of another code (504 by default).
 - Subresources: status, scale, pods/log, pods/proxy and services/proxy (`fake_kube_pods`; `fake_kube_proxy.forward_to`
   relays to a real server, WebSocket upgrades included), namespaces/finalize, pods/binding,
   serviceaccounts/token. events.k8s.io/v1 Events share storage with core/v1 ones.
+- JobSet's defaulting and validating webhooks (`fake_kube_jobset`: the 63-character Job and pod
+  name rules, Indexed completion mode, immutable replicated jobs); `add_webhook` for others.
+- Kueue (`kueue=True`, `fake_kube_kueue`): a JobSet labelled `kueue.x-k8s.io/queue-name` is
+  created suspended; `kueue_admit` plays the admission that unsuspends it.
 - Optional authentication and RBAC (`rbac=True`, `fake_kube_rbac`): 401 without a known bearer
-  token, 403 with the real Status text when no Role/ClusterRole binding allows the request.
+  token, 403 with the real Status text when no Role/ClusterRole binding allows the request; and
+  then OpenShift's `OwnerReferencesPermissionEnforcement`: `blockOwnerDeletion: true` needs
+  `update` on the owner's `finalizers` (creates and PUTs; PATCH is not checked).
 - Errors are `Status` objects with the real reason, code and message texts; `requests` records
   every request (method, path, query, content type, body).
 - kopf runs against it for real with `fake_kube_kopf.KopfOnFakeKube`; `wait_until` waits on writes.
 
 What it does not model (one line each; each module says more):
 
-- admission webhooks (JobSet's validating and defaulting webhooks included);
-- admission plugins besides the defaults above (ServiceAccount token volume, LimitRanger, quotas);
+- admission webhooks other than JobSet's (`fake_kube_jobset`) and those a test adds (`add_webhook`);
+- admission plugins besides the defaults above and, with `jobs=True`, PodSecurity enforce,
+  ServiceAccount existence and ResourceQuota on pods (no LimitRanger, token volume, quota scopes);
 - OpenAPI validation of built-in kinds beyond the fields above (Strict only for custom resources);
 - server-side apply and managedFields;
 - CRD conversion webhooks (versions convert by rewriting apiVersion only);
@@ -50,7 +58,8 @@ What it does not model (one line each; each module says more):
 - `resourceVersionMatch` other than NotOlderThan, and the watch cache's resourceVersion rules;
 - CEL's Kubernetes extension libraries, cost limits, ratcheting and `optionalOldSelf`;
 - aggregated ClusterRoles, RBAC escalation checks, impersonation, TokenRequest tokens for RBAC;
-- pod controllers: a JobSet or Job creates no pods (the test plays those controllers);
+- pod controllers unless `jobs=True` (`fake_kube_jobs`: Jobs and pods through admission,
+  `FailedCreate` Events); otherwise a JobSet or Job creates no pods (the test plays them);
 - node, scheduler and kubelet beyond `run_pod`, `terminate_pod`, `finish_pod`, `pods.*` helpers;
 - exec, attach and port-forward;
 - field selectors other than metadata.name and metadata.namespace.
@@ -86,14 +95,18 @@ from aiperf.testing.fake_kube_http import (
     serve_watch,
 )
 from aiperf.testing.fake_kube_http import json_response as _json
+from aiperf.testing.fake_kube_jobset import JobSetWebhooks
+from aiperf.testing.fake_kube_jobs import JobLayer, PodAdmission
 from aiperf.testing.fake_kube_kinds import CRDS, JOBSET_CRD, NAMESPACES, PODS
+from aiperf.testing.fake_kube_kueue import KueueWebhook, admitted
 from aiperf.testing.fake_kube_pods import PodRuntime, ProxyHandler
 from aiperf.testing.fake_kube_rbac import ADMIN, Authenticator, Authorizer, User
-from aiperf.testing.fake_kube_store import Store, now_rfc3339, present
+from aiperf.testing.fake_kube_store import Store, Webhook, now_rfc3339, present
 from aiperf.testing.fake_kube_tls import TlsFiles
 
 __all__ = ["ApiError", "FakeKube", "KindInfo", "ProxyHandler", "RecordedRequest", "User"]
 
+JOBSET_CRD_API = "jobset.x-k8s.io/v1alpha2"
 _AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 
@@ -129,7 +142,10 @@ class FakeKube:
 
     `namespaces` exist from the start; `context`/`default_namespace` shape the kubeconfig
     written to `kubeconfig_path` (server `url`; with `rbac`, the admin token). `jobset`: install
-    the JobSet CRD. `gc`: "auto" (a background task finishes deletions after each write) or
+    the JobSet CRD and JobSet's admission webhooks (`fake_kube_jobset`). `kueue`: Kueue's JobSet
+    webhook (`fake_kube_kueue`: a JobSet labelled with a queue is created suspended). `jobs`: the
+    JobSet and Job controllers create Jobs and pods through admission, with the PodSecurity,
+    ServiceAccount and ResourceQuota plugins (`fake_kube_jobs`). `gc`: "auto" (a background task finishes deletions after each write) or
     "manual" (only `collect_garbage()` does). `history_limit`: watch events kept.
     `bookmark_interval`: seconds between BOOKMARKs on watches that allow them. `host`: the
     address to listen on (a podman network's gateway lets that network's containers reach it).
@@ -140,7 +156,7 @@ class FakeKube:
     def __init__(self, *, namespaces: Iterable[str] = (), context: str = "fake", host: str = "127.0.0.1",
                  tls: TlsFiles | None = None,
                  default_namespace: str | None = None, shutdown_timeout: float = 2.0, jobset: bool = True,
-                 rbac: bool = False, gc: str = "auto", history_limit: int = 10_000,
+                 rbac: bool = False, kueue: bool = False, jobs: bool = False, gc: str = "auto", history_limit: int = 10_000,
                  bookmark_interval: float = 60.0) -> None:
         if gc not in ("auto", "manual"):
             raise ValueError(f"gc must be 'auto' or 'manual', not {gc!r}")
@@ -165,6 +181,12 @@ class FakeKube:
         self.kubeconfig_path = ""
         if jobset:
             self.install_crd(JOBSET_CRD)
+            self.store.webhooks.append(JobSetWebhooks())
+        if kueue:
+            self.store.webhooks.append(KueueWebhook())
+        self.job_layer = JobLayer(self.store) if jobs else None
+        if jobs:
+            self.store.webhooks.append(PodAdmission(self.store))
         for ns in namespaces:
             self.add_namespace(ns)
 
@@ -233,6 +255,8 @@ class FakeKube:
         while True:
             self._wake.clear()
             self.gc.run()
+            if self.job_layer is not None:
+                self.job_layer.run()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.gc.seconds_to_next_deadline())
 
@@ -287,6 +311,11 @@ class FakeKube:
                 self.store.system_remove(key)
         self.store.system_remove(("apiextensions.k8s.io", "customresourcedefinitions", "", name))
 
+    def add_webhook(self, webhook: Webhook) -> None:
+        """Serve admission webhook `webhook` (mutating and validating, `fake_kube_store.Webhook`)
+        from now on, after those already served (a policy engine's, a test's)."""
+        self.store.webhooks.append(webhook)
+
     def add_namespace(self, name: str) -> Obj:
         """Create namespace `name` (as `POST /api/v1/namespaces` would)."""
         return self.store.create(NAMESPACES, "", {"metadata": {"name": name}})
@@ -324,6 +353,14 @@ class FakeKube:
         body = {**obj, "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}}
         return present(info, self.store.replace(info, meta.get("namespace", ""), meta["name"], body,
                                                 status=False))
+
+    def kueue_admit(self, namespace: str, name: str, node_selector: dict[str, str] | None = None) -> Obj:
+        """Play Kueue admitting queued JobSet `namespace/name`: unsuspend it (an update through
+        admission), with the flavor's `node_selector` in its pod templates."""
+        jobset = self.get(JOBSET_CRD_API, "JobSet", namespace, name)
+        if jobset is None:
+            raise KeyError(f"no JobSet {namespace}/{name}")
+        return self.update(admitted(jobset, node_selector))
 
     def run_pod(self, namespace: str, name: str, *, ip: str | None = None) -> Obj:
         """Play scheduler and kubelet: the pod runs (nodeName, podIP, containers running)."""
@@ -378,6 +415,18 @@ class FakeKube:
             watcher.queue.put_nowait((CUT, garbage))
         return len(watchers)
 
+    def fail_watches(self, code: int = 504, reason: str = "Timeout",
+                     message: str = "Timeout: Too large resource version: 1, current: 0") -> int:
+        """End every open watch with an ERROR event carrying a `Status` of `code` (by default the
+        504 a lagging apiserver's watch cache sends), as kube-apiserver does; returns how many."""
+        status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+                  "reason": reason, "details": {"retryAfterSeconds": 1}, "code": code}
+        watchers = [w for w in self.store.watchers if not w.cut]
+        for watcher in watchers:
+            watcher.cut = True
+            watcher.queue.put_nowait(("ERROR", dict(status)))
+        return len(watchers)
+
     def send_bookmarks(self) -> None:
         """Send a BOOKMARK now on every watch that allowed them."""
         self.store.bookmark()
@@ -426,6 +475,10 @@ class FakeKube:
                                     attrs.resource)
                 info = info or KindInfo(attrs.api_group, "", attrs.resource, attrs.resource)
             self.authorizer.check(user, attrs, info)
+            if info is not None and attrs.verb in ("create", "update") and not attrs.subresource \
+                    and isinstance(body, dict) and info.kind:
+                old = self.store.find(info, attrs.namespace, attrs.name) if attrs.verb == "update" else None
+                self.authorizer.check_owner_references(user, attrs, info, body, old)
         discovery = self._discovery(request, segments)
         if discovery is not None:
             return discovery

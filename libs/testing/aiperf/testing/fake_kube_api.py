@@ -81,7 +81,8 @@ _NO_VALUE = object()
 
 _TYPE_TEXT = {"Required": "Required value", "Invalid": "Invalid value", "NotSupported": "Unsupported value",
               "Forbidden": "Forbidden", "TooLong": "Too long", "TooMany": "Too many",
-              "Duplicate": "Duplicate value", "TypeInvalid": "Invalid value", "NotFound": "Not found"}
+              "Duplicate": "Duplicate value", "TypeInvalid": "Invalid value", "NotFound": "Not found",
+              "InternalError": "Internal error"}
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class FieldError:
     def body(self) -> str:
         """The message without the field path (a `cause`'s message)."""
         text = _TYPE_TEXT[self.type]
-        if self.type not in ("Required", "Forbidden", "TooLong", "NotFound") and self.value is not _NO_VALUE:
+        if self.type not in ("Required", "Forbidden", "TooLong", "NotFound", "InternalError") and self.value is not _NO_VALUE:
             text += ": " + go_value(self.value)
         return f"{text}: {self.detail}" if self.detail else text
 

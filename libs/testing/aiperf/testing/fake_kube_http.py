@@ -60,7 +60,8 @@ async def serve_watch(request: web.Request, store: Store, info: KindInfo, namesp
     """A WATCH answer, streamed until `timeoutSeconds`, the client leaving or the server closing
     (a None in the watcher's queue): the initial ADDED events (no resourceVersion, or
     `sendInitialEvents`) or the history since the resourceVersion (an ERROR event with 410 when
-    compacted), then live events; BOOKMARKs every `bookmark_interval` s when allowed."""
+    compacted), then live events; BOOKMARKs every `bookmark_interval` s when allowed. An
+    `("ERROR", status)` item in the queue is sent as an ERROR event and ends the watch."""
     group, plural = info.storage
     query = request.query
     watcher = Watcher(group, plural, namespace, selector,
@@ -108,6 +109,9 @@ async def serve_watch(request: web.Request, store: Store, info: KindInfo, namesp
             if item is None:
                 break
             event_type, payload = item
+            if event_type == "ERROR":  # the server gives up on this watch: the Status, then the end
+                await response.write(_line({"type": "ERROR", "object": payload}))
+                break
             if isinstance(payload, bytes):  # CUT: a connection lost mid-stream, no end of body
                 await response.write(payload)
                 if request.transport is not None:

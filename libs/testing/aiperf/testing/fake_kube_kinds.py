@@ -42,6 +42,8 @@ BUILTIN_KINDS: tuple[KindInfo, ...] = (
              short_names=("crd", "crds"), returns_deleted=True),
     KindInfo("events.k8s.io", "v1", "events", "Event", singular="event", short_names=("ev",),
              store_group="", store_plural="events"),
+    KindInfo("", "v1", "resourcequotas", "ResourceQuota", has_status=True, singular="resourcequota",
+             short_names=("quota",)),
 )
 
 NAMESPACES = BUILTIN_KINDS[0]

@@ -17,7 +17,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from aiperf.testing import fake_kube_admission as admission
 from aiperf.testing.fake_kube_api import (
@@ -39,6 +39,17 @@ from aiperf.testing.fake_kube_smp import strategic_merge_patch
 
 __all__ = ["BUILTIN_KINDS", "NAMESPACES", "ApiError", "KindInfo", "Obj", "Selector", "Store", "Watcher",
            "WatchEvent", "WriteOptions", "present"]
+
+class Webhook(Protocol):
+    """An admission webhook pair (mutating and validating) for the kinds it `applies` to: run on
+    create (`old` None) and on updates of the main resource, never on status writes."""
+
+    def applies(self, info: KindInfo) -> bool: ...
+
+    def mutate(self, info: KindInfo, obj: Obj, old: Obj | None) -> None: ...
+
+    def validate(self, info: KindInfo, obj: Obj, old: Obj | None) -> None: ...
+
 
 Key = tuple[str, str, str, str]  # storage group, storage plural, namespace ("" when cluster-scoped), name
 
@@ -99,6 +110,7 @@ class Store:
         self.changed: Callable[[], None] = lambda: None
         self._clock = clock
         self._ips = itertools.count(2)
+        self.webhooks: list[Webhook] = []
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -204,7 +216,7 @@ class Store:
         errors = admission.name_errors(info, name)
         if info.builtin:
             admission.default_builtin(info, obj, cluster_ip=self.allocate_ip("10.96"))
-        obj = self._admit(info, obj, None, options, errors)
+        obj = self._admit(info, obj, None, options, errors, hooks=True)
         if info.plural == "customresourcedefinitions" and info.group == "apiextensions.k8s.io":
             obj["status"] = crd_status(obj)
             obj["metadata"]["finalizers"] = [*obj["metadata"].get("finalizers", []), CRD_FINALIZER]
@@ -399,10 +411,14 @@ class Store:
                                "create not allowed while custom resource definition is terminating")
 
     def _admit(self, info: KindInfo, obj: Obj, old: Obj | None, options: WriteOptions,
-               errors: list[FieldError]) -> Obj:
-        """Validate (and for custom resources prune and default) `obj`; raise 422/400."""
+               errors: list[FieldError], *, hooks: bool = False) -> Obj:
+        """Validate (and for custom resources prune and default) `obj`; raise 422/400. With
+        `hooks`, the `webhooks` that apply mutate it first and validate it last."""
         name = obj["metadata"].get("name", "")
         admission.check_meta_types(obj["metadata"])
+        webhooks = [w for w in self.webhooks if w.applies(info)] if hooks else []
+        for webhook in webhooks:
+            webhook.mutate(info, obj, old)
         if info.schema is not None:
             pruned, schema_errors = apply_schema(info.schema, obj, old)
             if pruned and options.field_validation == "Strict":
@@ -423,6 +439,8 @@ class Store:
         errors = errors + admission.meta_errors(info, obj["metadata"])
         if errors:
             raise ApiError.invalid_fields(info, name, errors)
+        for webhook in webhooks:
+            webhook.validate(info, obj, old)
         admission.drop_empty_meta(obj)
         return obj
 
@@ -468,7 +486,8 @@ class Store:
             if _spec_part(new) != _spec_part(old):
                 new_meta["generation"] = old["metadata"].get("generation", 0) + 1
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-        new = to_storage(info, self._admit(info, present(info, new), present(info, old), options, []))
+        new = to_storage(info, self._admit(info, present(info, new), present(info, old), options, [],
+                                           hooks=not status))
         new["apiVersion"] = old["apiVersion"]
         key = self.key(info, namespace, name)
         if new == old:

@@ -20,7 +20,7 @@ from pathlib import Path
 import structlog
 
 from aiperf.kubeapi import KubeApi, KubeError, client_of, connect, load_configuration
-from aiperf.kuberun.sweeps import SidecarSummaries
+from aiperf.kuberun.sweeps import RESULTS_SERVICE_ENV, ResultsServerSummaries, SidecarSummaries
 from aiperf.sweep_controller.controller import EXIT_BAD_SPEC, EXIT_FAILED, SweepController
 
 PROG = "sweep-controller"
@@ -57,9 +57,11 @@ async def serve(args: argparse.Namespace, *, name: str, namespace: str, uid: str
     artifact_dir = Path(args.artifact_dir)
     api = await _client(args.kubeconfig)
     try:
+        service = os.environ.get(RESULTS_SERVICE_ENV)
+        stored = ResultsServerSummaries(api=api, service=service) if service else None
+        summaries = SidecarSummaries(api=api, cache_dir=artifact_dir / ".children", fallback=stored)
         controller = SweepController(api=api, namespace=namespace, name=name, uid=uid, artifact_dir=artifact_dir,
-                                     summaries=SidecarSummaries(api=api, cache_dir=artifact_dir / ".children"),
-                                     poll_s=args.poll_s)
+                                     summaries=summaries, poll_s=args.poll_s)
         return await controller.run()
     finally:
         await api.close()
