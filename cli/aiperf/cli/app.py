@@ -61,6 +61,7 @@ def build_app(zygote: ZygoteProcess | None = None) -> cyclopts.App:
         multi: MultiRunFlags = NO_MULTI_FLAGS,
         config: Annotated[str | None, Parameter(name=["--config", "-f"])] = None,
         log_level: str = "warning",
+        verbose: Annotated[bool, Parameter(name=["--verbose", "-v"], negative=())] = False,
         auto_plot: bool = False,
         profile_startup: bool = False,
     ) -> int:
@@ -81,6 +82,8 @@ def build_app(zygote: ZygoteProcess | None = None) -> cyclopts.App:
             flags given on the command line override its values.
         log_level
             Log level of the services (debug, info, warning, error); logs go to ARTIFACT_DIR/logs.
+        verbose
+            The same as --log-level debug.
         auto_plot
             After the exports are written, plot them into ARTIFACT_DIR/plots (as `aiperf plot`;
             a sweep: once, after its aggregates). A plot that fails is a warning, never a failed run.
@@ -96,6 +99,8 @@ def build_app(zygote: ZygoteProcess | None = None) -> cyclopts.App:
         from aiperf.cli.sweep_run import run_sweep, wants_plan
         from aiperf.config import ConfigError
 
+        if verbose:
+            log_level = "debug"
         if wants_plan(multi, config):
             if zygote is not None:  # each run of a sweep starts its own
                 zygote.close()
