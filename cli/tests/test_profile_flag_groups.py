@@ -117,3 +117,19 @@ def test_bad_group_values_are_one_line(capsys: pytest.CaptureFixture[str], argv:
     assert main(["profile", "-m", "m", "--url", "127.0.0.1:9", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith(error) and err.count("\n") == 1, err
+
+
+def test_demo_takes_the_profile_flags_over_its_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    from aiperf.cli.demo import DEMO_FLAGS, demo_flags
+
+    _, bound, _ = build_app().parse_args(["demo", "--ui", "dashboard", "--concurrency", "2",
+                                          "--benchmark-duration", "3", "--warmup-request-count", "1"],
+                                         exit_on_error=False)
+    flags, local = demo_flags(bound.arguments["flags"], bound.arguments["local"])
+    assert (local.ui, local.artifact_dir) == ("dashboard", "artifacts/demo")
+    assert (flags.concurrency, flags.benchmark_duration, flags.request_count, flags.warmup_request_count) == \
+        (2, 3, None, 1)
+    assert (flags.model, flags.streaming, flags.isl, flags.osl) == (DEMO_FLAGS.model, True, 128, 64)
+    assert main(["demo", "--url", "h:1"]) == 2
+    assert capsys.readouterr().err == ("error: --url: the demo benchmarks its own mock server "
+                                       "(use aiperf profile for another)\n")
