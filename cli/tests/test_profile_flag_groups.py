@@ -23,7 +23,7 @@ def built(*argv: str) -> Benchmark:
 
 def test_custom_endpoint_and_url_strategy() -> None:
     for spelling in ("--custom-endpoint", "--endpoint"):
-        bench = built("--url", "h:9", spelling, "my-api/chat")
+        bench = built("--url", "h:9", spelling, "/my-api/chat")
         assert bench.endpoint.path == "/my-api/chat"
         assert bench.endpoint.request_url("/v1/chat/completions") == "http://h:9/my-api/chat"
     assert built("--endpoint", "").endpoint.request_url("/v1/chat/completions") == "http://localhost:8000"
@@ -31,6 +31,35 @@ def test_custom_endpoint_and_url_strategy() -> None:
     for value in ("round-robin", "round_robin"):
         assert built("--url", "a:1", "b:2", "--url-strategy", value).endpoint.url_strategy == "round_robin"
     assert built("--transport", "http").endpoint == built("--transport-type", "http").endpoint == built().endpoint
+
+
+@pytest.mark.parametrize(("argv", "request_url"), [
+    (["--url", "http://h:8000"], "http://h:8000/v1/chat/completions"),
+    (["--url", "http://h:8000/v1"], "http://h:8000/v1/chat/completions"),
+    (["--url", "http://h:8000/v1/"], "http://h:8000/v1/chat/completions"),
+    (["--url", "http://h:8000/v1/chat/completions"], "http://h:8000/v1/chat/completions"),
+    (["--url", "h:8000"], "http://h:8000/v1/chat/completions"),
+    (["--url", "h:8000/v1"], "http://h:8000/v1/chat/completions"),
+    (["--url", "h:8000/v1", "--endpoint-type", "completions"], "http://h:8000/v1/completions"),
+    (["--url", "h:8000/v1", "--endpoint", "/chat/completions"], "http://h:8000/v1/chat/completions"),
+    (["--url", "h:8000", "--custom-endpoint", "/generate"], "http://h:8000/generate"),
+])
+def test_each_url_form_gives_the_request_url_and_root_metrics(argv: list[str], request_url: str) -> None:
+    from aiperf.endpoints import catalog
+    from aiperf.servermetrics.endpoints import endpoints_of
+
+    bench = built(*argv)
+    assert bench.endpoint.request_url(catalog.spec_of(bench.endpoint.type).path) == request_url
+    assert endpoints_of(bench) == ["http://h:8000/metrics"]
+
+
+def test_several_urls_each_with_its_root_metrics() -> None:
+    from aiperf.servermetrics.endpoints import endpoints_of
+
+    bench = built("--url", "a:1/v1", "http://b:2/v1/chat/completions", "--url-strategy", "round-robin")
+    assert bench.endpoint.request_urls("/v1/chat/completions") == ["http://a:1/v1/chat/completions",
+                                                                   "http://b:2/v1/chat/completions"]
+    assert endpoints_of(bench) == ["http://a:1/metrics", "http://b:2/metrics"]
 
 
 def test_multi_turn_and_prefix_aliases() -> None:
@@ -105,6 +134,8 @@ def test_replay_exports_and_telemetry_flags(tmp_path: Any) -> None:
      "error: --warmup-grace-period 1: needs --warmup-duration"),
     (["--warmup-duration", "1", "--warmup-request-rate-ramp-duration", "2"],
      "error: --warmup-request-rate-ramp-duration 2: needs --warmup-request-rate or --request-rate"),
+    (["--endpoint", "chat/completions"],
+     "error: --custom-endpoint chat/completions: must start with / (e.g. /chat/completions), as in AIPerf\n"),
     (["--fixed-schedule-auto-offset"], "error: --fixed-schedule-auto-offset: only with --fixed-schedule"),
     (["--server-metrics-formats", "parquet"],
      "error: --server-metrics-formats parquet: not supported (only the json and csv server-metrics exports"),

@@ -182,8 +182,10 @@ def _endpoint(doc: dict[str, Any], flags: ProfileFlags, headers: dict[str, str])
     if flags.url_strategy is not None:
         endpoint["url_strategy"] = flags.url_strategy.replace("-", "_")
     if flags.custom_endpoint is not None:
-        path = flags.custom_endpoint.strip().lstrip("/")
-        endpoint["path"] = f"/{path}" if flags.custom_endpoint.strip() else ""  # "": nothing appended
+        path = flags.custom_endpoint.strip()
+        if path and not path.startswith("/"):
+            raise FlagError(f"--custom-endpoint {path}: must start with / (e.g. /{path}), as in AIPerf")
+        endpoint["path"] = path  # "": nothing appended
     _set(endpoint, "type", flags.endpoint_type)
     _set(endpoint, "streaming", flags.streaming)
     _set(endpoint, "timeout", flags.request_timeout_seconds)
