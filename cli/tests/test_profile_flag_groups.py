@@ -118,7 +118,7 @@ def test_replay_exports_and_telemetry_flags(tmp_path: Any) -> None:
     trace.write_text('{"timestamp": 5, "input_length": 10, "output_length": 2, "hash_ids": [1]}\n')
     fixed = built("--input-file", str(trace), "--custom-dataset-type", "mooncake_trace", "--fixed-schedule",
                   "--fixed-schedule-auto-offset").profiling
-    assert getattr(fixed, "auto_offset") is True
+    assert fixed.auto_offset is True  # type: ignore[union-attr]
     bench = built("--slice-duration", "2.5", "--profile-export-level", "summary",
                   "--server-metrics-formats", "csv", "--gpu-telemetry", "node1:9400", "http://n2:9401/metrics")
     assert bench.artifacts.slice_duration == 2.5 and bench.artifacts.export_level == "summary"

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from compat._oracle import find_oracle
+
 from aiperf.cli.app import build_app
 from aiperf.cli.refused_flags import REFUSED_FLAGS
-from compat._oracle import find_oracle
 
 _ROW = re.compile(r"│ (-\S+(?: -\S+)*)\s{2,}")
 
