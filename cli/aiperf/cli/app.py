@@ -61,6 +61,7 @@ def build_app(zygote: ZygoteProcess | None = None) -> cyclopts.App:
         multi: MultiRunFlags = NO_MULTI_FLAGS,
         config: Annotated[str | None, Parameter(name=["--config", "-f"])] = None,
         log_level: str = "warning",
+        verbose: Annotated[bool, Parameter(name=["--verbose", "-v"], negative=())] = False,
         auto_plot: bool = False,
         profile_startup: bool = False,
     ) -> int:
@@ -81,6 +82,8 @@ def build_app(zygote: ZygoteProcess | None = None) -> cyclopts.App:
             flags given on the command line override its values.
         log_level
             Log level of the services (debug, info, warning, error); logs go to ARTIFACT_DIR/logs.
+        verbose
+            The same as --log-level debug.
         auto_plot
             After the exports are written, plot them into ARTIFACT_DIR/plots (as `aiperf plot`;
             a sweep: once, after its aggregates). A plot that fails is a warning, never a failed run.
@@ -96,6 +99,8 @@ def build_app(zygote: ZygoteProcess | None = None) -> cyclopts.App:
         from aiperf.cli.sweep_run import run_sweep, wants_plan
         from aiperf.config import ConfigError
 
+        if verbose:
+            log_level = "debug"
         if wants_plan(multi, config):
             if zygote is not None:  # each run of a sweep starts its own
                 zygote.close()
@@ -134,24 +139,23 @@ def build_app(zygote: ZygoteProcess | None = None) -> cyclopts.App:
         return run_plot(paths, output=output, html=html)
 
     @app.command
-    def demo(*, concurrency: int = 4, request_count: int = 200,
-             artifact_dir: Annotated[str, Parameter(name="--artifact-dir")] = "artifacts/demo") -> int:
+    def demo(flags: ProfileFlags = NO_FLAGS, *, local: LocalFlags = NO_LOCAL_FLAGS,
+             log_level: str = "warning") -> int:
         """Benchmark the bundled mock LLM server (TTFT 40 ms, ITL 8 ms, 64 tokens) end to end.
+
+        Takes `aiperf profile`'s flags (not --url: the demo starts its own server); by default
+        --streaming --concurrency 4 --request-count 200 --isl 128 --osl 64 --random-seed 42
+        --artifact-dir artifacts/demo.
 
         Parameters
         ----------
-        concurrency
-            Requests in flight.
-        request_count
-            Requests to send.
-        artifact_dir
-            Where results are written.
+        log_level
+            Log level of the services (debug, info, warning, error); logs go to ARTIFACT_DIR/logs.
         """
         from aiperf.cli.clock import T0_WALL_NS
         from aiperf.cli.demo import run_demo
 
-        return run_demo(concurrency=concurrency, request_count=request_count,
-                        artifact_dir=artifact_dir, t0_wall_ns=T0_WALL_NS)
+        return run_demo(flags, local, t0_wall_ns=T0_WALL_NS, log_level=log_level)
 
     app.command("aiperf.cli.config_app:config_app", name="config",
                 help="The benchmark model: print its JSON Schema, validate AIPerf config v2 files.")

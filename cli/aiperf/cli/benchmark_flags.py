@@ -24,7 +24,9 @@ from aiperf.cli.profile_args import (
     normalize_url,
     parse_extra_inputs,
     parse_goodput,
+    parse_gpu_telemetry,
     parse_headers,
+    parse_server_metrics_formats,
 )
 from aiperf.cli.profile_options import FLAG_PATHS, LocalFlags, ProfileFlags, flag_name
 from aiperf.config import (
@@ -144,12 +146,20 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
     for field, key in (("export_http_trace", "trace"), ("show_trace_timing", "show_trace_timing")):
         if (value := getattr(flags, field)) is not None:
             _sub(doc, "artifacts")[key] = value
+    if flags.server_metrics_formats is not None:
+        _sub(doc, "server_metrics")["formats"] = parse_server_metrics_formats(flags.server_metrics_formats)
+    if flags.gpu_telemetry is not None:
+        _sub(doc, "gpu_telemetry")["urls"] = parse_gpu_telemetry(flags.gpu_telemetry)
+    if flags.no_gpu_telemetry:
+        _sub(doc, "gpu_telemetry")["enabled"] = False
     if local.artifact_dir is not None:
         _sub(doc, "artifacts")["dir"] = local.artifact_dir
     if local.keep_dataset_files is not None:
         _sub(doc, "artifacts")["keep_dataset"] = local.keep_dataset_files
     if local.export_level is not None:
         _sub(doc, "artifacts")["export_level"] = local.export_level
+    if local.slice_duration is not None:
+        _sub(doc, "artifacts")["slice_duration"] = local.slice_duration
     for field, key in (("ui", "ui"), ("workers_max", "workers"), ("record_processors", "record_processors")):
         if (value := getattr(local, field)) is not None:
             _sub(doc, "runtime")[key] = value
@@ -172,6 +182,13 @@ def _endpoint(doc: dict[str, Any], flags: ProfileFlags, headers: dict[str, str])
                 raise FlagError("--url: carries credentials while --api-key, --header or another --url sets "
                                 "Authorization too; give them one way")
             headers["Authorization"] = authorization
+    if flags.url_strategy is not None:
+        endpoint["url_strategy"] = flags.url_strategy.replace("-", "_")
+    if flags.custom_endpoint is not None:
+        path = flags.custom_endpoint.strip()
+        if path and not path.startswith("/"):
+            raise FlagError(f"--custom-endpoint {path}: must start with / (e.g. /{path}), as in AIPerf")
+        endpoint["path"] = path  # "": nothing appended
     _set(endpoint, "type", flags.endpoint_type)
     _set(endpoint, "streaming", flags.streaming)
     _set(endpoint, "timeout", flags.request_timeout_seconds)
@@ -220,6 +237,7 @@ def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
     if (flags.request_count or 0) >= 1 and "entries" not in spec and spec.get("type", "synthetic") == "synthetic":
         spec["entries"] = flags.request_count  # AIPerf's CLI: one distinct prompt per request
     _media(spec, flags)
+    _set(spec, "turn_delay_ratio", flags.conversation_turn_delay_ratio)
     for field, key, attr in (("conversation_turn_mean", "turns", "mean"),
                              ("conversation_turn_stddev", "turns", "stddev"),
                              ("conversation_turn_delay_mean", "turn_delay", "mean"),
@@ -282,6 +300,10 @@ def _phases(doc: dict[str, Any], flags: ProfileFlags) -> None:
     prof.setdefault("type", "concurrency")
     if prof["type"] != "gamma":
         prof.pop("smoothness", None)
+    if flags.fixed_schedule_auto_offset is not None:
+        if prof["type"] != "fixed_schedule":
+            raise FlagError("--fixed-schedule-auto-offset: only with --fixed-schedule")
+        prof["auto_offset"] = flags.fixed_schedule_auto_offset
     if flags.arrival_smoothness is not None:
         if prof["type"] != "gamma":
             raise FlagError(f"--arrival-smoothness {flags.arrival_smoothness:g}: only with "
@@ -317,14 +339,77 @@ def _phases(doc: dict[str, Any], flags: ProfileFlags) -> None:
     if (not from_file and prof["type"] != "fixed_schedule"
             and "requests" not in prof and "duration" not in prof):
         prof["requests"] = max(10, 2 * int(prof.get("concurrency") or 1))
-    warmup = by_role.get("warmup")
-    if flags.warmup_request_count is not None:
-        warmup = None
-        if flags.warmup_request_count != 0:
-            warmup = {"name": "warmup", "type": "concurrency",
-                      "concurrency": int(prof.get("concurrency") or 1), "requests": flags.warmup_request_count}
+    warmup = _warmup(by_role.get("warmup"), prof, flags)
     others = [p for p in phases if _role(p) not in _ROLES]
     doc["phases"] = [*others, *([warmup] if warmup else []), prof]
+
+
+_WARMUP_FALLBACKS = (
+    ("concurrency_ramp", "warmup_concurrency_ramp_duration", "concurrency_ramp_duration"),
+    ("prefill_ramp", "warmup_prefill_concurrency_ramp_duration", "prefill_concurrency_ramp_duration"),
+    ("rate_ramp", "warmup_request_rate_ramp_duration", "request_rate_ramp_duration"),
+)
+_WARMUP_SHAPE = ("warmup_concurrency", "warmup_request_rate", "warmup_arrival_pattern", "warmup_prefill_concurrency",
+                 "warmup_grace_period", *(own for _, own, _ in _WARMUP_FALLBACKS))
+
+
+def _warmup(existing: dict[str, Any] | None, prof: dict[str, Any], flags: ProfileFlags) -> dict[str, Any] | None:
+    """The warmup phase, as AIPerf's CLI derives it: `--warmup-request-count` and/or
+    `--warmup-duration` make one (a count of 0 alone removes it); its load is the `--warmup-*`
+    flag, else the profiling flag (`--request-rate` makes it an open loop, else a closed loop at
+    `--concurrency`). A config file's warmup phase keeps what no `--warmup-*` flag changes. Other
+    `--warmup-*` flags need a warmup phase (AIPerf would drop them silently: we say so)."""
+    if flags.warmup_request_count == 0 and flags.warmup_duration is None:
+        return None
+    triggered = flags.warmup_request_count is not None or flags.warmup_duration is not None
+    if existing is None and not triggered:
+        given = [f for f in _WARMUP_SHAPE if getattr(flags, f) is not None]
+        if given:
+            raise FlagError(f"{flag_name(given[0])}: needs --warmup-request-count or --warmup-duration")
+        return None
+    if existing is not None:
+        warmup = dict(existing)
+        _set(warmup, "concurrency", flags.warmup_concurrency)
+        _set(warmup, "rate", flags.warmup_request_rate)
+        if flags.warmup_arrival_pattern is not None:
+            warmup["type"] = flags.warmup_arrival_pattern
+        elif flags.warmup_request_rate is not None and warmup.get("type") not in RATE_TYPES:
+            warmup["type"] = "poisson"
+    else:
+        rate = flags.warmup_request_rate if flags.warmup_request_rate is not None else flags.request_rate
+        concurrency = flags.warmup_concurrency if flags.warmup_concurrency is not None else flags.concurrency
+        warmup = {"name": "warmup"}
+        if rate is not None:
+            pattern = flags.warmup_arrival_pattern or flags.request_rate_mode or "poisson"
+            warmup.update(type=pattern, rate=rate)
+            if pattern == "gamma" and flags.arrival_smoothness is not None:
+                warmup["smoothness"] = flags.arrival_smoothness
+            _set(warmup, "concurrency", concurrency)
+        else:
+            if flags.warmup_arrival_pattern is not None:
+                raise FlagError(f"--warmup-arrival-pattern {flags.warmup_arrival_pattern}: needs "
+                                "--warmup-request-rate or --request-rate")
+            warmup.update(type="concurrency", concurrency=concurrency or int(prof.get("concurrency") or 1))
+    if flags.warmup_request_count:
+        warmup["requests"] = flags.warmup_request_count
+    _set(warmup, "duration", flags.warmup_duration)
+    prefill = flags.warmup_prefill_concurrency
+    _set(warmup, "prefill_concurrency", prefill if prefill is not None else flags.prefill_concurrency)
+    for key, own, fallback in _WARMUP_FALLBACKS:
+        seconds = getattr(flags, own)
+        if seconds is None:
+            seconds = getattr(flags, fallback)
+            if key == "rate_ramp" and "rate" not in warmup:
+                continue  # a profiling rate ramp has nothing to ramp in a closed-loop warmup
+        elif key == "rate_ramp" and "rate" not in warmup:
+            raise FlagError(f"{flag_name(own)} {seconds:g}: needs --warmup-request-rate or --request-rate")
+        if seconds is not None:
+            warmup[key] = {"duration": seconds}
+    if flags.warmup_grace_period is not None:
+        if "duration" not in warmup:
+            raise FlagError(f"--warmup-grace-period {flags.warmup_grace_period:g}: needs --warmup-duration")
+        warmup["grace_period"] = flags.warmup_grace_period
+    return warmup
 
 
 def flag_for_path(where: str, document: dict[str, Any],

@@ -15,6 +15,9 @@ from aiperf.cli.clock import T0_WALL_NS  # noqa: F401  (taken now: the start of 
 def main(argv: list[str] | None = None) -> int:
     """Run the `aiperf` command with `argv` (default: `sys.argv[1:]`); returns the exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if (refused := _refused(args)) is not None:
+        print(refused, file=sys.stderr)
+        return 2
     if args and args[0] == "profile":  # first: nothing is imported before its zygote starts
         return _profile(args, early_zygote=argv is None)
     from aiperf.cli.passthrough import PASSTHROUGH
@@ -27,6 +30,17 @@ def main(argv: list[str] | None = None) -> int:
 
     result = build_app()(args)
     return result if isinstance(result, int) else 0
+
+
+def _refused(args: list[str]) -> str | None:
+    """The one-line refusal of an AIPerf flag we do not support, for the commands that take the
+    benchmark flags (`profile`, `demo`, `kube profile`, `kube generate`); else None."""
+    takes_flags = args[:1] in (["profile"], ["demo"]) or args[:2] in (["kube", "profile"], ["kube", "generate"])
+    if not takes_flags:
+        return None
+    from aiperf.cli.refused_flags import refusal
+
+    return refusal(args[1:])
 
 
 def _profile(args: list[str], *, early_zygote: bool) -> int:

@@ -78,3 +78,43 @@ def normalize_url(url: str) -> str:
     if "://" not in url:
         url = f"http://{url}"
     return url.rstrip("/")
+
+
+SERVER_METRICS_FORMATS = ("json", "csv")
+"""The server-metrics exports we write (AIPerf also offers jsonl and parquet)."""
+
+
+def parse_server_metrics_formats(items: list[str]) -> list[str]:
+    """`--server-metrics-formats json csv` (or `json,csv`): the formats, each once, in order."""
+    out: list[str] = []
+    for value in (v.strip().lower() for item in items for v in item.split(",") if v.strip()):
+        if value in ("jsonl", "parquet"):
+            raise FlagError(f"--server-metrics-formats {value}: not supported (only the json and csv "
+                            "server-metrics exports are built)")
+        if value not in SERVER_METRICS_FORMATS:
+            raise FlagError(f"--server-metrics-formats {value}: unknown format (json, csv)")
+        if value not in out:
+            out.append(value)
+    if not out:
+        raise FlagError("--server-metrics-formats: give at least one format (json, csv)")
+    return out
+
+
+_GPU_UNBUILT = {
+    "pynvml": "local GPU collectors (pynvml, amdsmi) are not built; DCGM exporter endpoints are",
+    "amdsmi": "local GPU collectors (pynvml, amdsmi) are not built; DCGM exporter endpoints are",
+    "dashboard": "the realtime GPU telemetry dashboard is not built",
+}
+
+
+def parse_gpu_telemetry(items: list[str]) -> list[str]:
+    """`--gpu-telemetry URL...`: DCGM exporter endpoints (`http://` added when missing). AIPerf's
+    other values (a local collector, the realtime dashboard, a metrics CSV file) are refused."""
+    urls: list[str] = []
+    for value in (v.strip() for item in items for v in item.split(",") if v.strip()):
+        if value.lower() in _GPU_UNBUILT:
+            raise FlagError(f"--gpu-telemetry {value}: not supported ({_GPU_UNBUILT[value.lower()]})")
+        if value.lower().endswith(".csv"):
+            raise FlagError(f"--gpu-telemetry {value}: not supported (custom GPU metrics files are not built)")
+        urls.append(normalize_url(value))
+    return urls

@@ -30,8 +30,16 @@ class ProfileFlags:
     url: Annotated[list[str] | None, Parameter(name=["--url", "-u"], consume_multiple=True)] = None
     """Server base URL; `http://` is added when missing (default: http://localhost:8000). Several
     (`--url A B`, `--url A,B` or repeated): each conversation goes to the next one in turn."""
+    url_strategy: Literal["round-robin", "round_robin"] | None = None
+    """How several --url values share the load: round-robin, each conversation to the next URL
+    (default: round_robin)."""
+    custom_endpoint: Annotated[str | None, Parameter(name=["--custom-endpoint", "--endpoint"])] = None
+    """Request path instead of the --endpoint-type's (e.g. /v1/custom); joined to each --url as
+    the type's path is."""
     endpoint_type: Literal["chat", "completions", "embeddings"] | None = None
     """OpenAI API: chat (/v1/chat/completions), completions, embeddings (default: chat)."""
+    transport: Annotated[Literal["http"] | None, Parameter(name=["--transport", "--transport-type"])] = None
+    """Transport of the requests: http, the only one (AIPerf's default from the URL scheme)."""
     streaming: bool | None = None
     """Stream responses (SSE); needed for TTFT and inter-token latency (default: false)."""
     concurrency: int | None = None
@@ -41,7 +49,8 @@ class ProfileFlags:
     request_rate_mode: Annotated[Literal["constant", "poisson", "gamma"] | None,
                                  Parameter(name=["--request-rate-mode", "--arrival-pattern"])] = None
     """Arrival process of --request-rate (default: poisson)."""
-    arrival_smoothness: float | None = None
+    arrival_smoothness: Annotated[float | None, Parameter(name=["--arrival-smoothness",
+                                                                "--vllm-burstiness"])] = None
     """Gamma shape for --request-rate-mode gamma; 1 is poisson (default: 1.0)."""
     user_centric_rate: float | None = None
     """Requests per second shared by --num-users users, each sending its next turn
@@ -66,6 +75,24 @@ class ProfileFlags:
     warmup_request_count: Annotated[int | None, Parameter(name=["--warmup-request-count",
                                                                  "--num-warmup-requests"])] = None
     """Requests sent before profiling, excluded from the results (default: 0)."""
+    warmup_duration: float | None = None
+    """Seconds of warmup before profiling (with or instead of --warmup-request-count)."""
+    warmup_concurrency: int | None = None
+    """Requests in flight during the warmup (default: --concurrency)."""
+    warmup_request_rate: float | None = None
+    """Requests per second during the warmup (default: --request-rate; neither: a closed loop)."""
+    warmup_arrival_pattern: Literal["constant", "poisson", "gamma"] | None = None
+    """Arrival process of the warmup's rate (default: --request-rate-mode)."""
+    warmup_prefill_concurrency: int | None = None
+    """Prefill cap during the warmup (default: --prefill-concurrency)."""
+    warmup_grace_period: float | None = None
+    """Seconds to wait for in-flight warmup requests after --warmup-duration."""
+    warmup_concurrency_ramp_duration: float | None = None
+    """Concurrency ramp of the warmup, seconds (default: --concurrency-ramp-duration)."""
+    warmup_prefill_concurrency_ramp_duration: float | None = None
+    """Prefill ramp of the warmup, seconds (default: --prefill-concurrency-ramp-duration)."""
+    warmup_request_rate_ramp_duration: float | None = None
+    """Rate ramp of the warmup, seconds (default: --request-rate-ramp-duration); needs a warmup rate."""
     request_timeout_seconds: float | None = None
     """Per-request timeout (default: 21600.0)."""
     request_cancellation_rate: float | None = None
@@ -74,6 +101,8 @@ class ProfileFlags:
     """Seconds after sending at which those requests are cancelled (default: 0.0)."""
     fixed_schedule: bool | None = None
     """Send each request at its trace timestamp (--input-file with timestamps) (default: false)."""
+    fixed_schedule_auto_offset: bool | None = None
+    """Replay timestamps relative to the earliest one (true, AIPerf's default) or as written (false)."""
     isl: Annotated[int | None, Parameter(name=["--isl", "--synthetic-input-tokens-mean",
                                                "--prompt-input-tokens-mean"])] = None
     """Mean input tokens of synthetic prompts (default: 550)."""
@@ -86,7 +115,8 @@ class ProfileFlags:
     osl_stddev: Annotated[float | None, Parameter(name=["--osl-stddev", "--output-tokens-stddev",
                                                         "--prompt-output-tokens-stddev"])] = None
     """Standard deviation of the output tokens (default: 0.0)."""
-    isl_block_size: int | None = None
+    isl_block_size: Annotated[int | None, Parameter(name=["--isl-block-size", "--prompt-input-tokens-block-size",
+                                                          "--synthetic-input-tokens-block-size"])] = None
     """Tokens per hash id of a mooncake trace (default: 512)."""
     prompt_batch_size: Annotated[int | None, Parameter(name=["--prompt-batch-size", "--batch-size-text",
                                                              "--batch-size", "-b"])] = None
@@ -120,18 +150,26 @@ class ProfileFlags:
     """Channels of each clip, 1 or 2 (default: 1)."""
     num_dataset_entries: Annotated[int | None, Parameter(name=["--num-dataset-entries", "--num-prompts"])] = None
     """Distinct synthetic prompts, or conversations drawn from a random_pool (default: 100)."""
-    conversation_turn_mean: float | None = None
+    conversation_turn_mean: Annotated[float | None, Parameter(name=["--conversation-turn-mean",
+                                                                    "--session-turns-mean"])] = None
     """Mean turns per synthetic conversation (default: 1)."""
-    conversation_turn_stddev: float | None = None
+    conversation_turn_stddev: Annotated[float | None, Parameter(name=["--conversation-turn-stddev",
+                                                                      "--session-turns-stddev"])] = None
     """Standard deviation of the turns per conversation (default: 0.0)."""
-    conversation_turn_delay_mean: float | None = None
+    conversation_turn_delay_mean: Annotated[float | None, Parameter(name=["--conversation-turn-delay-mean",
+                                                                          "--session-turn-delay-mean"])] = None
     """Mean think time before a later turn, ms (default: 0.0)."""
-    conversation_turn_delay_stddev: float | None = None
+    conversation_turn_delay_stddev: Annotated[float | None, Parameter(
+        name=["--conversation-turn-delay-stddev", "--session-turn-delay-stddev"])] = None
     """Standard deviation of that think time, ms (default: 0.0)."""
-    num_prefix_prompts: Annotated[int | None, Parameter(name=["--num-prefix-prompts",
-                                                              "--prefix-prompt-pool-size"])] = None
+    conversation_turn_delay_ratio: Annotated[float | None, Parameter(name=["--conversation-turn-delay-ratio",
+                                                                           "--session-delay-ratio"])] = None
+    """Multiplier of every think time; 0 removes them (default: 1.0)."""
+    num_prefix_prompts: Annotated[int | None, Parameter(name=["--num-prefix-prompts", "--prefix-prompt-pool-size",
+                                                              "--prompt-prefix-pool-size"])] = None
     """Shared prefixes, one prepended to each first turn (default: 0)."""
-    prefix_prompt_length: int | None = None
+    prefix_prompt_length: Annotated[int | None, Parameter(name=["--prefix-prompt-length",
+                                                                "--prompt-prefix-length"])] = None
     """Tokens of each shared prefix (default: 0)."""
     input_file: str | None = None
     """JSONL dataset (or a folder for random_pool)."""
@@ -168,6 +206,14 @@ class ProfileFlags:
     trace_data) into its profile_export.jsonl line (default: false)."""
     show_trace_timing: bool | None = None
     """Add the HTTP trace timing table (http_req_* metrics) to the console output (default: false)."""
+    server_metrics_formats: Annotated[list[str] | None, Parameter(consume_multiple=True)] = None
+    """Server-metrics export files to write: json, csv (default: json csv)."""
+    gpu_telemetry: Annotated[list[str] | None, Parameter(name="--gpu-telemetry", consume_multiple=True,
+                                                         negative=())] = None
+    """More DCGM exporter endpoints to scrape for GPU telemetry besides localhost:9400 and :9401
+    (a URL without a path gets /metrics)."""
+    no_gpu_telemetry: Annotated[bool | None, Parameter(name="--no-gpu-telemetry", negative=())] = None
+    """Collect no GPU telemetry (no gpu_telemetry_export.jsonl)."""
 
 
 @Parameter(name="*")
@@ -179,8 +225,12 @@ class LocalFlags:
     """Where results are written (default: artifacts)."""
     keep_dataset_files: bool | None = None
     """Also keep the dataset's working files (dataset/*.dat) in the artifact dir (default: false)."""
-    export_level: Literal["summary", "records", "raw"] | None = None
+    export_level: Annotated[Literal["summary", "records", "raw"] | None,
+                            Parameter(name=["--export-level", "--profile-export-level"])] = None
     """summary: aggregate exports only; records: + profile_export.jsonl (default); raw: + profile_export_raw.jsonl."""
+    slice_duration: float | None = None
+    """Also write the profiling metrics per window of this many seconds
+    (profile_export_aiperf_timeslices.json/.csv)."""
     ui: Annotated[Literal["none", "simple", "dashboard"] | None, Parameter(name=["--ui", "--ui-type"])] = None
     """Progress display: dashboard (live phases, metrics, workers, errors, logs), simple (a
     progress bar) or none (default: dashboard when stdout is a terminal, else none)."""
@@ -194,6 +244,9 @@ class LocalFlags:
 FLAG_PATHS: dict[str, str] = {
     "model": "models",
     "url": "endpoint.urls",
+    "url_strategy": "endpoint.url_strategy",
+    "custom_endpoint": "endpoint.path",
+    "transport": "",  # http is the only transport: nothing to set
     "endpoint_type": "endpoint.type",
     "streaming": "endpoint.streaming",
     "request_timeout_seconds": "endpoint.timeout",
@@ -206,10 +259,14 @@ FLAG_PATHS: dict[str, str] = {
     "no_server_metrics": "server_metrics.enabled",
     "export_http_trace": "artifacts.trace",
     "show_trace_timing": "artifacts.show_trace_timing",
+    "server_metrics_formats": "server_metrics.formats",
+    "gpu_telemetry": "gpu_telemetry.urls",
+    "no_gpu_telemetry": "gpu_telemetry.enabled",
     "concurrency": "phases.profiling.concurrency",
     "request_rate": "phases.profiling.rate",
     "request_rate_mode": "phases.profiling.type",
     "fixed_schedule": "phases.profiling.type",
+    "fixed_schedule_auto_offset": "phases.profiling.auto_offset",
     "arrival_smoothness": "phases.profiling.smoothness",
     "user_centric_rate": "phases.profiling.rate",
     "num_users": "phases.profiling.users",
@@ -223,6 +280,15 @@ FLAG_PATHS: dict[str, str] = {
     "request_cancellation_rate": "phases.profiling.cancellation.rate",
     "request_cancellation_delay": "phases.profiling.cancellation.delay",
     "warmup_request_count": "phases.warmup.requests",
+    "warmup_duration": "phases.warmup.duration",
+    "warmup_concurrency": "phases.warmup.concurrency",
+    "warmup_request_rate": "phases.warmup.rate",
+    "warmup_arrival_pattern": "phases.warmup.type",
+    "warmup_prefill_concurrency": "phases.warmup.prefill_concurrency",
+    "warmup_grace_period": "phases.warmup.grace_period",
+    "warmup_concurrency_ramp_duration": "phases.warmup.concurrency_ramp.duration",
+    "warmup_prefill_concurrency_ramp_duration": "phases.warmup.prefill_ramp.duration",
+    "warmup_request_rate_ramp_duration": "phases.warmup.rate_ramp.duration",
     "isl": "dataset.prompts.isl.mean",
     "isl_stddev": "dataset.prompts.isl.stddev",
     "osl": "dataset.prompts.osl.mean",
@@ -247,6 +313,7 @@ FLAG_PATHS: dict[str, str] = {
     "conversation_turn_stddev": "dataset.turns.stddev",
     "conversation_turn_delay_mean": "dataset.turn_delay.mean",
     "conversation_turn_delay_stddev": "dataset.turn_delay.stddev",
+    "conversation_turn_delay_ratio": "dataset.turn_delay_ratio",
     "num_prefix_prompts": "dataset.prefix_prompts.pool_size",
     "prefix_prompt_length": "dataset.prefix_prompts.length",
     "input_file": "dataset.path",
@@ -258,6 +325,7 @@ FLAG_PATHS: dict[str, str] = {
     "artifact_dir": "artifacts.dir",
     "keep_dataset_files": "artifacts.keep_dataset",
     "export_level": "artifacts.export_level",
+    "slice_duration": "artifacts.slice_duration",
     "ui": "runtime.ui",
     "workers_max": "runtime.workers",
     "record_processors": "runtime.record_processors",

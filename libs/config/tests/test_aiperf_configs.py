@@ -134,6 +134,10 @@ def test_several_urls_are_read_in_order_each_joined_with_the_path() -> None:
     ("http://h:8000/v1/chat/completions", None, "http://h:8000/v1/chat/completions"),
     ("http://h:8000", "/custom/generate", "http://h:8000/custom/generate"),
     ("http://h:8000/api", "", "http://h:8000/api"),
+    ("h:8000", None, "http://h:8000/v1/chat/completions"),  # no scheme: http:// added
+    ("h:8000/v1", None, "http://h:8000/v1/chat/completions"),
+    ("h:8000/v1/chat/completions", None, "http://h:8000/v1/chat/completions"),
+    ("http://h:8000/v1", "/v1/custom", "http://h:8000/v1/custom"),
 ])
 def test_the_request_url_joins_the_url_and_the_path_as_aiperf_does(url: str, path: str | None, expected: str) -> None:
     endpoint = read({"models": ["m"], "endpoint": {"url": url, **({} if path is None else {"path": path})}}).endpoint
