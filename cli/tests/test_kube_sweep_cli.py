@@ -141,7 +141,7 @@ async def test_results_of_a_sweep_are_its_aggregate(aiperf: Run, crds: FakeKube,
     early = await aiperf("kube", "results", "sw", "--kind", "sweep", *target(crds))
     assert early.code == 1 and "no aggregate yet" in early.err
     crds.set_status(API, SWEEP_KIND, NS, "sw", {"phase": "Running", "aggregation": {"phase": "Complete"}})
-    pod = "aiperf-sweep-sw-sweep-controller-0-0-x"
+    pod = "aiperf-sweep-sw-ctl-0-0-x"
     crds.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": NS, "labels": {
         "jobset.sigs.k8s.io/jobset-name": "aiperf-sweep-sw"}}, "spec": {"containers": [
             {"name": "results-sidecar", "image": "x", "ports": [{"containerPort": 9091}]}]}})

@@ -69,9 +69,9 @@ async def finish_child(kube: FakeKube, name: str, concurrency: int) -> FakeSidec
 
 def sweep_pod(kube: FakeKube, files: dict[str, bytes], name: str = NAME) -> FakeSidecar:
     """The sweep-controller pod of `name` running, its results sidecar serving `files`."""
-    pod = f"aiperf-sweep-{name}-sweep-controller-0-0-xyz"
+    pod = f"aiperf-sweep-{name}-ctl-0-0-xyz"
     kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": NS, "labels": {
-        JOBSET_NAME_LABEL: f"aiperf-sweep-{name}", REPLICATED_JOB_LABEL: "sweep-controller"}},
+        JOBSET_NAME_LABEL: f"aiperf-sweep-{name}", REPLICATED_JOB_LABEL: "ctl"}},
         "spec": {"containers": [{"name": "sweep-controller", "image": "x"},
                                 {"name": "results-sidecar", "image": "x", "ports": [{"containerPort": 9091}]}]}})
     kube.run_pod(NS, pod)

@@ -343,7 +343,7 @@ async def _killed_then_completed(c: Cluster) -> None:
     kube = c.kube
     await kube.wait_until(lambda: kube.get(CR_API, JOB_KIND, NS, "sw-v0-t1") is not None, timeout=RUN_S)
     v0_uid = (kube.get(CR_API, JOB_KIND, NS, "sw-v0-t1") or {})["metadata"]["uid"]
-    first_pod = "aiperf-sweep-sw-sweep-controller-0-0"
+    first_pod = "aiperf-sweep-sw-ctl-0-0"
     await kube.wait_until(lambda: (kube.get("v1", "Pod", NS, first_pod) or {}).get("status", {}).get(
         "phase") == "Running", timeout=60)
     podman("pod", "kill", first_pod)  # every container dies at once, as when a node loses the pod

@@ -60,7 +60,7 @@ from aiperf.operator.status import (
     phase_of,
     timestamp,
 )
-from aiperf.operator.sweep_desired import SWEEP_JOB, plan_sweep
+from aiperf.operator.sweep_desired import MAX_RESTARTS, SWEEP_JOB, plan_sweep
 from aiperf.results.keys import is_key
 
 SWEEP = CrKind(SWEEPS, sweep_object_name)
@@ -223,7 +223,7 @@ class SweepReconciler:
         elif jobset_state(jobset) == JobState.FAILED:
             await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [Cond(
                 "AggregateReady", False, "SweepControllerFailed",
-                f"the sweep-controller failed past {SWEEP_JOB} restarts; see `aiperf kube logs`")]))
+                f"the sweep-controller failed past {MAX_RESTARTS} restarts; see `aiperf kube logs`")]))
 
     async def _harvest(self, cr: Mapping[str, Any], aggregation: Mapping[str, Any], jobset: Obj | None) -> None:
         meta = cr["metadata"]

@@ -38,14 +38,14 @@ from aiperf.crd.model import API_GROUP, SWEEP_KIND, AIPerfJobSpec, AIPerfSweepSp
 from aiperf.kube.config_map import ARTIFACT_DIR
 from aiperf.kube.containers import ARTIFACTS_VOLUME, results_container
 from aiperf.kube.jobset import JOBSET_API_VERSION, RESTRICTED_POD_SECURITY
-from aiperf.kube.names import image, sweep_name_problem, sweep_object_name
+from aiperf.kube.names import SWEEP_JOB, image, sweep_name_problem, sweep_object_name
 from aiperf.kubeapi import Obj
 from aiperf.kuberun.sweeps import RESULTS_SERVICE_ENV
 from aiperf.kuberun.sweep_plan import CHILD_FIELDS, child_name, plan_for, run_benchmark
 from aiperf.operator.desired import Defaults, InvalidSpec, decode_as, settings_for
 from aiperf.operator.desired import owner_reference as job_owner_reference
 
-SWEEP_COMPONENT = SWEEP_CONTAINER = SWEEP_JOB = SWEEP_CONTROLLER.name
+SWEEP_COMPONENT = SWEEP_CONTAINER = SWEEP_CONTROLLER.name
 """The replicated job (and its pods' `jobset.sigs.k8s.io/replicatedjob-name`), container and component."""
 SWEEP_NAME_ENV, SWEEP_NAMESPACE_ENV, SWEEP_UID_ENV, SWEEP_EPOCH_ENV = (
     "AIPERF_SWEEP_NAME", "AIPERF_SWEEP_NAMESPACE", "AIPERF_SWEEP_UID", "AIPERF_SWEEP_EPOCH")

@@ -107,8 +107,11 @@ def longest_pod_name(jobset: str, replicated_job: str, replicas: int = 1, comple
     return f"{jobset}-{replicated_job}-{replicas - 1}-{completions - 1}{POD_NAME_SUFFIX}"
 
 
-SWEEP_JOB = SWEEP_CONTROLLER.name
-"""The replicated job of a sweep's own JobSet (its one pod runs the sweep-controller)."""
+SWEEP_JOB = "ctl"
+"""The replicated job of a sweep's own JobSet (its one pod runs the sweep-controller). Short, so
+that the pod name `aiperf-sweep-<name>-ctl-0-0-xxxxx` fits JobSet's 63 characters for every name a
+run may have: a 26-character name such as AIPerf's own `scenario-workload-profiles` did not fit
+with the container's name here."""
 
 
 def sweep_name_problem(name: str) -> str | None:
