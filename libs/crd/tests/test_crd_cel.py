@@ -164,9 +164,9 @@ def test_a_valid_sweep_passes_every_rule() -> None:
 BENCHMARK_MISTAKES = [
     # (change, path, message): the CRD keeps spec.benchmark as written; the model reads it
     (lambda b: b.update(phases={"type": "concurrency"}), "spec.benchmark.phases[0].requests",
-     "required (or duration)"),
-    (lambda b: b["phases"][1].update(sessions=4), "spec.benchmark.phases[1].sessions",
-     "not supported (stopping after a number of sessions is not built yet)"),
+     "required (or duration, or sessions)"),
+    (lambda b: b["phases"][1].update(seamless=True), "spec.benchmark.phases[1].seamless",
+     "not supported (seamless phase transitions (no drain between phases) are not built)"),
     (lambda b: b["phases"][1].update(concurrency=2, prefillConcurrency=4), "spec.benchmark.phases[1].prefill_concurrency",
      "at most concurrency (2), got 4"),
     (lambda b: b.update(gpuTelemetry={"mode": "realtime_dashboard"}), "spec.benchmark.gpu_telemetry.mode",
