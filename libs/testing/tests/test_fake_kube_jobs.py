@@ -103,7 +103,7 @@ async def test_a_missing_service_account_and_an_exceeded_quota_are_failed_create
     await create(client, jobset("big", replicas=2, resources={"requests": {"cpu": "500m"}}))
     await kube.wait_until(lambda: len(failed_creates(kube)) == 2)
     assert len(pods(kube)) == 1
-    (quota,) = [e["message"] for e in failed_creates(kube) if "quota" in e["message"]]
+    (quota,) = (e["message"] for e in failed_creates(kube) if "quota" in e["message"])
     assert "exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1" in quota
     await CoreV1Api(client).create_namespaced_service_account("bench", {"metadata": {"name": "missing"}})
     await kube.wait_until(lambda: any(p["metadata"]["name"].startswith("nosa-") for p in pods(kube)) or

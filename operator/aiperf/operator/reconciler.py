@@ -78,8 +78,8 @@ from aiperf.operator.status import (
     is_true,
     observe_jobset,
     phase_of,
-    took_over,
     timestamp,
+    took_over,
 )
 
 JOB = CrKind(JOBS, jobset_name)

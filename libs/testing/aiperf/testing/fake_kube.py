@@ -98,8 +98,8 @@ from aiperf.testing.fake_kube_http import (
     serve_watch,
 )
 from aiperf.testing.fake_kube_http import json_response as _json
-from aiperf.testing.fake_kube_jobset import JobSetWebhooks
 from aiperf.testing.fake_kube_jobs import JobLayer, JobSetTtl, PodAdmission
+from aiperf.testing.fake_kube_jobset import JobSetWebhooks
 from aiperf.testing.fake_kube_kinds import CRDS, JOBSET_CRD, NAMESPACES, PODS
 from aiperf.testing.fake_kube_kueue import KueueWebhook, admitted
 from aiperf.testing.fake_kube_pods import PodRuntime, ProxyHandler
