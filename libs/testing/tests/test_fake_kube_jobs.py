@@ -103,8 +103,27 @@ async def test_a_missing_service_account_and_an_exceeded_quota_are_failed_create
     await create(client, jobset("big", replicas=2, resources={"requests": {"cpu": "500m"}}))
     await kube.wait_until(lambda: len(failed_creates(kube)) == 2)
     assert len(pods(kube)) == 1
-    (quota,) = [e["message"] for e in failed_creates(kube) if "quota" in e["message"]]
+    (quota,) = (e["message"] for e in failed_creates(kube) if "quota" in e["message"])
     assert "exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1" in quota
     await CoreV1Api(client).create_namespaced_service_account("bench", {"metadata": {"name": "missing"}})
     await kube.wait_until(lambda: any(p["metadata"]["name"].startswith("nosa-") for p in pods(kube)) or
                           len(failed_creates(kube)) > 2)
+
+
+async def test_a_finished_jobset_is_deleted_after_its_ttl() -> None:
+    from aiperf.testing.fake_kube_store import now_rfc3339
+
+    async with FakeKube(namespaces=["bench"]) as kube:
+        for name, ttl in (("short", 0), ("long", 3600), ("none", None)):
+            body = jobset(name, replicas=1)
+            if ttl is not None:
+                body["spec"]["ttlSecondsAfterFinished"] = ttl
+            kube.create({**body, "metadata": {"name": name, "namespace": "bench"}})
+            kube.set_status("jobset.x-k8s.io/v1alpha2", "JobSet", "bench", name, {"conditions": [
+                {"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "done",
+                 "lastTransitionTime": now_rfc3339()}], "terminalState": "Completed"})
+        assert kube.expire_jobsets() == 1
+        await kube.wait_until(lambda: kube.get("jobset.x-k8s.io/v1alpha2", "JobSet", "bench", "short") is None)
+        assert kube.get("jobset.x-k8s.io/v1alpha2", "JobSet", "bench", "long") is not None
+        assert kube.get("jobset.x-k8s.io/v1alpha2", "JobSet", "bench", "none") is not None
+        assert 3500 < (kube.jobset_ttl.seconds_to_next_deadline() or 0) <= 3600

@@ -12,7 +12,9 @@ its two error types, which say what happens next).
   the controller pod's control plane has exited, copy the results to the results volume
   (`aiperf.operator.results`) and end the run Completed (Failed when it exited non-zero), then
   shut the results sidecar down; else follow the JobSet into the status; finished runs get their
-  clean-up re-checked.
+  clean-up re-checked. A JobSet gone before the end (`_jobset_missing`): Completed from the
+  volume when a harvest already stored the results, Failed `ResultsLost` when the controller had
+  exported them, else Failed `JobSetMissing`.
 - `cancel`: the `spec.cancel` edit: suspend the JobSet, phase Cancelled.
 - timeout: past `spec.timeoutSeconds` the run fails (`TimedOut`) and its JobSet is deleted,
   unless the controller has reported `status.resultsExported: true`: then the finished results
@@ -76,8 +78,8 @@ from aiperf.operator.status import (
     is_true,
     observe_jobset,
     phase_of,
-    took_over,
     timestamp,
+    took_over,
 )
 
 JOB = CrKind(JOBS, jobset_name)
@@ -174,9 +176,7 @@ class JobReconciler:
             return
         jobset = await self.core.own_jobset(cr)
         if jobset is None:
-            await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [
-                Cond("ResourcesCreated", False, "JobSetMissing",
-                     f"JobSet {jobset_name(name)} was deleted before the run finished")]))
+            await self._jobset_missing(cr)
             return
         if self._results is not None and jobset_state(jobset) == JobState.RUNNING:
             end = await sidecar.controller_end(self._api, name, ns, jobset_uid=jobset["metadata"]["uid"])
@@ -337,6 +337,31 @@ class JobReconciler:
                  reason=(condition_of(written, watchdog.FAILED_CONDITION) or {}).get("reason"))
         await self._clean_up_finished(written)
         return True
+
+    async def _jobset_missing(self, cr: Mapping[str, Any]) -> None:
+        """The run's JobSet is gone before the run ended (its `ttlSecondsAfterFinished` passed
+        while the operator was down, or someone deleted it): Completed when its results are on
+        the volume already (a harvest whose phase write was lost), Failed `ResultsLost` when the
+        controller had exported them but nobody copied them, else Failed `JobSetMissing`."""
+        meta = cr["metadata"]
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        epoch = epoch_of(cr)
+        stored = await self._results.stored(ns, name, epoch, uid) if self._results and epoch else None
+        if stored is not None:
+            done = Cond("ResultsStored", True, "Stored", f"{len(stored.files)} files under {stored.path}")
+            await self.core.write_status(ns, name, uid, self.core.end(JobPhase.COMPLETED, [done], {
+                "resultsPath": stored.path, "runEpoch": epoch}))
+            return
+        if results_exported(cr):
+            lost = Cond("ResultsStored", False, "ResultsLost",
+                        f"JobSet {jobset_name(name)} was deleted (ttlSecondsAfterFinished passed, or by hand) after "
+                        "the controller exported the results but before the operator copied them; raise "
+                        "ttlSecondsAfterFinished or keep the operator running")
+            await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [lost]))
+            return
+        await self.core.write_status(ns, name, uid, self.core.end(JobPhase.FAILED, [
+            Cond("ResourcesCreated", False, "JobSetMissing",
+                 f"JobSet {jobset_name(name)} was deleted before the run finished")]))
 
     async def _draining(self, cr: Mapping[str, Any]) -> None:
         meta = cr["metadata"]

@@ -116,6 +116,13 @@ class ResultsStore:
         except (OSError, sqlite3.Error, ValueError) as exc:
             log.warning("results.index_write_failed", write=what, namespace=namespace, name=name, error=str(exc))
 
+    async def stored(self, namespace: str, name: str, epoch: str, uid: str) -> Harvest | None:
+        """Run `epoch` of `name` when an earlier harvest of CR `uid` completed it, else None."""
+        done = await self.index.completed(namespace, name, epoch)
+        if done is None or (done.uid and done.uid != uid):
+            return None
+        return Harvest(path=self.relative(namespace, name, epoch), files=[f.name for f in done.files])
+
     async def harvest(self, api: KubeApi, namespace: str, name: str, epoch: str, pod: str, uid: str,
                       *, created_at: str | None = None, completed_at: str | None = None,
                       gone: Gone | None = None) -> Harvest:

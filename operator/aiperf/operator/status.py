@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from aiperf.config import PhaseKind
 from aiperf.crd.model import JobPhase
 from aiperf.kubeapi import Obj
 from aiperf.kuberun.direct import JobState, jobset_state
 from aiperf.kuberun.jobs import phase_of
-from aiperf.config import PhaseKind
 from aiperf.messages import SystemState
 
 TERMINAL = frozenset({JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.CANCELLED})

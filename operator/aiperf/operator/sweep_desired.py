@@ -40,8 +40,8 @@ from aiperf.kube.containers import ARTIFACTS_VOLUME, results_container
 from aiperf.kube.jobset import JOBSET_API_VERSION, RESTRICTED_POD_SECURITY
 from aiperf.kube.names import SWEEP_JOB, image, sweep_name_problem, sweep_object_name
 from aiperf.kubeapi import Obj
-from aiperf.kuberun.sweeps import RESULTS_SERVICE_ENV
 from aiperf.kuberun.sweep_plan import CHILD_FIELDS, child_name, plan_for, run_benchmark
+from aiperf.kuberun.sweeps import RESULTS_SERVICE_ENV
 from aiperf.operator.desired import Defaults, InvalidSpec, decode_as, settings_for
 from aiperf.operator.desired import owner_reference as job_owner_reference
 

@@ -36,6 +36,9 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
   serviceaccounts/token. events.k8s.io/v1 Events share storage with core/v1 ones.
 - JobSet's defaulting and validating webhooks (`fake_kube_jobset`: the 63-character Job and pod
   name rules, Indexed completion mode, immutable replicated jobs); `add_webhook` for others.
+- JobSet TTL when the test says (`expire_jobsets()`): every finished JobSet whose
+  `ttlSecondsAfterFinished` has passed since its Completed/Failed condition's
+  `lastTransitionTime` (real time) is deleted, Foreground.
 - Kueue (`kueue=True`, `fake_kube_kueue`): a JobSet labelled `kueue.x-k8s.io/queue-name` is
   created suspended; `kueue_admit` plays the admission that unsuspends it.
 - Optional authentication and RBAC (`rbac=True`, `fake_kube_rbac`): 401 without a known bearer
@@ -95,8 +98,8 @@ from aiperf.testing.fake_kube_http import (
     serve_watch,
 )
 from aiperf.testing.fake_kube_http import json_response as _json
+from aiperf.testing.fake_kube_jobs import JobLayer, JobSetTtl, PodAdmission
 from aiperf.testing.fake_kube_jobset import JobSetWebhooks
-from aiperf.testing.fake_kube_jobs import JobLayer, PodAdmission
 from aiperf.testing.fake_kube_kinds import CRDS, JOBSET_CRD, NAMESPACES, PODS
 from aiperf.testing.fake_kube_kueue import KueueWebhook, admitted
 from aiperf.testing.fake_kube_pods import PodRuntime, ProxyHandler
@@ -185,6 +188,7 @@ class FakeKube:
         if kueue:
             self.store.webhooks.append(KueueWebhook())
         self.job_layer = JobLayer(self.store) if jobs else None
+        self.jobset_ttl = JobSetTtl(self.store)
         if jobs:
             self.store.webhooks.append(PodAdmission(self.store))
         for ns in namespaces:
@@ -361,6 +365,11 @@ class FakeKube:
         if jobset is None:
             raise KeyError(f"no JobSet {namespace}/{name}")
         return self.update(admitted(jobset, node_selector))
+
+    def expire_jobsets(self) -> int:
+        """Play the JobSet controller's TTL now (`fake_kube_jobs.JobSetTtl`): delete every
+        finished JobSet whose `ttlSecondsAfterFinished` has passed; how many."""
+        return self.jobset_ttl.run()
 
     def run_pod(self, namespace: str, name: str, *, ip: str | None = None) -> Obj:
         """Play scheduler and kubelet: the pod runs (nodeName, podIP, containers running)."""

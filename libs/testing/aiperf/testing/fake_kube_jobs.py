@@ -1,5 +1,7 @@
 """The controllers between a JobSet and its pods, and the pod admission plugins they meet, for
-the fake (`FakeKube(jobs=True)`).
+the fake (`FakeKube(jobs=True)`), and the JobSet controller's TTL (`FakeKube.expire_jobsets()`:
+`JobSetTtl` deletes a finished JobSet, Foreground, `ttlSecondsAfterFinished` after its Completed
+or Failed condition's transition time; the test says when, so no timer runs).
 
 `JobLayer.run()` (after every write, with the garbage collector) plays:
 - the JobSet controller: each JobSet that is not suspended, finished or being deleted gets its
@@ -32,11 +34,12 @@ from __future__ import annotations
 import copy
 import re
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from aiperf.testing.fake_kube_api import ApiError, KindInfo, Obj
+from aiperf.testing.fake_kube_api import ApiError, KindInfo, Obj, WriteOptions
 from aiperf.testing.fake_kube_kinds import BUILTIN_KINDS, NAMESPACES, PODS
-from aiperf.testing.fake_kube_store import Store, now_rfc3339
+from aiperf.testing.fake_kube_store import Store, now_rfc3339, parse_time
 
 JOBS = next(k for k in BUILTIN_KINDS if k.kind == "Job")
 EVENTS = next(k for k in BUILTIN_KINDS if k.kind == "Event" and k.group == "")
@@ -301,3 +304,51 @@ class JobLayer:
             "type": "Warning", "reason": reason, "message": message, "source": {"component": "job-controller"},
             "reportingComponent": "job-controller", "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1})
         return 1
+
+
+# -- JobSet TTL ---------------------------------------------------------------------------------------
+
+def _finished_at(jobset: Obj) -> datetime | None:
+    """When JobSet `jobset` finished: its True Completed or Failed condition's transition time."""
+    for cond in (jobset.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in ("Completed", "Failed") and cond.get("status") == "True":
+            try:
+                return parse_time(str(cond.get("lastTransitionTime")))
+            except ValueError:
+                return datetime.now(UTC)
+    return None
+
+
+class JobSetTtl:
+    """The JobSet controller's `ttlSecondsAfterFinished`: a finished JobSet (Completed or Failed
+    condition) is deleted, Foreground, that many seconds after it finished."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def _due(self) -> list[tuple[Obj, float]]:
+        out = []
+        for key, jobset in self._store.raw_items():
+            ttl = (jobset.get("spec") or {}).get("ttlSecondsAfterFinished")
+            if key[:2] != (JOBSET_GROUP, "jobsets") or ttl is None or jobset["metadata"].get("deletionTimestamp"):
+                continue
+            finished = _finished_at(jobset)
+            if finished is not None:
+                out.append((jobset, (finished + timedelta(seconds=int(ttl)) - datetime.now(UTC)).total_seconds()))
+        return out
+
+    def run(self) -> int:
+        """Delete every JobSet whose TTL has passed; how many."""
+        expired = [j for j, wait in self._due() if wait <= 0]
+        info = self._store.kinds.by_kind(f"{JOBSET_GROUP}/v1alpha2", "JobSet")
+        for jobset in expired:
+            assert info is not None
+            meta = jobset["metadata"]
+            self._store.delete(info, meta["namespace"], meta["name"], {"propagationPolicy": "Foreground"},
+                               WriteOptions())
+        return len(expired)
+
+    def seconds_to_next_deadline(self) -> float | None:
+        """Seconds until the next finished JobSet's TTL passes (None: none pending)."""
+        waits = [wait for _, wait in self._due()]
+        return max(0.0, min(waits)) if waits else None
