@@ -47,12 +47,26 @@ class StampedProtocol(Protocol):
     def connection_lost(self, exc: Exception | None) -> None: ...
 
 
+_keeper: list[socket.socket] = []
+
+
 def enable_rx_timestamps(sock: socket.socket) -> bool:
-    """Ask the kernel to stamp what `sock` receives; False where it cannot."""
+    """Ask the kernel to stamp what `sock` receives; False where it cannot.
+
+    The kernel turns receive stamping on for the whole stack when the first socket asks and off
+    when the last one closes, each time through deferred work, so packets right after a switch
+    may come unstamped (their reads then carry the clock read after `recvmsg`). The first call
+    keeps one idle UDP socket asking for the life of the process, so connections that come and
+    go never switch it off."""
     if sys.platform != "linux":
         return False
+    flags = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE
     try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE)
+        if not _keeper:
+            keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, flags)
+            _keeper.append(keeper)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, flags)
     except OSError:
         return False
     return True
