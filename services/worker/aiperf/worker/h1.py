@@ -530,7 +530,12 @@ async def _connect_socket(loop: asyncio.AbstractEventLoop, sock: socket.socket, 
     if err == errno.EINPROGRESS:
         ready: asyncio.Future[None] = loop.create_future()
         fd = sock.fileno()
-        loop.add_writer(fd, lambda: ready.done() or ready.set_result(None))
+
+        def writable() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_writer(fd, writable)
         try:
             await ready
         finally:
