@@ -87,10 +87,15 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
                     records=records, transport=transport,
                     probe=functools.partial(probe_return_channel, returns, log=log))
     stack.callback(worker.close)
-    # A full collection over everything start-up left (the zygote's modules included) stalls
-    # the loop for tens of ms mid-run, and every read that waits meanwhile is stamped late:
-    # those objects live as long as the process, so they go to the permanent generation.
-    gc.freeze()  # what start-up left (the zygote's modules included) is never traversed again
+    return worker
+
+
+async def _build_frozen(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
+    """`build`, then what start-up left (the zygote's modules included) goes to the permanent
+    generation: a full collection over it stalls the loop for tens of ms mid-run, and every read
+    waiting meanwhile is stamped late. Only in the worker's own process (never in a test's)."""
+    worker = await build(ctx, stack)
+    gc.freeze()
     return worker
 
 
@@ -108,7 +113,7 @@ async def _transport(stack: AsyncExitStack, limits: HttpOptions, kind: str) -> T
 
 def main(argv: list[str] | None = None) -> int:
     """Run one worker process; see `--help`."""
-    return service_main(ServiceType.WORKER, build, argv)
+    return service_main(ServiceType.WORKER, _build_frozen, argv)
 
 
 if __name__ == "__main__":
