@@ -55,6 +55,13 @@ it is recorded (from the event loop's read callback: it must be quick and never 
         self.retries = 0
         self.retry_reason = ""
 
+    def restamp(self, now_ns: int) -> None:
+        """Move the request's start to `now_ns` (its first packet is about to go: the SYN of a new
+        connection, the write on a reused one), the wall-clock start with it."""
+        if self.start_ns:
+            self.start_wall_ns += now_ns - self.start_ns
+        self.start_ns = now_ns
+
     def restart(self, reason: str) -> None:
         """Forget the first attempt's wire fields before the request is sent again on a new
         connection (the server closed the reused one before answering): the record describes the

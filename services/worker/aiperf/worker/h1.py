@@ -2,10 +2,15 @@
 httptools (llhttp) response parser, a keep-alive pool, and TLS through asyncio's `ssl`.
 
 Why not a general client: the worker needs one thing done cheaply and exactly, a POST whose
-every network read is stamped. Here the stamp is taken in `data_received`, before any parsing,
-and the body bytes of that read (chunked framing removed) become one `Exchange` chunk with that
-stamp. So an SSE event split over reads is stamped by the read that completed it, and two events
-in one read share its stamp, whatever the event loop was doing when the waiting task woke up.
+every network read is stamped. Over plain TCP the stamp is the kernel's receive time of the read
+(`aiperf.worker.rxstamp`: `SO_TIMESTAMPING` software stamps through `recvmsg`), so the event
+loop's wake-up and whatever ran before the callback are not in it; over TLS it is taken first
+thing in `data_received`, before any parsing. The body bytes of that read (chunked framing
+removed) become one `Exchange` chunk with that stamp. So an SSE event split over reads is stamped by the read that completed it, and two events
+in one read share its stamp, whatever the event loop was doing when the waiting task woke up. The request's clock
+(`Exchange.start_ns`) starts right before its first packet: the connect (SYN) of a new
+connection (so TTFT includes connection setup, as AIPerf 0.13.0's, whose start precedes
+aiohttp's connection acquire), the write on a reused one.
 
 Contract (`Transport.post`): failures never raise, they set `Exchange.error` with the same types
 the aiohttp client used (`ConnectionError`, `ReadIdleTimeout`, `ResponseTooLarge`,
@@ -32,8 +37,10 @@ Must be used inside one running asyncio event loop (uvloop in production).
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import math
+import os
 import socket
 import ssl
 import time
@@ -46,6 +53,7 @@ import structlog
 from aiperf.config import MAX_RESPONSE_BYTES_ENV, READ_IDLE_TIMEOUT_ENV, HttpOptions
 from aiperf.messages import ErrorDetails
 from aiperf.worker.exchange import DEFAULT_LIMITS, KEEPALIVE_S, Exchange
+from aiperf.worker.rxstamp import StampedTransport
 
 log = structlog.get_logger("aiperf.worker.h1")
 
@@ -125,7 +133,11 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        now = self._clock()
+        self.received(data, self._clock())
+
+    def received(self, data: bytes, now: int) -> None:
+        """One read of `data`, which arrived at `now` (`StampedTransport`: the kernel's receive
+        time; an event loop's transport: the clock read first thing in `data_received`)."""
         ex = self._ex
         if ex is None or self._done is None or self._done.done():
             return  # bytes after the response (or with none asked for): the connection is not reused
@@ -241,7 +253,9 @@ class Connection(asyncio.Protocol):
         self.served += 1
         transport = self.transport
         assert transport is not None
-        ex.send_start_ns = _perf_ns()
+        ex.send_start_ns = now = _perf_ns()
+        if ex.reused:  # the request's first packet is this write: its clock starts here
+            ex.restamp(now)
         transport.write(request)
         ex.send_end_ns = _perf_ns()
         ex.sent_bytes += len(request)
@@ -460,7 +474,6 @@ class H1Transport:
         loop = asyncio.get_running_loop()
         try:
             addresses = await self._resolve(ex, loop, host, port)
-            ex.connect_start_ns = _perf_ns()
             context = None
             if scheme == "https":
                 context = self._ssl or ssl.create_default_context()
@@ -471,13 +484,17 @@ class H1Transport:
                     try:
                         sock.setblocking(False)
                         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                        await loop.sock_connect(sock, address)
+                        await _connect_socket(loop, sock, address, ex)
                     except BaseException:
                         sock.close()
                         raise
+                    if context is None:  # plain TCP: every read stamped by the kernel
+                        conn = Connection(loop, sock=sock)
+                        StampedTransport(loop, sock, conn)
+                        return conn
                     _, conn = await loop.create_connection(
                         functools.partial(Connection, loop, sock=sock), sock=sock, ssl=context,
-                        server_hostname=host if context is not None else None)
+                        server_hostname=host)
                     return conn
                 except OSError as exc:
                     error = exc
@@ -500,6 +517,32 @@ class H1Transport:
             raise OSError(f"no address for {host}")
         self._dns[(host, port)] = (now + DNS_TTL_S, addresses)  # type: ignore[assignment]
         return addresses  # type: ignore[return-value]
+
+
+async def _connect_socket(loop: asyncio.AbstractEventLoop, sock: socket.socket, address: tuple[str, int],
+                          ex: Exchange) -> None:
+    """Connect the non-blocking `sock` to `address`. The request's clock restarts right before
+    `connect()`, which sends the SYN at once (the event loop's `sock_connect` may first resolve
+    the address in a thread); raises `OSError` when the connection fails."""
+    ex.connect_start_ns = now = _perf_ns()
+    ex.restamp(now)  # the request's first packet is the SYN
+    err = sock.connect_ex(address)
+    if err == errno.EINPROGRESS:
+        ready: asyncio.Future[None] = loop.create_future()
+        fd = sock.fileno()
+
+        def writable() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_writer(fd, writable)
+        try:
+            await ready
+        finally:
+            loop.remove_writer(fd)
+        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if err:
+        raise OSError(err, os.strerror(err))
 
 
 def _reason(exc: OSError) -> str:
