@@ -160,15 +160,15 @@ async def test_results_of_a_sweep_are_its_aggregate(aiperf: Run, crds: FakeKube,
 
 async def test_a_sweep_name_its_jobset_cannot_carry_is_refused_in_one_line(aiperf: Run, crds: FakeKube,
                                                                            tmp_path: Any) -> None:
-    # JobSet's webhook refuses `aiperf-sweep-<name>-sweep-controller-0-0-xxxxx` over 63 characters.
-    result = await aiperf("kube", "sweep", *BENCH, "--name", "llama-8b-concurrency-sweep", "--concurrency", "2,4",
+    # JobSet's webhook refuses `aiperf-sweep-<name>-ctl-0-0-xxxxx` over 63 characters.
+    result = await aiperf("kube", "sweep", *BENCH, "--name", "llama-3-8b-instruct-concurrency-sweep", "--concurrency", "2,4",
                           *target(crds))
     assert result.code == 2 and crds.requests_for("POST") == []
-    assert "would exceed 63 characters" in result.err and "use at most 23 characters" in result.err
+    assert "would exceed 63 characters" in result.err and "use at most 35 characters" in result.err
     assert len(result.err.strip().splitlines()) == 1, result.err
     manifest = tmp_path / "sweep.yaml"
     manifest.write_text(yaml.safe_dump({"apiVersion": API, "kind": SWEEP_KIND,
-                                        "metadata": {"name": "llama-8b-concurrency-sweep"},
+                                        "metadata": {"name": "llama-3-8b-instruct-concurrency-sweep"},
                                         "spec": {"benchmark": {"models": ["m"]}}}))
     result = await aiperf("kube", "validate", str(manifest))
     assert result.code == 1 and "metadata.name: too long" in result.out, result.out

@@ -18,22 +18,22 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_sweep_name_its_jobset_pods_cannot_carry_fails_at_once_in_one_line(kube: FakeKube) -> None:
-    # Issue 23, item 1: 26 characters; JobSet's webhook would refuse the sweep's JobSet forever.
+    # Issue 23, item 1: 37 characters; JobSet's webhook would refuse the sweep's JobSet forever.
     kube.install_crd(build_crd(SWEEP_KIND))
-    name = "llama-8b-concurrency-sweep"
+    name = "llama-3-8b-instruct-concurrency-sweep"
     async with operator(kube):
         kube.create(sweep(name))
         await kube.wait_until(lambda: sweep_status(kube, name).get("phase") == "Failed", timeout=20)
     cond = next(c for c in sweep_status(kube, name)["conditions"] if c["type"] == "ConfigValid")
     assert (cond["status"], cond["reason"]) == ("False", "InvalidSpec")
-    assert "would exceed 63 characters" in cond["message"] and "use at most 23 characters" in cond["message"]
+    assert "would exceed 63 characters" in cond["message"] and "use at most 36 characters" in cond["message"]
     assert "\n" not in cond["message"]
     assert kube.requests_for("POST", "/apis/jobset.x-k8s.io") == []
 
 
 async def test_the_longest_sweep_name_passes_jobsets_webhook(kube: FakeKube) -> None:
     kube.install_crd(build_crd(SWEEP_KIND))
-    name = "s" * 23
+    name = "s" * 35  # the limit of every run name (its children carry it)
     async with operator(kube):
         kube.create(sweep(name))
         await kube.wait_until(lambda: sweep_status(kube, name).get("phase") == "Initializing", timeout=20)

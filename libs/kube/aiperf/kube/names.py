@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 
-from aiperf.config.catalog import SWEEP_CONTROLLER
 from aiperf.messages import ServiceType
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
