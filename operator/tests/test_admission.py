@@ -33,7 +33,7 @@ async def test_a_sweep_name_its_jobset_pods_cannot_carry_fails_at_once_in_one_li
 
 async def test_the_longest_sweep_name_passes_jobsets_webhook(kube: FakeKube) -> None:
     kube.install_crd(build_crd(SWEEP_KIND))
-    name = "s" * 35  # the limit of every run name (its children carry it)
+    name = "s" * 29  # its first child, <name>-v0-t1, is a run name of 35, the limit of every run
     async with operator(kube):
         kube.create(sweep(name))
         await kube.wait_until(lambda: sweep_status(kube, name).get("phase") == "Initializing", timeout=20)
