@@ -213,6 +213,9 @@ def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
             raise FlagError(f"--custom-dataset-type {flags.custom_dataset_type}: needs --input-file")
         spec["format"] = flags.custom_dataset_type
     prompts = _sub(spec, "prompts")
+    if (flags.isl is not None or flags.isl_stddev is not None) and spec.get("type") == "file":
+        given = "--isl" if flags.isl is not None else "--isl-stddev"
+        raise FlagError(f"{given}: only for synthetic prompts; a file dataset brings its own (as in AIPerf)")
     if flags.isl is not None or flags.isl_stddev is not None:
         if not isinstance(prompts.get("isl"), dict):
             prompts["isl"] = {"mean": Prompts().isl.mean}
