@@ -155,8 +155,8 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
         _sub(doc, "artifacts")["keep_dataset"] = local.keep_dataset_files
     if local.export_level is not None:
         _sub(doc, "artifacts")["export_level"] = local.export_level
-    if local.slice_duration is not None:
-        _sub(doc, "artifacts")["slice_duration"] = local.slice_duration
+    if flags.slice_duration is not None:
+        _sub(doc, "artifacts")["slice_duration"] = flags.slice_duration
     for field, key in (("ui", "ui"), ("workers_max", "workers"), ("record_processors", "record_processors")):
         if (value := getattr(local, field)) is not None:
             _sub(doc, "runtime")[key] = value
