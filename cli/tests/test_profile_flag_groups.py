@@ -136,6 +136,8 @@ def test_replay_exports_and_telemetry_flags(tmp_path: Any) -> None:
      "error: --warmup-request-rate-ramp-duration 2: needs --warmup-request-rate or --request-rate"),
     (["--endpoint", "chat/completions"],
      "error: --custom-endpoint chat/completions: must start with / (e.g. /chat/completions), as in AIPerf\n"),
+    (["--input-file", "x.jsonl", "--isl", "8"],
+     "error: --isl: only for synthetic prompts; a file dataset brings its own (as in AIPerf)\n"),
     (["--fixed-schedule-auto-offset"], "error: --fixed-schedule-auto-offset: only with --fixed-schedule"),
     (["--server-metrics-formats", "parquet"],
      "error: --server-metrics-formats parquet: not supported (only the json and csv server-metrics exports"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from compat._oracle import find_oracle
+from _oracle import find_oracle
 
 from aiperf.cli.app import build_app
 from aiperf.cli.refused_flags import REFUSED_FLAGS

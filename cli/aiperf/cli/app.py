@@ -74,6 +74,8 @@ def build_app(zygote: ZygoteProcess | None = None) -> cyclopts.App:
         `--artifact-dir`: profile_export_aiperf.json/.csv, profile_export.jsonl, inputs.json.
         `--num-profile-runs N` repeats it (confidence intervals over the trials); a comma list on
         a sweepable flag (`--concurrency 4,8,16`) or a config `sweep:` block runs a sweep.
+        AIPerf 0.13 flags not built here are refused by name, with the reason
+        (docs/compat-flags.md).
 
         Parameters
         ----------

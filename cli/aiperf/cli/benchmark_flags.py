@@ -158,8 +158,8 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
         _sub(doc, "artifacts")["keep_dataset"] = local.keep_dataset_files
     if local.export_level is not None:
         _sub(doc, "artifacts")["export_level"] = local.export_level
-    if local.slice_duration is not None:
-        _sub(doc, "artifacts")["slice_duration"] = local.slice_duration
+    if flags.slice_duration is not None:
+        _sub(doc, "artifacts")["slice_duration"] = flags.slice_duration
     for field, key in (("ui", "ui"), ("workers_max", "workers"), ("record_processors", "record_processors")):
         if (value := getattr(local, field)) is not None:
             _sub(doc, "runtime")[key] = value
@@ -217,6 +217,9 @@ def _dataset(doc: dict[str, Any], flags: ProfileFlags) -> None:
             raise FlagError(f"--custom-dataset-type {flags.custom_dataset_type}: needs --input-file")
         spec["format"] = flags.custom_dataset_type
     prompts = _sub(spec, "prompts")
+    if (flags.isl is not None or flags.isl_stddev is not None) and spec.get("type") == "file":
+        given = "--isl" if flags.isl is not None else "--isl-stddev"
+        raise FlagError(f"{given}: only for synthetic prompts; a file dataset brings its own (as in AIPerf)")
     if flags.isl is not None or flags.isl_stddev is not None:
         if not isinstance(prompts.get("isl"), dict):
             prompts["isl"] = {"mean": Prompts().isl.mean}

@@ -214,6 +214,9 @@ class ProfileFlags:
     (a URL without a path gets /metrics)."""
     no_gpu_telemetry: Annotated[bool | None, Parameter(name="--no-gpu-telemetry", negative=())] = None
     """Collect no GPU telemetry (no gpu_telemetry_export.jsonl)."""
+    slice_duration: float | None = None
+    """Also write the profiling metrics per window of this many seconds
+    (profile_export_aiperf_timeslices.json/.csv)."""
 
 
 @Parameter(name="*")
@@ -228,9 +231,6 @@ class LocalFlags:
     export_level: Annotated[Literal["summary", "records", "raw"] | None,
                             Parameter(name=["--export-level", "--profile-export-level"])] = None
     """summary: aggregate exports only; records: + profile_export.jsonl (default); raw: + profile_export_raw.jsonl."""
-    slice_duration: float | None = None
-    """Also write the profiling metrics per window of this many seconds
-    (profile_export_aiperf_timeslices.json/.csv)."""
     ui: Annotated[Literal["none", "simple", "dashboard"] | None, Parameter(name=["--ui", "--ui-type"])] = None
     """Progress display: dashboard (live phases, metrics, workers, errors, logs), simple (a
     progress bar) or none (default: dashboard when stdout is a terminal, else none)."""

@@ -1,0 +1,215 @@
+"""Same command, same result (issue 25): AIPerf 0.13.0 command lines run unchanged by both tools,
+each against its own mock server with known timing (TTFT 100 ms, 10 ms between tokens). Both
+succeed; the mocks received the same number of requests (warmup included) and each run reports
+the same profiling request count; the metrics that measure the server agree: the minimum
+time_to_first_token and request_latency within 3%; their medians and inter_token_latency's (which
+also counts the tokens of the mock's random text) within a sanity bound (see `TOLERANCE`).
+
+CI runs the `CI` lines (a closed loop, a constant rate with goodput, a warmup on a `/v1` URL,
+synthetic multi-turn, a trace replay; a few requests each: AIPerf's own start-up, about 25 s a
+run, is most of the cost, 2-3 minutes in all); `AIPERF_COMMAND_MATRIX=full` runs every line in `LINES`. Sweeps
+and repeated runs compare each run folder's export with the same folder of the other's. Not
+compared: AIPerf's per-phase copies of the exports (`phases/<phase>/`, written with a warmup),
+which we do not write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _oracle import Oracle, find_oracle
+
+from aiperf.mock_server.testing import running_mock
+
+MOCK = ("--ttft-ms", "300", "--itl-ms", "20", "--output-tokens", "8")
+TIMES = {"time_to_first_token": ("min", "p50"), "request_latency": ("min", "p50"), "inter_token_latency": ("p50",)}
+"""The metrics that measure the server, and the statistics compared."""
+TOLERANCE = {"min": 0.03, "p50": 0.15}
+"""Relative tolerance by statistic. The minimum is the server's time plus each tool's least client
+overhead: the two agree within 3%. The median also holds each tool's overhead under load, and
+AIPerf's is large on a busy 2-core host (TTFT p50 314 ms against the mock's 300 ms and ours 302 ms
+alone; 329 ms against ours 307 ms beside other tests): a sanity bound only."""
+COMMON = "-m mock --tokenizer {tokenizer} --ui-type none --workers-max 1 --record-processor-service-count 1 " \
+         "--random-seed 7"
+SHAPE = "--isl 16 --osl 8"
+"""Synthetic prompts' shape (AIPerf refuses --isl/--osl with --input-file)."""
+
+LINES: dict[str, str] = {
+    # load modes
+    "closed-loop": "--url {url} --streaming --concurrency 2 --request-count 10",
+    "constant-rate": "--url {url} --streaming --request-rate 20 --request-rate-mode constant --request-count 10",
+    "poisson-rate": "--url {url} --streaming --request-rate 20 --request-count 10",
+    "gamma-rate": "--url {url} --streaming --request-rate 20 --arrival-pattern gamma --arrival-smoothness 4 "
+                  "--request-count 10",
+    "rate-with-cap": "--url {url} --streaming --request-rate 30 --concurrency 2 --request-count 10",
+    "prefill-cap": "--url {url} --streaming --concurrency 4 --prefill-concurrency 2 --request-count 12",
+    # ramps and warmup
+    "concurrency-ramp": "--url {url} --streaming --concurrency 4 --concurrency-ramp-duration 0.4 --request-count 12",
+    "rate-ramp": "--url {url} --streaming --request-rate 30 --request-rate-ramp-duration 0.5 --request-count 12",
+    "warmup-count": "--url {url}/v1 --streaming --concurrency 2 --request-count 8 --warmup-request-count 4",
+    "warmup-rate": "--url {url} --streaming --request-rate 20 --request-count 8 --num-warmup-requests 4 "
+                   "--warmup-request-rate 40",
+    "warmup-concurrency": "--url {url} --streaming --concurrency 2 --request-count 8 --warmup-request-count 3 "
+                          "--warmup-concurrency 3",
+    # endpoints and URL forms
+    "url-v1": "--url {url}/v1 --streaming --concurrency 2 --request-count 8",
+    "url-full-path": "--url {url}/v1/chat/completions --streaming --concurrency 2 --request-count 8",
+    "url-no-scheme": "--url {hostport} --streaming --concurrency 2 --request-count 8",
+    "custom-endpoint": "--url {url}/v1 --custom-endpoint /chat/completions --streaming --concurrency 2 "
+                       "--request-count 8",
+    "completions": "--url {url} --endpoint-type completions --streaming --concurrency 2 --request-count 8",
+    "non-streaming": "--url {url} --concurrency 2 --request-count 8",
+    "extra-inputs": "--url {url} --streaming --concurrency 2 --request-count 8 --extra-inputs temperature:0.5 "
+                    "--header X-Test:abc --use-legacy-max-tokens",
+    # datasets
+    "isl-osl-spread": "--url {url} --streaming --concurrency 2 --request-count 8 --isl-stddev 4 --osl-stddev 2",
+    "prefix-prompts": "--url {url} --streaming --concurrency 2 --request-count 8 --num-prefix-prompts 2 "
+                      "--prefix-prompt-length 8",
+    "multi-turn": "--url {url} --streaming --concurrency 2 --request-count 8 --session-turns-mean 2 "
+                  "--session-turn-delay-mean 20",
+    "single-turn-file": "--url {url} --streaming --concurrency 2 --request-count 6 --input-file {single_turn} "
+                        "--custom-dataset-type single_turn",
+    "multi-turn-file": "--url {url} --streaming --concurrency 2 --request-count 6 --input-file {multi_turn} "
+                       "--custom-dataset-type multi_turn",
+    "trace-replay": "--url {url} --streaming --input-file {trace} --custom-dataset-type mooncake_trace "
+                    "--fixed-schedule",
+    # goodput, sweeps, repeated runs, exports
+    "goodput": "--url {url} --streaming --request-rate 20 --request-rate-mode constant --request-count 8 "
+               "--goodput 'time_to_first_token:1000 request_latency:2000'",
+    "sweep": "--url {url} --streaming --concurrency 1,2 --request-count 6",
+    "multi-run": "--url {url} --streaming --concurrency 2 --request-count 6 --num-profile-runs 2",
+    "export-summary": "--url {url} --streaming --concurrency 2 --request-count 8 --export-level summary "
+                      "--slice-duration 0.5",
+}
+"""AIPerf 0.13.0 command lines (`aiperf profile` arguments; `COMMON` is added)."""
+
+CI = ("closed-loop", "warmup-count", "multi-turn", "trace-replay", "goodput")
+"""The lines CI runs (see the module docstring)."""
+
+GAPS = {
+    "sweep": "layout: AIPerf 0.13.0's CLI sweep writes DIR/concurrency_N/ and DIR/sweep_aggregate/, "
+             "ours DIR/profile_runs/trial_0001/concurrency_N/ and DIR/aggregate/sweep_aggregate/",
+    "multi-run": "layout: AIPerf 0.13.0 writes DIR/profile_runs/run_000N/, ours DIR/profile_runs/trial_000N/",
+}
+"""Lines that show a difference not fixed yet (strict xfail: a fix makes them fail until removed)."""
+
+SELECTED = [pytest.param(line, marks=pytest.mark.xfail(reason=GAPS[line], strict=True)) if line in GAPS else line
+            for line in (LINES if os.environ.get("AIPERF_COMMAND_MATRIX") == "full" else CI)]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One tool's run of a line: exit code, output tail, the requests its mock received, and
+    each run folder's `profile_export_aiperf.json` by path relative to the artifact dir."""
+
+    code: int
+    tail: str
+    served: int
+    exports: dict[str, dict[str, Any]]
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """Dataset files the lines name, written into `folder`."""
+    single = "".join(json.dumps({"text": f"question {i} about the quick brown fox"}) + "\n" for i in range(6))
+    multi = "".join(json.dumps({"session_id": f"s{i}", "turns": [{"text": f"hello {i}"}, {"text": "and then?"}]})
+                    + "\n" for i in range(3))
+    trace = "".join(json.dumps({"timestamp": 100 * i, "input_length": 16, "output_length": 8, "hash_ids": [i]})
+                    + "\n" for i in range(8))
+    out = {}
+    for name, text in (("single_turn", single), ("multi_turn", multi), ("trace", trace)):
+        (folder / f"{name}.jsonl").write_text(text)
+        out[name] = str(folder / f"{name}.jsonl")
+    return out
+
+
+def _served(url: str) -> int:
+    with urllib.request.urlopen(url + "/stats", timeout=30) as answer:
+        return int(json.loads(answer.read())["requests"])
+
+
+def _exports(artifacts: Path) -> dict[str, dict[str, Any]]:
+    """Each run folder's summary (AIPerf's per-phase `phases/<phase>/` copies left out: not built)."""
+    return {str(p.parent.relative_to(artifacts)): json.loads(p.read_text())
+            for p in sorted(artifacts.rglob("profile_export_aiperf.json")) if "phases" not in p.parts}
+
+
+def _argv(line: str, url: str, tokenizer: Path, files: dict[str, str]) -> list[str]:
+    shape = "" if "--input-file" in LINES[line] else SHAPE
+    text = f"{LINES[line]} {COMMON} {shape}".format(url=url, hostport=url.removeprefix("http://"), tokenizer=tokenizer,
+                                            **files)
+    return shlex.split(text)
+
+
+def _run_line(oracle: Oracle, line: str, work: Path, tokenizer: Path, files: dict[str, str]) -> tuple[Side, Side]:
+    """Both tools on `line`, each against its own mock, started together: ours is done before
+    AIPerf's start-up is, so neither measures while the other does (a busy CPU is client
+    overhead in every latency). One line at a time, for the same reason."""
+    with running_mock(*MOCK) as theirs_mock, running_mock(*MOCK) as ours_mock:
+        theirs_dir, ours_dir = work / line / "theirs", work / line / "ours"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "AIPERF_GPU_DEFAULT_DCGM_ENDPOINTS":
+               "http://127.0.0.1:9/metrics"}
+        ours = subprocess.Popen([sys.executable, "-m", "aiperf.cli", "profile",
+                                 *_argv(line, ours_mock.url, tokenizer, files), "--artifact-dir", str(ours_dir)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        theirs = oracle.run("profile", *_argv(line, theirs_mock.url, tokenizer, files), "--artifact-dir",
+                            str(theirs_dir), cwd=work, timeout=300,
+                            env={"HF_HUB_OFFLINE": None, "AIPERF_GPU_DEFAULT_DCGM_ENDPOINTS": "http://127.0.0.1:9/metrics"})
+        ours_out, _ = ours.communicate(timeout=300)
+        return (Side(theirs.returncode, (theirs.stdout + theirs.stderr)[-3000:], _served(theirs_mock.url),
+                     _exports(theirs_dir)),
+                Side(ours.returncode, ours_out[-3000:], _served(ours_mock.url), _exports(ours_dir)))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every line uses: the oracle, the work folder, a tokenizer both read, dataset files."""
+
+    oracle: Oracle
+    work: Path
+    tokenizer: Path
+    files: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def setting(tmp_path_factory: pytest.TempPathFactory) -> Setting:
+    """`AIPERF_COMMAND_MATRIX_DIR` keeps the runs' folders there."""
+    oracle = find_oracle()
+    kept = os.environ.get("AIPERF_COMMAND_MATRIX_DIR")
+    work = Path(kept) if kept else tmp_path_factory.mktemp("matrix")
+    work.mkdir(parents=True, exist_ok=True)
+    return Setting(oracle, work, oracle.make_tokenizer(work / "tokenizer"), _files(work))
+
+
+def _stat(export: dict[str, Any], tag: str, stat: str) -> float | None:
+    stats = export.get(tag)
+    return float(stats[stat]) if isinstance(stats, dict) and stats.get(stat) is not None else None
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("line", SELECTED)
+def test_the_same_command_gives_the_same_result(setting: Setting, line: str) -> None:
+    theirs, ours = _run_line(setting.oracle, line, setting.work, setting.tokenizer, setting.files)
+    assert theirs.code == 0, f"AIPerf failed on {line}: {theirs.tail}"
+    assert ours.code == 0, f"ours failed on {line}: {ours.tail}"
+    assert ours.served == theirs.served, (ours.served, theirs.served)
+    assert list(ours.exports) == list(theirs.exports), (list(ours.exports), list(theirs.exports))
+    for folder, expected in theirs.exports.items():
+        got = ours.exports[folder]
+        assert got["request_count"]["avg"] == expected["request_count"]["avg"], folder
+        if "good_request_count" in expected:  # every request meets the SLOs of the goodput line
+            assert got["good_request_count"]["avg"] == expected["good_request_count"]["avg"], folder
+        for tag, stats in TIMES.items():
+            for stat in stats:
+                want, have = _stat(expected, tag, stat), _stat(got, tag, stat)
+                if want is not None and have is not None:
+                    assert abs(have - want) <= TOLERANCE[stat] * want, \
+                        f"{folder} {tag} {stat}: ours {have:.2f}, AIPerf {want:.2f}"
