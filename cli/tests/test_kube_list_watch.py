@@ -3,7 +3,8 @@ direct-mode JobSets in one table, then a row per change through cut and expired 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -94,51 +95,10 @@ async def test_watch_ends_at_the_timeout_with_exit_0(aiperf: Run, kube: FakeKube
     assert [line.split()[:2] for line in result.out.splitlines()] == [["NAME", "STATE"], ["demo", "Running"]]
 
 
-async def test_watch_prints_each_change_through_cut_and_expired_watches(aiperf: Run, kube: FakeKube) -> None:
-    kube.install_crd(build_crd(JOB_KIND))
-    await submit(aiperf, kube, "first", "--operator")
-    lines = Lines()
-    async with await connect(kube.kubeconfig_path, None) as api:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: watch_runs(api, NS, emit=lines))
-            assert await lines.wait_for("first", "Pending")
-            await kube.wait_until(lambda: len(kube.store.watchers) == 2)  # AIPerfJobs and JobSets
-
-            kube.set_status(CR_API, JOB_KIND, NS, "first", {"phase": "Running", "requestsCompleted": 5,
-                                                            "requestsTotal": 80})
-            assert (await lines.wait_for("first", "Running"))[2] == "5/80"
-            await submit(aiperf, kube, "direct", "--no-operator")
-            assert await lines.wait_for("direct", "Running")
-
-            assert kube.cut_watches() == 2  # half a line, then the connection drops: resume from the last rv
-            kube.set_status(CR_API, JOB_KIND, NS, "first", {"phase": "Running", "requestsCompleted": 40,
-                                                            "requestsTotal": 80})
-            assert (await lines.wait_for("first", "Running", "40/80"))
-            kube.set_status(JS_API, "JobSet", NS, "aiperf-direct",
-                            {"conditions": [{"type": "Completed", "status": "True"}]})
-            assert await lines.wait_for("direct", "Completed")
-
-            # Expired: the history is gone when the watch comes back; a fresh list shows the changes.
-            await kube.wait_until(lambda: len([w for w in kube.store.watchers if not w.cut]) == 2)
-            assert kube.cut_watches() == 2
-            kube.set_status(CR_API, JOB_KIND, NS, "first", {"phase": "Completed", "requestsCompleted": 80,
-                                                            "requestsTotal": 80})
-            kube.compact()  # before the watch comes back: no await since the cut
-            await aiperf("kube", "delete", "direct", *target(kube))
-            assert await lines.wait_for("first", "Completed", "80/80")
-            assert await lines.wait_for("direct", "Deleted")
-            tg.cancel_scope.cancel()
-    rows = [line.split()[:2] for line in lines.lines]
-    assert rows[0] == ["NAME", "STATE"] and rows.count(["first", "Completed"]) == 1
-    cr_path = f"/apis/{CR_API}/namespaces/{NS}/aiperfjobs"
-    lists = [r for r in kube.requests_for("GET", cr_path) if r.path == cr_path and r.query.get("watch") != "true"]
-    watches = [r for r in kube.requests_for("GET", cr_path) if r.query.get("watch") == "true"]
-    assert len(lists) == 2  # the first list, and one more after the expired watch
-    assert len(watches) >= 3 and all(w.query["resourceVersion"] for w in watches)
-
-
-async def test_watch_lists_again_after_a_504_error_event(aiperf: Run, kube: FakeKube) -> None:
-    # Issue 23, item 9: a watch ERROR other than 410 (a lagging apiserver's 504) is not fatal.
+@asynccontextmanager
+async def watching(aiperf: Run, kube: FakeKube) -> AsyncIterator[Lines]:
+    """`kube list --watch` (`watch_runs`) in a task, once AIPerfJob `first` (operator mode) is
+    listed Pending and both watches (AIPerfJobs and JobSets) are open; stopped on exit."""
     kube.install_crd(build_crd(JOB_KIND))
     await submit(aiperf, kube, "first", "--operator")
     lines = Lines()
@@ -147,11 +107,54 @@ async def test_watch_lists_again_after_a_504_error_event(aiperf: Run, kube: Fake
             tg.start_soon(lambda: watch_runs(api, NS, emit=lines))
             assert await lines.wait_for("first", "Pending")
             await kube.wait_until(lambda: len(kube.store.watchers) == 2)
-            assert kube.fail_watches() == 2
-            kube.set_status(CR_API, JOB_KIND, NS, "first", {"phase": "Running", "requestsCompleted": 5,
-                                                            "requestsTotal": 80})
-            assert (await lines.wait_for("first", "Running"))[2] == "5/80"
+            yield lines
             tg.cancel_scope.cancel()
+
+
+def cr_lists(kube: FakeKube) -> list[Any]:
+    """The AIPerfJob collection reads that were lists, not watches."""
     cr_path = f"/apis/{CR_API}/namespaces/{NS}/aiperfjobs"
-    lists = [r for r in kube.requests_for("GET", cr_path) if r.path == cr_path and r.query.get("watch") != "true"]
-    assert len(lists) == 2  # the first list, and one more after the ERROR event
+    return [r for r in kube.requests_for("GET", cr_path) if r.path == cr_path and r.query.get("watch") != "true"]
+
+
+async def test_watch_prints_each_change_through_cut_and_expired_watches(aiperf: Run, kube: FakeKube) -> None:
+    async with watching(aiperf, kube) as lines:
+        kube.set_status(CR_API, JOB_KIND, NS, "first", {"phase": "Running", "requestsCompleted": 5,
+                                                        "requestsTotal": 80})
+        assert (await lines.wait_for("first", "Running"))[2] == "5/80"
+        await submit(aiperf, kube, "direct", "--no-operator")
+        assert await lines.wait_for("direct", "Running")
+
+        assert kube.cut_watches() == 2  # half a line, then the connection drops: resume from the last rv
+        kube.set_status(CR_API, JOB_KIND, NS, "first", {"phase": "Running", "requestsCompleted": 40,
+                                                        "requestsTotal": 80})
+        assert (await lines.wait_for("first", "Running", "40/80"))
+        kube.set_status(JS_API, "JobSet", NS, "aiperf-direct",
+                        {"conditions": [{"type": "Completed", "status": "True"}]})
+        assert await lines.wait_for("direct", "Completed")
+
+        # Expired: the history is gone when the watch comes back; a fresh list shows the changes.
+        await kube.wait_until(lambda: len([w for w in kube.store.watchers if not w.cut]) == 2)
+        assert kube.cut_watches() == 2
+        kube.set_status(CR_API, JOB_KIND, NS, "first", {"phase": "Completed", "requestsCompleted": 80,
+                                                        "requestsTotal": 80})
+        kube.compact()  # before the watch comes back: no await since the cut
+        await aiperf("kube", "delete", "direct", *target(kube))
+        assert await lines.wait_for("first", "Completed", "80/80")
+        assert await lines.wait_for("direct", "Deleted")
+    rows = [line.split()[:2] for line in lines.lines]
+    assert rows[0] == ["NAME", "STATE"] and rows.count(["first", "Completed"]) == 1
+    cr_path = f"/apis/{CR_API}/namespaces/{NS}/aiperfjobs"
+    watches = [r for r in kube.requests_for("GET", cr_path) if r.query.get("watch") == "true"]
+    assert len(cr_lists(kube)) == 2  # the first list, and one more after the expired watch
+    assert len(watches) >= 3 and all(w.query["resourceVersion"] for w in watches)
+
+
+async def test_watch_lists_again_after_a_504_error_event(aiperf: Run, kube: FakeKube) -> None:
+    # Issue 23, item 9: a watch ERROR other than 410 (a lagging apiserver's 504) is not fatal.
+    async with watching(aiperf, kube) as lines:
+        assert kube.fail_watches() == 2
+        kube.set_status(CR_API, JOB_KIND, NS, "first", {"phase": "Running", "requestsCompleted": 5,
+                                                        "requestsTotal": 80})
+        assert (await lines.wait_for("first", "Running"))[2] == "5/80"
+    assert len(cr_lists(kube)) == 2  # the first list, and one more after the ERROR event

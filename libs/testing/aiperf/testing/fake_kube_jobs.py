@@ -212,6 +212,14 @@ def _fmt(value: float) -> str:
 
 # -- the JobSet and Job controllers -----------------------------------------------------------------
 
+def controller_reference(owner: Obj) -> Obj:
+    """The owner reference a controller puts on what it creates for `owner` (a JobSet's Jobs, a
+    Job's pods): `controller` and `blockOwnerDeletion` set, as the JobSet and Job controllers do."""
+    meta = owner["metadata"]
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
 class JobLayer:
     """The JobSet and Job controllers over `store` (see the module doc)."""
 
@@ -252,8 +260,7 @@ class JobLayer:
                 job = {"apiVersion": "batch/v1", "kind": "Job", "spec": template["spec"], "metadata": {
                     "name": name, "namespace": ns, "labels": {**(template.get("metadata") or {}).get("labels", {}),
                                                               **labels},
-                    "ownerReferences": [{"apiVersion": jobset["apiVersion"], "kind": "JobSet", "name": meta["name"],
-                                         "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]}}
+                    "ownerReferences": [controller_reference(jobset)]}}
                 try:
                     self._store.create(JOBS, ns, job)
                     created += 1
@@ -276,8 +283,7 @@ class JobLayer:
                 "name": f"{meta['name']}-{index}-{uuid.uuid4().hex[:5]}", "namespace": ns,
                 "labels": {**(pod_meta.get("labels") or {}), COMPLETION_INDEX: str(index)},
                 "annotations": {**(pod_meta.get("annotations") or {}), COMPLETION_INDEX: str(index)},
-                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
-                                     "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]}}
+                "ownerReferences": [controller_reference(job)]}}
             try:
                 self._store.create(PODS, ns, pod)
                 created += 1
