@@ -17,7 +17,7 @@ import zmq
 
 from aiperf.comms import Channel
 from aiperf.config import Benchmark, CommsOptions, Endpoint, RunConfig, dump_run_config
-from aiperf.config.markers import END_MARKER
+from aiperf.config.markers import END_MARKER, SERVER_METRICS_READY_MARKER
 from aiperf.messages import Phase, PhaseComplete, PhaseStarted, topic_of
 from aiperf.mock_server.testing import running_mock
 from aiperf.runtime import addressing_of
@@ -67,6 +67,7 @@ def test_the_container_entry_exports_the_profiling_phase_and_exits_on_the_end_ma
             while bus.poll(200):
                 subscriptions.add(bus.recv()[1:])
             assert {b"phasestarted", b"phasecomplete"} <= subscriptions
+            _wait(lambda: (artifacts / SERVER_METRICS_READY_MARKER).exists(), "the ready marker")
 
             def publish(event: PhaseStarted | PhaseComplete) -> None:
                 bus.send_multipart([topic_of(event), msgspec.msgpack.encode(event)])

@@ -150,6 +150,65 @@ async def test_locally_the_group_managers_reply_the_shared_folder_and_workers_us
     assert dirs["worker-g1-0"] == dirs["timing-manager"] == SHARED
 
 
+async def test_before_start_holds_the_first_phase_until_it_returns(router: FakeRouter) -> None:
+    """Kubernetes: the server-metrics container's readiness (`before_start`) is awaited after every
+    service is configured and before READY and the timing-manager's ProfileStart."""
+    router.answer = answer_plainly
+    control = ControlServer(router)
+    states: list[SystemState] = []
+    release = anyio.Event()
+    seen_at_wait: list[int] = []
+
+    async def set_state(state: SystemState) -> None:
+        states.append(state)
+
+    async def before_start() -> None:
+        seen_at_wait.append(len(router.sent))
+        await release.wait()
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(control.run)
+        router.register_plan(COUNTS)
+        await control.wait_registered(COUNTS.expected(), timeout=5)
+        done: list[SystemState] = []
+
+        async def drive() -> None:
+            done.append(await ProfileDriver(config=config(kubernetes=False), before_start=before_start)
+                        .drive(control, set_state, anyio.Event()))
+
+        tg.start_soon(drive)
+        with anyio.fail_after(5):
+            while not seen_at_wait:
+                await anyio.sleep(0.01)
+        await anyio.wait_all_tasks_blocked()
+        assert states == [] and not any(isinstance(c, ProfileStart) for _, c in router.sent)
+        assert sum(isinstance(c, ProfileConfigure) for _, c in router.sent[:seen_at_wait[0]]) > 0
+        release.set()
+        with anyio.fail_after(5):
+            while not done:
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert done == [SystemState.DONE] and states[0] is SystemState.READY
+
+
+async def test_the_server_metrics_wait_ends_on_the_marker_or_after_its_budget(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from aiperf.config.markers import SERVER_METRICS_READY_MARKER
+    from aiperf.system_controller.main import wait_for_server_metrics
+
+    assert await wait_for_server_metrics(tmp_path, wait_s=0.2) is False
+    async with anyio.create_task_group() as tg:
+        results: list[bool] = []
+
+        async def wait() -> None:
+            results.append(await wait_for_server_metrics(tmp_path, wait_s=30))
+
+        tg.start_soon(wait)
+        await anyio.wait_all_tasks_blocked()
+        assert results == []
+        (tmp_path / SERVER_METRICS_READY_MARKER).write_text('{"ready": true}')
+    assert results == [True]
+
+
 async def test_a_group_manager_that_cannot_fetch_fails_configure_before_any_worker_is_asked(
         router: FakeRouter) -> None:
     script = Script(router, wgm_fails="worker-group-manager-g1")

@@ -11,6 +11,9 @@ processes (the results sidecar, `aiperf kube`, the operator). Both are written a
 - `SERVER_METRICS_DONE_MARKER` (`{"exported": bool}`): the controller pod's server-metrics
   container has written its exports (Kubernetes; it runs beside the control plane and may finish
   after it, so the results sidecar waits for this marker before it serves the run's files).
+- `SERVER_METRICS_READY_MARKER` (`{"ready": true}`): that container follows the event bus and took
+  its baseline scrape (Kubernetes; the control plane waits for it before the first phase starts,
+  so a container that came up late still sees the whole run).
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from __future__ import annotations
 READY_MARKER = ".aiperf_results_ready.json"
 END_MARKER = ".aiperf_run_ended.json"
 SERVER_METRICS_DONE_MARKER = ".aiperf_server_metrics_done.json"
+SERVER_METRICS_READY_MARKER = ".aiperf_server_metrics_ready.json"
 SWEEP_AGGREGATE_FILES = ("aggregate.json", "profile_export_aiperf_sweep.json", "profile_export_aiperf_sweep.csv")
 """What an AIPerfSweep's sweep-controller leaves for the operator to harvest (its results sidecar
 serves them): `aggregate.json` (every variation's aggregate, the sweep aggregate and the
 children), and the sweep aggregate as AIPerf 0.13 writes it."""
 
-__all__ = ["END_MARKER", "READY_MARKER", "SERVER_METRICS_DONE_MARKER", "SWEEP_AGGREGATE_FILES"]
+__all__ = ["END_MARKER", "READY_MARKER", "SERVER_METRICS_DONE_MARKER", "SERVER_METRICS_READY_MARKER", "SWEEP_AGGREGATE_FILES"]

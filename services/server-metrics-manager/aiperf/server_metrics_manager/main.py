@@ -8,7 +8,9 @@ artifacts volume once the profiling phase completed, and keeps the live CR proje
 `PROJECTION_FILE` there (the control plane's status push carries it as `status.serverMetrics`).
 It exits 0 once the control plane's run-ended marker appears (exporting first if no profiling
 phase completed; then it writes `SERVER_METRICS_DONE_MARKER`, which the results sidecar waits
-for before it serves the run's files), or on SIGTERM. Its health port (`AIPERF_HEALTH_PORT`) answers while it runs.
+for before it serves the run's files), or on SIGTERM. Once it follows the event bus and took its
+baseline scrape it writes `SERVER_METRICS_READY_MARKER` (the control plane starts the first phase
+only then) and its health port (`AIPERF_HEALTH_PORT`) turns ready; it answers alive while it runs.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import structlog
 
 from aiperf.comms import Channel, Subscriber, load_curve, zmq_context
 from aiperf.config import ConfigError, load_run_config
-from aiperf.config.markers import END_MARKER, SERVER_METRICS_DONE_MARKER
+from aiperf.config.markers import END_MARKER, SERVER_METRICS_DONE_MARKER, SERVER_METRICS_READY_MARKER
 from aiperf.metrics.atomic import write_atomic
 from aiperf.runtime import EXIT_USER_ERROR, addressing_of, configure_logging
 from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
@@ -63,10 +65,16 @@ def main(argv: list[str] | None = None) -> int:
             async with HttpFetch() as fetch, Subscriber(
                     ctx, connect=[addressing.connect_endpoint(Channel.EVENT_BUS_BACKEND)],
                     topics=topics()) as events, anyio.create_task_group() as tg:
+                started = anyio.Event()
                 if port := os.environ.get(HEALTH_PORT_ENV):
-                    await tg.start(HealthServer(lambda: Health(alive=True, ready=True), port=int(port)).run)
+                    await tg.start(HealthServer(lambda: Health(alive=True, ready=started.is_set()), port=int(port)).run)
                 manager = ServerMetricsManager(config=config, fetch=fetch, on_update=project)
                 await tg.start(manager.run, events)
+                try:
+                    write_atomic(artifacts / SERVER_METRICS_READY_MARKER, b'{"ready": true}')
+                except OSError as exc:  # the control plane then starts after its wait, without us
+                    log.warning("server_metrics.ready_marker_unwritten", error=str(exc))
+                started.set()
                 with anyio.open_signal_receiver(signal.SIGTERM) as stop_signals:
                     async with anyio.create_task_group() as waiters:
 

@@ -18,12 +18,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 import anyio
 
 from aiperf.config import ConfigError, RunConfig, load_run_config
+from aiperf.config.markers import SERVER_METRICS_READY_MARKER
 from aiperf.config.user_files import write_user_files
+from aiperf.kube.containers import STARTUP_BUDGET_S
 from aiperf.runtime import EXIT_USER_ERROR, configure_logging
 from aiperf.runtime.health import HEALTH_PORT_ENV, Health, HealthServer
 from aiperf.servermetrics.export import JSON_NAME
@@ -36,6 +39,9 @@ from aiperf.system_controller.runner import run_cancellable
 EXPORT_WAIT_S = 15.0
 """Kubernetes: how long the controller waits for the server-metrics-manager's export before it
 writes the results-ready marker anyway."""
+SERVER_METRICS_START_WAIT_S = float(STARTUP_BUDGET_S)
+"""Kubernetes: how long the controller waits for the server-metrics-manager container to follow
+the event bus before it starts the first phase anyway (the container's own startup budget)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USER_ERROR
 
     async def go() -> int:
-        driver = ProfileDriver(config=config) if config.mode == "profile" else None
+        scrapes = config.kubernetes and config.benchmark.server_metrics.enabled
+        driver = ProfileDriver(config=config, before_start=(
+            partial(wait_for_server_metrics, Path(config.artifact_dir)) if scrapes else None)) \
+            if config.mode == "profile" else None
         launcher = NoLauncher() if args.external_services else None
         async with reporting(config, os.environ) as tracker, anyio.create_task_group() as tg:
             if port := os.environ.get(HEALTH_PORT_ENV):  # its container's probes (Kubernetes)
@@ -73,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 tracker.finish(verdict, driver.outcome if driver is not None else None)
             tg.cancel_scope.cancel()
         if driver is not None:
-            if config.kubernetes and config.benchmark.server_metrics.enabled:
+            if scrapes:
                 await _wait_for_export(Path(config.artifact_dir) / JSON_NAME)
             code = report(config, verdict, driver.outcome)
             write_end_marker(config, verdict, code)  # last: the results sidecar then knows the run is over
@@ -96,6 +105,21 @@ def write_cluster_user_files(config: RunConfig) -> str | None:
     except ConfigError as exc:
         return str(exc)
     return None
+
+
+async def wait_for_server_metrics(artifacts: Path, wait_s: float = SERVER_METRICS_START_WAIT_S) -> bool:
+    """Kubernetes: wait (at most `wait_s`) until the server-metrics-manager container follows the
+    event bus and took its baseline scrape (`SERVER_METRICS_READY_MARKER` in `artifacts`), so it
+    sees the phases from their start even when it came up after the other services; True once
+    it does, False (after a warning) when it never came: the run goes on without its figures."""
+    marker = artifacts / SERVER_METRICS_READY_MARKER
+    with anyio.move_on_after(wait_s):
+        while not marker.exists():
+            await anyio.sleep(0.1)
+        return True
+    print(f"warning: the server-metrics-manager container did not start within {wait_s:g}s; "
+          "the run starts without its baseline", file=sys.stderr)
+    return False
 
 
 async def _wait_for_export(path: Path) -> None:

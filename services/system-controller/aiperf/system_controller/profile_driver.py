@@ -90,11 +90,15 @@ class ProfileDriver:
     processing/exporting (records-manager `finalize`, then with `--export-level raw` the raw
     barrier, `_finalize_raw`). Cancellation (Ctrl+C) sends `ProfileCancel` and still finalizes,
     so partial results are written. `raw_upload_timeout_s` bounds the Kubernetes raw uploads
-    (every worker pod's, together)."""
+    (every worker pod's, together). `before_start` is awaited once every service is configured,
+    before the first phase (Kubernetes: the server-metrics container's readiness); `on_started`
+    right after the state turned PROFILING."""
 
     def __init__(self, *, config: RunConfig, on_started: Callable[[], Awaitable[None]] | None = None,
+                 before_start: Callable[[], Awaitable[object]] | None = None,
                  raw_upload_timeout_s: float = RAW_UPLOAD_TIMEOUT_S) -> None:
         self._config = config
+        self._before_start = before_start
         self._raw_upload_timeout_s = raw_upload_timeout_s
         self._on_started = on_started
         self.outcome = ProfileOutcome()
@@ -110,6 +114,8 @@ class ProfileDriver:
         self._control = control
         timeout = self._config.runtime.command_timeout_s
         await self._configure(control)
+        if self._before_start is not None:
+            await self._before_start()
         await set_state(SystemState.READY)
         if cancelled.is_set():
             return SystemState.CANCELLED
