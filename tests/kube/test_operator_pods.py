@@ -2,7 +2,8 @@
 API server, the operator (real kopf, in this process) creates the run's RBAC, ConfigMap, Secret
 and JobSet, and `PodmanCluster` (tests/kube/_cluster.py) plays the JobSet controller and the
 kubelet on podman; the pods reach the fake API server the way pods reach a cluster's (in-cluster
-env and a mounted ServiceAccount token, RBAC enforced), on the run's own internal network.
+env and a mounted ServiceAccount token, RBAC enforced), on the run's own internal network, in a
+namespace enforcing the `restricted` Pod Security level (tests/kube/_operator.py).
 
 Opt-in like test_podman_pods.py (AIPERF_PODMAN_E2E=1 after the images are built).
 """
@@ -11,49 +12,35 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.abc
 import pytest
-from kube._cluster import PodmanCluster, network_gateway
-from kube._podman import MOCK_ALIAS, MOCK_IMAGE, MOCK_PORT, missing_images, podman, wait_mock_healthy
+from kube._operator import (
+    BENCHMARK,
+    CR_API,
+    NS,
+    RUN_S,
+    TEARDOWN_S,
+    Cluster,
+    cluster,
+    kube_cli,
+    played_containers,
+    profile,
+    status,
+    terminal,
+)
+from kube._podman import MOCK_ALIAS, MOCK_PORT, missing_images, podman
 
 from aiperf.cli.main import main
-from aiperf.crd.generator import build_crd
-from aiperf.crd.model import API_GROUP, API_VERSION, JOB_KIND, SWEEP_KIND
+from aiperf.crd.model import JOB_KIND, SWEEP_KIND
 from aiperf.kube.containers import CONTROL_PLANE_CONTAINER
 from aiperf.kube.jobset import JOBSET_API_VERSION
-from aiperf.kubeapi import KubeApi, connect
 from aiperf.kuberun.status_push import HEARTBEAT_ANNOTATION
-from aiperf.operator.desired import Defaults
-from aiperf.operator.handlers import build_registry, tune
-from aiperf.operator.metrics import Metrics
-from aiperf.operator.results import ResultsStore
-from aiperf.operator.startup import StartupThresholds
 from aiperf.results.index import ResultsIndex
 from aiperf.testing.fake_kube import FakeKube
-from aiperf.testing.fake_kube_kopf import KopfOnFakeKube, fast_settings
 from aiperf.testing.fake_kube_select import Selector
-from aiperf.testing.fake_kube_tls import make_tls_files
-
-NS = "bench"
-CR_API = f"{API_GROUP}/{API_VERSION}"
-BENCHMARK = {"models": ["mock"], "endpoint": {"urls": [f"http://{MOCK_ALIAS}:{MOCK_PORT}"], "type": "chat",
-                                               "streaming": True},
-             "datasets": [{"type": "synthetic", "entries": 8, "prompts": {"isl": {"mean": 16}, "osl": {"mean": 8}}}],
-             "phases": [{"type": "concurrency", "name": "profiling", "concurrency": 2, "requests": 20}],
-             "runtime": {"workers": 1}}
-FAST = StartupThresholds(warn_after_s=2, fail_after_s=15)
-"""Startup thresholds of these tests: a pull error fails its run 15 s after it is first seen."""
-RUN_S = 420.0
-"""Bound on one run from submission to a terminal phase: the pods start in 60-90 s on 2 cores
-(see _podman.STARTUP_S), the benchmark itself takes seconds."""
 
 pytestmark = [
     pytest.mark.slow,
@@ -74,110 +61,6 @@ def _images() -> None:
     missing = missing_images()
     if missing:
         pytest.fail(f"AIPERF_PODMAN_E2E=1 but images are missing: {', '.join(missing)}")
-
-
-class Operator:
-    """The operator (real kopf on the fake API server) in a task of its own: `restart()` stops
-    it and starts a fresh one, as a rolled operator Deployment would."""
-
-    def __init__(self, kube: FakeKube, tg: anyio.abc.TaskGroup, thresholds: StartupThresholds,
-                 results: ResultsStore) -> None:
-        self.kube, self.tg, self.thresholds, self.results = kube, tg, thresholds, results
-        self.starts = 0
-        self._stop = anyio.Event()
-        self._stopped = anyio.Event()
-
-    async def _serve(self) -> None:
-        async def connect_api() -> KubeApi:
-            return await connect(self.kube.kubeconfig_path, None)
-
-        registry = build_registry(connect=connect_api, defaults=Defaults(), metrics=Metrics(),
-                                  resync_interval=1.0, retry_delay=0.5, thresholds=self.thresholds,
-                                  results=self.results)
-        try:
-            async with KopfOnFakeKube(self.kube, registry=registry, namespaces=[NS],
-                                      settings=tune(fast_settings())):
-                await self._stop.wait()
-        finally:
-            self._stopped.set()
-
-    def start(self) -> None:
-        self.starts += 1
-        self._stop, self._stopped = anyio.Event(), anyio.Event()
-        self.tg.start_soon(self._serve)
-
-    async def stop(self) -> None:
-        self._stop.set()
-        await self._stopped.wait()
-
-    async def restart(self) -> None:
-        await self.stop()
-        self.start()
-
-
-@dataclass
-class Cluster:
-    kube: FakeKube
-    operator: Operator
-    player: PodmanCluster
-    results: Path
-
-
-@asynccontextmanager
-async def cluster(tmp_path: Path, *, thresholds: StartupThresholds = FAST) -> AsyncIterator[Cluster]:
-    """An internal network with the mock LLM server, the fake API server on its gateway with the
-    CRDs installed and RBAC on, the kubelet/JobSet player and the operator; all torn down after."""
-    tag = uuid.uuid4().hex[:6]
-    network, mock = f"aiperf-op-{tag}", f"aiperf-op-{tag}-mock"
-    podman("network", "create", "--internal", network)
-    try:
-        podman("run", "-d", "--name", mock, "--network", network, "--network-alias", MOCK_ALIAS, MOCK_IMAGE,
-               "--port", str(MOCK_PORT), "--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "16")
-        wait_mock_healthy(mock)
-        gateway = network_gateway(network)
-        tls = make_tls_files(tmp_path / "tls", gateway)
-        async with FakeKube(namespaces=[NS], host=gateway, rbac=True, tls=tls) as kube:
-            for kind in (JOB_KIND, SWEEP_KIND):
-                kube.install_crd(build_crd(kind))
-            port = int(kube.url.rsplit(":", 1)[1])
-            player = PodmanCluster(kube, network=network, workdir=tmp_path / "pods", api_host=gateway,
-                                   api_port=port, ca=tls.ca)
-            try:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(player.run)
-                    results = tmp_path / "operator-results"
-                    operator = Operator(kube, tg, thresholds, ResultsStore(results))
-                    operator.start()
-                    try:
-                        yield Cluster(kube, operator, player, results)
-                    finally:
-                        with anyio.CancelScope(shield=True):
-                            await operator.stop()
-                        tg.cancel_scope.cancel()
-            finally:
-                # The pods go while the API server still answers their last requests.
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(player.close)
-    finally:
-        podman("rm", "-f", "-t", "0", mock, check=False)
-        podman("network", "rm", "-f", network, check=False)
-
-
-def status(kube: FakeKube, name: str) -> dict[str, Any]:
-    return dict((kube.get(CR_API, JOB_KIND, NS, name) or {}).get("status") or {})
-
-
-async def profile(kube: FakeKube, name: str, *, requests: int = 40) -> int:
-    """`aiperf kube profile --operator --detach` for a small run against the mock."""
-    argv = ["kube", "profile", "--model", "mock", "--url", f"http://{MOCK_ALIAS}:{MOCK_PORT}",
-            "--endpoint-type", "chat", "--streaming", "--concurrency", "4", "--request-count", str(requests),
-            "--name", name, "--total-workers", "2", "--workers-per-pod", "1", "--operator", "--detach",
-            # one prompt per request is AIPerf's default since issue 21: 100,000 prompts starved the
-            # 2-core host (a worker pod missed its heartbeats and the run failed before it was seen Running)
-            "--num-dataset-entries", "100",
-            "--kubeconfig", kube.kubeconfig_path, "-n", NS]
-    code: int = await anyio.to_thread.run_sync(main, argv)
-    return code
 
 
 @pytest.mark.timeout(900)
@@ -240,16 +123,6 @@ async def test_a_run_completes_through_the_operator(tmp_path: Path) -> None:
         assert (c.results / NS / "op" / "latest.txt").read_text().strip() == final["runEpoch"]
 
 
-def terminal(kube: FakeKube, name: str) -> bool:
-    return status(kube, name).get("phase") in ("Completed", "Failed", "Cancelled")
-
-
-def played_containers(c: Cluster, name: str) -> int:
-    """Containers of run `name` that podman still runs."""
-    out = podman("ps", "--format", "{{.Names}}", check=False).stdout.split()
-    return sum(1 for n in out if n.startswith(f"aiperf-{name}-"))
-
-
 @pytest.mark.timeout(900)
 async def test_cancel_mid_run_after_an_operator_restart(tmp_path: Path) -> None:
     """The operator restarts while the run is under way; the new one honours `kube cancel`:
@@ -293,9 +166,7 @@ async def test_runs_that_never_start_fail_past_their_bounds(tmp_path: Path) -> N
 
 
 SWEEP_IMAGE = "localhost/aiperf/sweep-controller:latest"
-TEARDOWN_S = 360.0
-"""Bound on a deleted run's pods leaving podman (garbage collection, then `kube play --down` of
-each pod; minutes when the 2-core host is loaded)."""
+
 
 
 def need_sweep_image() -> None:
@@ -327,10 +198,6 @@ def patch_ops(kube: FakeKube, path: str) -> list[dict[str, Any]]:
     """The operations of every JSON patch sent to `path` (merge patches left out)."""
     return [op for r in kube.requests_for("PATCH", path) if isinstance(r.body, list) for op in r.body]
 
-
-def kube_cli(kube: FakeKube, *argv: str) -> int:
-    code: int = main([*argv, "--kubeconfig", kube.kubeconfig_path, "-n", NS])
-    return code
 
 
 async def _killed_then_completed(c: Cluster) -> None:

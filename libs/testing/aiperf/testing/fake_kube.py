@@ -148,7 +148,8 @@ class FakeKube:
     the JobSet CRD and JobSet's admission webhooks (`fake_kube_jobset`). `kueue`: Kueue's JobSet
     webhook (`fake_kube_kueue`: a JobSet labelled with a queue is created suspended). `jobs`: the
     JobSet and Job controllers create Jobs and pods through admission, with the PodSecurity,
-    ServiceAccount and ResourceQuota plugins (`fake_kube_jobs`). `gc`: "auto" (a background task finishes deletions after each write) or
+    ServiceAccount and ResourceQuota plugins (`fake_kube_jobs`); `pod_admission` alone: those
+    plugins without the controllers (a harness that creates the pods itself). `gc`: "auto" (a background task finishes deletions after each write) or
     "manual" (only `collect_garbage()` does). `history_limit`: watch events kept.
     `bookmark_interval`: seconds between BOOKMARKs on watches that allow them. `host`: the
     address to listen on (a podman network's gateway lets that network's containers reach it).
@@ -159,7 +160,7 @@ class FakeKube:
     def __init__(self, *, namespaces: Iterable[str] = (), context: str = "fake", host: str = "127.0.0.1",
                  tls: TlsFiles | None = None,
                  default_namespace: str | None = None, shutdown_timeout: float = 2.0, jobset: bool = True,
-                 rbac: bool = False, kueue: bool = False, jobs: bool = False, gc: str = "auto", history_limit: int = 10_000,
+                 rbac: bool = False, kueue: bool = False, jobs: bool = False, pod_admission: bool = False, gc: str = "auto", history_limit: int = 10_000,
                  bookmark_interval: float = 60.0) -> None:
         if gc not in ("auto", "manual"):
             raise ValueError(f"gc must be 'auto' or 'manual', not {gc!r}")
@@ -189,7 +190,7 @@ class FakeKube:
             self.store.webhooks.append(KueueWebhook())
         self.job_layer = JobLayer(self.store) if jobs else None
         self.jobset_ttl = JobSetTtl(self.store)
-        if jobs:
+        if jobs or pod_admission:
             self.store.webhooks.append(PodAdmission(self.store))
         for ns in namespaces:
             self.add_namespace(ns)
