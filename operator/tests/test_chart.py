@@ -45,7 +45,8 @@ def test_the_chart_renders_the_expected_objects(objects: list[Obj]) -> None:
         ("Deployment", "aiperf-operator"), ("NetworkPolicy", "aiperf-operator"), ("NetworkPolicy", "aiperf-runs"),
         ("PersistentVolumeClaim", "aiperf-operator-results"), ("ClusterRole", "aiperf-operator"),
         ("ClusterRoleBinding", "aiperf-operator"), ("Role", "aiperf-benchmark"), ("Service", "aiperf-operator"),
-        ("ServiceAccount", "aiperf-operator")])
+        ("ServiceAccount", "aiperf-operator"), ("Role", "aiperf-results-reader"),
+        ("RoleBinding", "aiperf-results-reader")])
     namespaced = [o for o in objects if not o["kind"].startswith("Cluster")]
     assert {o["metadata"]["namespace"] for o in namespaced} == {"aiperf-system"}
     chart = yaml.safe_load((chart_dir() / "Chart.yaml").read_text())
@@ -130,6 +131,47 @@ def test_the_binding_ties_the_cluster_role_to_the_operators_account(objects: lis
                                   "name": "aiperf-operator"}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "aiperf-operator",
                                     "namespace": "aiperf-system"}]
+
+
+@pytest.mark.anyio
+async def test_any_service_account_may_read_stored_results_through_the_proxy_and_nothing_else(
+        objects: list[Obj]) -> None:
+    """Issue 23, item 6: a sweep-controller (its own ServiceAccount, in the sweep's namespace)
+    falls back to the operator's results server through services/proxy; the chart lets it `get`
+    that one port of the operator's Service (RBAC enforced by the fake as the API server does)."""
+    import aiohttp
+    from aiohttp import web
+
+    from aiperf.testing.fake_kube import FakeKube
+
+    async def answer(request: web.Request, path: str) -> web.StreamResponse:
+        return web.Response(text="stored:" + path)
+
+    async with FakeKube(namespaces=["aiperf-system", "bench"], rbac=True) as kube:
+        for obj in objects:
+            if obj["metadata"]["name"] == "aiperf-results-reader" or obj["kind"] == "Service":
+                kube.create(obj)
+        labels = one(objects, "Service", "aiperf-operator")["spec"]["selector"]
+        kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "op", "namespace": "aiperf-system",
+                                                                     "labels": labels},
+                     "spec": {"containers": [{"name": "operator", "image": "x", "ports": [
+                         {"name": "http-results", "containerPort": 8081},
+                         {"name": "http-metrics", "containerPort": 8082}]}]}})
+        kube.run_pod("aiperf-system", "op")
+        for port in (8081, 8082):
+            kube.register_proxy("aiperf-system", "op", port, answer)
+        headers = {"Authorization": f"Bearer {kube.token_for('bench', 'aiperf-sweep-sw')}"}
+        base = f"{kube.url}/api/v1/namespaces/aiperf-system"
+        async with aiohttp.ClientSession(headers=headers) as http:
+            async def status(method: str, path: str) -> int:
+                async with http.request(method, base + path) as response:
+                    return response.status
+
+            assert await status("GET", "/services/aiperf-operator:8081/proxy/api/v1/results") == 200
+            assert await status("POST", "/services/aiperf-operator:8081/proxy/api/v1/results") == 403
+            assert await status("GET", "/services/aiperf-operator:8082/proxy/metrics") == 403
+            assert await status("GET", "/pods/op:8081/proxy/api/v1/results") == 403
+            assert await status("GET", "/services") == 403
 
 
 def _operator_pod(objects: list[Obj]) -> Obj:

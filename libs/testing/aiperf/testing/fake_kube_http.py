@@ -138,7 +138,9 @@ def event_line(info: KindInfo, event_type: str, obj: Obj) -> bytes:
     return _line({"type": event_type, "object": present(info, obj)})
 
 def attributes(request: web.Request, segments: list[str]) -> Attributes:
-    """The request as the RBAC authorizer sees it (kube-apiserver's RequestInfo)."""
+    """The request as the RBAC authorizer sees it (kube-apiserver's RequestInfo). The name is the
+    path segment as sent: for a proxy it keeps its scheme and port (`https:svc:8443`), which a
+    rule's `resourceNames` must then spell the same way."""
     if segments[:1] == ["api"] and len(segments) >= 3:
         group, rest = "", segments[2:]
     elif segments[:1] == ["apis"] and len(segments) >= 4:
@@ -155,7 +157,7 @@ def attributes(request: web.Request, segments: list[str]) -> Attributes:
     watch = request.query.get("watch", "").lower() in ("true", "1")
     return Attributes(verb=verb_of(request.method, named=bool(name), watch=watch), path=request.path,
                       api_group=group, resource=rest[0], subresource=rest[2] if len(rest) > 2 else "",
-                      namespace=namespace, name=name.split(":")[0] if len(rest) > 2 and rest[2] == "proxy" else name)
+                      namespace=namespace, name=name)
 
 
 def _item_key(obj: Obj) -> str:
