@@ -168,8 +168,10 @@ async def test_any_service_account_may_read_stored_results_through_the_proxy_and
                     return response.status
 
             assert await status("GET", "/services/aiperf-operator:8081/proxy/api/v1/results") == 200
+            assert await status("GET", "/services/aiperf-operator:http-results/proxy/api/v1/results") == 200
             assert await status("POST", "/services/aiperf-operator:8081/proxy/api/v1/results") == 403
             assert await status("GET", "/services/aiperf-operator:8082/proxy/metrics") == 403
+            assert await status("GET", "/services/aiperf-operator:http-metrics/proxy/metrics") == 403
             assert await status("GET", "/pods/op:8081/proxy/api/v1/results") == 403
             assert await status("GET", "/services") == 403
 

@@ -10,6 +10,7 @@ dashboard at ``/``. Run it: ``python _fixture_app.py BASE PORT``.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -31,6 +32,26 @@ LIVE = ("bench", "live")
 """The job whose progress socket drops after one snapshot."""
 EPOCHS = (1796149296, 1796149400)
 LIVE_EPOCH = "1796149500"
+SWEEP = ("bench", "sw")
+"""The AIPerfSweep with one stored aggregate (kept as job `sweeps/sw`, as the operator's harvest)."""
+SWEEP_EPOCH = "1796149600"
+SWEEP_THROUGHPUT = {"concurrency_2": 19.5, "concurrency_4": 37.25}
+"""Mean request throughput per combination in the stored sweep aggregate."""
+
+
+def sweep_aggregate() -> dict[str, Any]:
+    """The sweep's `profile_export_aiperf_sweep.json`: two combinations, the faster one also the
+    one with the lower p99 latency (so it alone is Pareto-optimal)."""
+    from aiperf.metrics.multirun import sweep_document
+
+    def aggregate(throughput: float, p99: float) -> dict[str, Any]:
+        return {"num_successful_runs": 1, "metrics": {
+            "request_throughput": {"avg": {"mean": throughput}}, "request_latency": {"p99": {"mean": p99},
+                                                                                     "avg": {"mean": p99 / 2}},
+            "time_to_first_token": {"avg": {"mean": 20.0}}}}
+
+    return sweep_document([(label, {"concurrency": int(label.rsplit("_", 1)[1])}, aggregate(thr, 400.0 - thr))
+                           for label, thr in SWEEP_THROUGHPUT.items()], sweep_type="grid")
 
 
 @dataclass
@@ -64,6 +85,14 @@ def make_results_tree(base: Path) -> dict[int, Path]:
     live.mkdir(parents=True)
     pending = RunRecord(namespace=LIVE[0], name=LIVE[1], epoch=LIVE_EPOCH, uid="uid-live", phase="Running")
     disk.pending_file(live, LIVE_EPOCH).write_text(disk.marker_json(pending))
+    sweep = base / SWEEP[0] / "sweeps" / SWEEP[1] / SWEEP_EPOCH
+    sweep.mkdir(parents=True)
+    (sweep / "profile_export_aiperf_sweep.json").write_text(json.dumps(sweep_aggregate()))
+    (sweep / "aggregate.json").write_text(json.dumps({"sweep_aggregate": sweep_aggregate()}))
+    record = RunRecord(namespace=SWEEP[0], name=f"sweeps/{SWEEP[1]}", epoch=SWEEP_EPOCH, uid="uid-sweep",
+                       phase="Completed", completed_at="2026-12-01T00:00:00Z")
+    (sweep / disk.RUN_MARKER).write_text(disk.marker_json(record))
+    disk.write_latest(sweep.parent, SWEEP_EPOCH)
     return dirs
 
 

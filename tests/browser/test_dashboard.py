@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser._fixture_app import DATA, EPOCHS, HISTORY, LIVE, make_results_tree
+from browser._fixture_app import DATA, EPOCHS, HISTORY, LIVE, SWEEP, SWEEP_EPOCH, SWEEP_THROUGHPUT, make_results_tree
 from browser._operator_job import (
     NAME,
     NS,
@@ -76,6 +76,34 @@ def test_job_list_shows_jobs_with_phase(browser: Browser, results_server: str) -
     assert by_name[LIVE].find_element("css selector", "td.phase").text == "Running"
     browser.screenshot("dashboard-jobs")
     assert_no_console_errors(browser, "/")
+
+
+def test_stored_sweeps_are_listed_with_their_combinations_and_downloads(browser: Browser,
+                                                                       results_server: str) -> None:
+    """Issue 23: a sweep's aggregates stored by the operator (job `sweeps/<name>`) show on the
+    index apart from the jobs, and the sweep page tables its combinations and links its files."""
+    browser.console_errors()
+    browser.open(results_server + "/")
+    (row,) = browser.driver.find_elements("css selector", "#sweeps tbody tr")
+    assert (row.get_attribute("data-ns"), row.get_attribute("data-name")) == SWEEP
+    assert row.find_element("css selector", "td.phase").text == "Completed"
+    browser.open(row.find_element("css selector", "a").get_attribute("href"))
+    assert browser.attr("body", "data-ready") == "1", browser.text("#error")
+    combos = browser.driver.find_elements("css selector", "#combinations tbody tr")
+    shown = {r.get_attribute("data-label"): r.find_elements("tag name", "td") for r in combos}
+    assert set(shown) == set(SWEEP_THROUGHPUT)
+    for label, throughput in SWEEP_THROUGHPUT.items():
+        assert float(shown[label][2].text) == pytest.approx(throughput)
+    assert [label for label, cells in shown.items() if cells[-1].text] == ["concurrency_4"]  # Pareto
+    assert "best throughput: concurrency_4" in browser.text("#best")
+    (stored,) = browser.driver.find_elements("css selector", "#aggregates tbody tr")
+    links = {a.text: a.get_attribute("href") for a in stored.find_elements("css selector", "td.files a")}
+    assert "profile_export_aiperf_sweep.json" in links and "aggregate.json" in links
+    with urllib.request.urlopen(links["aggregate.json"], timeout=10) as answer:
+        assert json.loads(answer.read())["sweep_aggregate"]["num_combinations"] == 2
+    assert f"/api/v1/sweeps/{SWEEP[0]}/{SWEEP[1]}/runs/{SWEEP_EPOCH}/" in links["aggregate.json"]
+    browser.screenshot("dashboard-sweep")
+    assert_no_console_errors(browser, "sweep")
 
 
 def test_run_page_tables_and_charts_match_the_exports(browser: Browser, results_server: str) -> None:

@@ -39,6 +39,8 @@ def test_every_page_is_served_with_its_config(path: str, base: str) -> None:
                               "runsUrl": "/api/v1/results/{ns}/{name}/runs",
                               "fileUrl": "/api/v1/results/{ns}/{name}/runs/{epoch}/{file}",
                               "statusUrl": "/status/{ns}/{name}", "progressWsUrl": "/ws/{ns}/{name}",
+                              "sweepsUrl": "/api/v1/sweeps", "sweepRunsUrl": "/api/v1/sweeps/{ns}/{name}/runs",
+                              "sweepFileUrl": "/api/v1/sweeps/{ns}/{name}/runs/{epoch}/{file}",
                               "pollIntervalS": 0.5, "title": "T </script><b>"}
             assert "<b>" not in response.text  # the title is escaped everywhere
 

@@ -220,3 +220,11 @@ def test_a_sweeps_stored_aggregate_is_served_under_api_v1_sweeps(tmp_path: Path)
         assert "no stored runs of sweep bench/nope" in error(client.get(f"/api/v1/sweeps/{NS}/nope/runs"), 404)
         error(client.get(f"/api/v1/sweeps/{NS}/.hidden/runs"), 422)
         error(client.get(f"{API}/{NS}/sweeps/runs"), 404)  # the job routes never reach it
+        assert [j["name"] for j in client.get(API).json()["jobs"]] == []  # not a job
+    # A volume whose index went (a new results server, a lost sqlite file) is scanned again: the
+    # stored sweep is found under <ns>/sweeps/<name>/ like a job's runs under <ns>/<name>/.
+    (tmp_path / disk.INDEX_FILE).unlink()
+    with TestClient(create_app(ResultsIndex(tmp_path, keep=10))) as client:
+        listed = client.get("/api/v1/sweeps").json()["sweeps"]
+        assert [(s["namespace"], s["name"], s["latestEpoch"]) for s in listed] == [(NS, "sw", OLD)]
+        assert client.get(API).json()["jobs"] == []

@@ -21,7 +21,7 @@ from litestar.types import ControllerRouterHandler
 UPLOT_VERSION = "1.6.32"
 """The vendored charting library (static/vendor/README.md)."""
 
-PAGES = ("index", "job", "run", "compare")
+PAGES = ("index", "job", "run", "compare", "sweep")
 """Page names; each is served at ``PATH/`` (index) or ``PATH/<name>``."""
 
 _ASSET_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
@@ -46,6 +46,11 @@ class DataSource:
       sending such snapshots) is down, every `poll_interval_s` seconds, until the phase is
       terminal or the status route answers 404. The results server's
       `aiperf.results_server.jobstatus` routes (operator mode) and the api's own serve them.
+    - `sweeps_url` (optional: None hides the sweeps) answers ``{"sweeps": [...]}`` shaped as the
+      job list (the results server's ``GET /api/v1/sweeps``: AIPerfSweeps with stored
+      aggregates); `sweep_runs_url` and `sweep_file_url` are a sweep's stored aggregates and
+      their files, as `runs_url` and `file_url` are a job's (``profile_export_aiperf_sweep.json``
+      holds the per-combination table).
     """
 
     jobs_url: str = "/api/v1/results"
@@ -53,6 +58,9 @@ class DataSource:
     file_url: str = "/api/v1/results/{ns}/{name}/runs/{epoch}/{file}"
     status_url: str | None = None
     progress_ws_url: str | None = None
+    sweeps_url: str | None = "/api/v1/sweeps"
+    sweep_runs_url: str = "/api/v1/sweeps/{ns}/{name}/runs"
+    sweep_file_url: str = "/api/v1/sweeps/{ns}/{name}/runs/{epoch}/{file}"
     poll_interval_s: float = 2.0
     title: str = "AIPerf results"
 
@@ -88,7 +96,8 @@ def render_page(page: str, *, source: DataSource, base: str) -> str:
 def dashboard_routes(*, source: DataSource, path: str = "/dashboard") -> list[ControllerRouterHandler]:
     """Route handlers (one `Router` at `path`) for the dashboard over `source`.
 
-    Serves ``GET path/`` (job list), ``path/job?ns=&name=`` (live progress and runs of a job),
+    Serves ``GET path/`` (job and sweep lists), ``path/job?ns=&name=`` (live progress and runs of a job),
+    ``path/sweep?ns=&name=`` (a sweep's stored aggregates and its per-combination table),
     ``path/run?ns=&name=&epoch=`` (metric tables and charts of one run),
     ``path/compare?ns=&name=&epochs=a,b`` (runs side by side) and ``path/static/...`` (script,
     style, vendored uPlot). Pages and assets are read once, here; nothing blocks per request.

@@ -5,7 +5,7 @@ Routes (errors are JSON ``{"status_code": n, "detail": "..."}``, as the api serv
 | route | answer |
 |---|---|
 | ``GET /healthz`` | ``{"status": "ok"}`` |
-| ``GET /api/v1/results`` | ``{"jobs": [{"namespace", "name", "runCount", "latestEpoch", "phase"}]}``: every job with stored runs, by namespace and name; `latestEpoch` is the newest successful run (`latest.txt`, null before one), `phase` the newest run's; with live progress (operator mode) a job still going also has ``progress`` ``{"phase", "completed", "expected", "errors"}`` |
+| ``GET /api/v1/results`` | ``{"jobs": [{"namespace", "name", "runCount", "latestEpoch", "phase"}]}``: every job with stored runs, by namespace and name (stored sweeps are under ``/api/v1/sweeps``); `latestEpoch` is the newest successful run (`latest.txt`, null before one), `phase` the newest run's; with live progress (operator mode) a job still going also has ``progress`` ``{"phase", "completed", "expected", "errors"}`` |
 | ``GET /api/v1/results/<ns>/<name>/runs`` | ``{"namespace", "name", "latestEpoch", "runs": [RUN...]}``, newest first; 404 for a job with no run |
 | ``GET /api/v1/results/<ns>/<name>`` | **409**: an epoch is required (use ``.../runs``) |
 | ``GET /api/v1/results/<ns>/<name>.zip`` | **409** |
@@ -48,6 +48,7 @@ from litestar.params import FromPath
 from litestar.response import File, Stream
 from litestar.types import ControllerRouterHandler
 
+from aiperf.results import disk
 from aiperf.results.keys import is_key
 from aiperf.results.local import SAFE_NAME
 from aiperf.results.model import TERMINAL_PHASES, JobRecord, RunRecord
@@ -56,7 +57,7 @@ log = structlog.get_logger("aiperf.results")
 
 PREFIX = "/api/v1/results"
 SWEEPS_PREFIX = "/api/v1/sweeps"
-SWEEP_FOLDER = "sweeps/"
+SWEEP_FOLDER = disk.SWEEPS_DIR + "/"
 """A sweep's aggregates are stored as job `sweeps/<name>` of its namespace (the operator's harvest)."""
 MEDIA_TYPES = {".json": "application/json", ".csv": "text/csv", ".jsonl": "application/x-ndjson",
                ".txt": "text/plain; charset=utf-8"}
@@ -113,7 +114,7 @@ def create_app(source: ResultsSource, *, extra_route_handlers: Sequence[Controll
 
     @get(PREFIX)
     async def jobs() -> dict[str, Any]:
-        listed = [j.as_json() for j in await source.jobs()]
+        listed = [j.as_json() for j in await source.jobs() if not j.name.startswith(SWEEP_FOLDER)]
         if live_progress is not None:
             going = [j for j in listed if j.get("phase") not in TERMINAL_PHASES][:MAX_LIVE_JOBS]
 

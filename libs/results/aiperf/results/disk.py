@@ -34,6 +34,9 @@ RUN_MARKER = ".aiperf_run.json"
 LEGACY_UID = ".aiperf_run_uid"
 PENDING_SUFFIX = ".run.json"
 PARTIAL = ".partial-"
+SWEEPS_DIR = "sweeps"
+"""An AIPerfSweep's stored aggregates are job `sweeps/<name>` of its namespace (the operator's
+harvest): `<namespace>/sweeps/<name>/<epoch>/`."""
 
 
 def job_dir(base: Path, namespace: str, name: str) -> Path:
@@ -144,18 +147,27 @@ def scan_job(base: Path, namespace: str, name: str) -> list[RunRecord]:
     return sorted(runs, key=lambda r: order(r.epoch), reverse=True)
 
 
+def _folders(path: Path) -> list[str]:
+    return [n for n in sorted(os.listdir(path)) if not n.startswith(".") and (path / n).is_dir()]
+
+
 def job_names(base: Path) -> Iterator[tuple[str, str]]:
-    """(namespace, name) of every job folder under `base` (dot entries skipped)."""
+    """(namespace, name) of every job folder under `base` (dot entries skipped), stored sweeps
+    included as `sweeps/<name>` (`SWEEPS_DIR`; a job named `sweeps` itself is one only where
+    that folder holds runs)."""
     try:
-        namespaces = sorted(os.listdir(base))
+        namespaces = _folders(base)
     except FileNotFoundError:
         return
     for ns in namespaces:
-        if ns.startswith(".") or not (base / ns).is_dir():
-            continue
-        for name in sorted(os.listdir(base / ns)):
-            if not name.startswith(".") and (base / ns / name).is_dir():
+        for name in _folders(base / ns):
+            if name != SWEEPS_DIR:
                 yield ns, name
+                continue
+            inside = _folders(base / ns / name)
+            if any(is_key(n) for n in inside) or (base / ns / name / LATEST).exists():
+                yield ns, name
+            yield from ((ns, f"{SWEEPS_DIR}/{n}") for n in inside if not is_key(n))
 
 
 def read_latest(folder: Path) -> str | None:
@@ -202,5 +214,5 @@ def prune_empty(folder: Path) -> None:
             return
 
 
-__all__ = ["INDEX_FILE", "LATEST", "LEGACY_UID", "RUN_MARKER", "fsync_dir", "job_dir", "job_names", "read_latest",
+__all__ = ["INDEX_FILE", "LATEST", "LEGACY_UID", "RUN_MARKER", "SWEEPS_DIR", "fsync_dir", "job_dir", "job_names", "read_latest",
            "read_run", "scan_job", "write_atomic", "write_latest"]

@@ -37,7 +37,8 @@ def live_source() -> DataSource:
     files of `/api/results/files/{name}`, progress from `/ws/progress`, polling `/api/progress`."""
     return DataSource(jobs_url=JOBS_PATH, runs_url=RUNS_PATH,
                       file_url="/api/results/files/{file}", status_url="/api/progress",
-                      progress_ws_url="/ws/progress", poll_interval_s=1.0, title="AIPerf live run")
+                      progress_ws_url="/ws/progress", sweeps_url=None, poll_interval_s=1.0,
+                      title="AIPerf live run")
 
 
 class LiveJob:

@@ -10,6 +10,10 @@ const CFG = JSON.parse(document.getElementById("dash-config").textContent);
 const SUMMARY = "profile_export_aiperf.json";
 const RECORDS = "profile_export.jsonl";
 const SERVER_METRICS = "server_metrics_export.json";
+const SWEEP_SUMMARY = "profile_export_aiperf_sweep.json";
+/** The per-combination columns of the sweep page: [metric, statistic] means over the trials. */
+const SWEEP_COLUMNS = [["request_throughput", "avg"], ["request_latency", "avg"], ["request_latency", "p99"],
+  ["time_to_first_token", "avg"], ["inter_token_latency", "avg"], ["output_token_throughput", "avg"]];
 const TERMINAL = new Set(["done", "failed", "cancelled", "Completed", "Failed", "Cancelled"]);
 const PERCENTILES = ["p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99"];
 const THROUGHPUT_BINS = 20;
@@ -80,6 +84,10 @@ function crumbs(...links) {
 
 function jobHref(ns, name) {
   return `${CFG.base}/job?ns=${encodeURIComponent(ns)}&name=${encodeURIComponent(name)}`;
+}
+
+function sweepHref(ns, name) {
+  return `${CFG.base}/sweep?ns=${encodeURIComponent(ns)}&name=${encodeURIComponent(name)}`;
 }
 
 function runHref(ns, name, epoch) {
@@ -259,6 +267,58 @@ async function indexPage() {
     if (live) timer = setTimeout(refresh, CFG.pollIntervalS * 1000);
   }
   await refresh();
+  if (CFG.sweepsUrl) await listSweeps();
+}
+
+/** The index page's sweep list (stored sweep aggregates), shown only when there are some. */
+async function listSweeps() {
+  const sweeps = (await getJson(CFG.sweepsUrl)).sweeps || [];
+  document.getElementById("sweeps-section").hidden = sweeps.length === 0;
+  const body = document.querySelector("#sweeps tbody");
+  body.replaceChildren();
+  for (const sweep of sweeps) {
+    const phase = el("td", { class: "phase" });
+    phaseCell(phase, sweep.phase);
+    body.append(el("tr", { dataset: { ns: sweep.namespace, name: sweep.name } },
+      el("td", {}, sweep.namespace),
+      el("td", {}, el("a", { href: sweepHref(sweep.namespace, sweep.name) }, sweep.name)),
+      el("td", { class: "num" }, fmt(sweep.runCount)), el("td", {}, fmt(sweep.latestEpoch)), phase));
+  }
+}
+
+/** A sweep's page: the per-combination table of its newest stored aggregate, and every stored
+ * aggregate with its files (download links). */
+async function sweepPage() {
+  const { ns, name } = params();
+  document.getElementById("sweep-title").textContent = `sweep ${ns}/${name}`;
+  crumbs([`sweep ${ns}/${name}`]);
+  const runs = (await getJson(fill(CFG.sweepRunsUrl, { ns, name }))).runs || [];
+  if (runs.length === 0) throw new Error(`no stored aggregate of sweep ${ns}/${name}`);
+  const fileUrl = (epoch, file) => fill(CFG.sweepFileUrl, { ns, name, epoch, file });
+  const body = document.querySelector("#aggregates tbody");
+  for (const run of runs) {
+    const files = el("td", { class: "files" });
+    for (const f of run.files || []) files.append(el("a", { href: fileUrl(run.epoch, f.name), download: f.name }, f.name), " ");
+    const phase = el("td", { class: "phase" });
+    phaseCell(phase, run.phase);
+    body.append(el("tr", { dataset: { epoch: String(run.epoch) } }, el("td", {}, String(run.epoch)), phase,
+      el("td", {}, fmt(run.completedAt)), files));
+  }
+  const newest = runs[0];
+  if (!(newest.files || []).some((f) => f.name === SWEEP_SUMMARY)) throw new Error(`aggregate ${newest.epoch} has no ${SWEEP_SUMMARY}`);
+  const doc = await getJson(fileUrl(newest.epoch, SWEEP_SUMMARY));
+  document.getElementById("sweep-epoch").textContent = `(aggregate ${newest.epoch}, ${doc.sweep_type || "grid"})`;
+  const front = new Set((doc.pareto_optimal || []).map((p) => p.label));
+  const table = document.querySelector("#combinations tbody");
+  for (const combo of doc.per_combination_metrics || []) {
+    const cells = SWEEP_COLUMNS.map(([tag, stat]) => (((combo.metrics || {})[tag] || {})[stat] || {}).mean);
+    table.append(el("tr", { dataset: { label: combo.label } }, el("td", {}, combo.label),
+      el("td", { class: "num" }, fmt(combo.num_successful_runs)),
+      ...cells.map((c) => el("td", { class: "num" }, fmt(c))), el("td", {}, front.has(combo.label) ? "\u2713" : "")));
+  }
+  const best = doc.best_configurations || {};
+  document.getElementById("best").textContent = [["best_throughput", "best throughput"], ["best_latency_p99", "best p99 latency"]]
+    .filter(([key]) => best[key]).map(([key, text]) => `${text}: ${best[key].label} (${fmt(best[key].value)})`).join("; ");
 }
 
 async function jobPage() {
@@ -459,7 +519,7 @@ async function comparePage() {
   throughputChart(document.getElementById("cmp-throughput"), runs);
 }
 
-const PAGES = { index: indexPage, job: jobPage, run: runPage, compare: comparePage };
+const PAGES = { index: indexPage, job: jobPage, run: runPage, compare: comparePage, sweep: sweepPage };
 
 document.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
