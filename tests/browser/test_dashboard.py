@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser._fixture_app import DATA, EPOCHS, HISTORY, LIVE, SWEEP, SWEEP_EPOCH, SWEEP_THROUGHPUT, make_results_tree
+from browser._fixture_app import (
+    DATA,
+    EPOCHS,
+    HISTORY,
+    LIVE,
+    SWEEP,
+    SWEEP_EPOCH,
+    SWEEP_THROUGHPUT,
+    make_results_tree,
+)
 from browser._operator_job import (
     NAME,
     NS,
