@@ -17,7 +17,9 @@ t scripts/images/build-base.sh
 t ./pants package ::
 
 D=tools/docker-shim/docker
-$D image prune -f >/dev/null
+# A build interrupted earlier (a killed Pants run) can leave a buildah working container holding
+# a dangling image; pruning is housekeeping, so that never fails the check below.
+$D image prune -f >/dev/null || echo "ci: image prune skipped (an image is in use by a leftover container)" >&2
 
 fail=0
 for dir in services/*/; do
