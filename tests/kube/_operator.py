@@ -1,7 +1,7 @@
 """The operator end to end with real pods, shared by tests/kube/test_operator_*.py: `cluster()`
 gives an internal podman network with the mock LLM server, the fake API server on its gateway
 (CRDs installed, RBAC on, the PodSecurity/ServiceAccount/ResourceQuota admission plugins, the
-namespace enforcing the `restricted` Pod Security level), `PodmanCluster` (tests/kube/_cluster.py)
+namespace enforcing the `restricted` Pod Security level, JobSet TTLs on their timer), `PodmanCluster` (tests/kube/_cluster.py)
 playing the JobSet controller and the kubelet, and the operator (real kopf, in this process).
 """
 
@@ -110,7 +110,8 @@ async def cluster(tmp_path: Path, *, thresholds: StartupThresholds = FAST) -> As
         wait_mock_healthy(mock)
         gateway = network_gateway(network)
         tls = make_tls_files(tmp_path / "tls", gateway)
-        async with FakeKube(namespaces=[NS], host=gateway, rbac=True, tls=tls, pod_admission=True) as kube:
+        async with FakeKube(namespaces=[NS], host=gateway, rbac=True, tls=tls, pod_admission=True,
+                            jobset_ttl="auto") as kube:
             namespace = kube.get("v1", "Namespace", "", NS) or {}
             namespace["metadata"]["labels"] = {**namespace["metadata"].get("labels", {}), ENFORCE_LABEL: "restricted"}
             kube.update(namespace)

@@ -127,3 +127,23 @@ async def test_a_finished_jobset_is_deleted_after_its_ttl() -> None:
         assert kube.get("jobset.x-k8s.io/v1alpha2", "JobSet", "bench", "long") is not None
         assert kube.get("jobset.x-k8s.io/v1alpha2", "JobSet", "bench", "none") is not None
         assert 3500 < (kube.jobset_ttl.seconds_to_next_deadline() or 0) <= 3600
+
+
+async def test_on_the_timer_a_finished_jobset_goes_once_its_ttl_passed() -> None:
+    """`jobset_ttl="auto"`: nobody calls expire_jobsets; the JobSet finished (condition) goes by
+    itself at its deadline (2 s), not before."""
+    from aiperf.testing.fake_kube_store import now_rfc3339
+
+    async with FakeKube(namespaces=["bench"], jobset_ttl="auto") as kube:
+        body = jobset("timed", replicas=1)
+        body["spec"]["ttlSecondsAfterFinished"] = 2
+        kube.create({**body, "metadata": {"name": "timed", "namespace": "bench"}})
+        kube.set_status("jobset.x-k8s.io/v1alpha2", "JobSet", "bench", "timed", {"conditions": [
+            {"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "done",
+             "lastTransitionTime": now_rfc3339()}], "terminalState": "Completed"})
+        assert kube.get("jobset.x-k8s.io/v1alpha2", "JobSet", "bench", "timed") is not None
+        assert 0 < (kube.jobset_ttl.seconds_to_next_deadline() or 0) <= 2
+        await kube.wait_until(lambda: kube.get("jobset.x-k8s.io/v1alpha2", "JobSet", "bench", "timed") is None,
+                              timeout=30)
+    with pytest.raises(ValueError, match="jobset_ttl"):
+        FakeKube(jobset_ttl="auto", gc="manual")

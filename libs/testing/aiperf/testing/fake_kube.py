@@ -36,9 +36,9 @@ It is strict where our code depends on it, and tested against kubernetes_asyncio
   serviceaccounts/token. events.k8s.io/v1 Events share storage with core/v1 ones.
 - JobSet's defaulting and validating webhooks (`fake_kube_jobset`: the 63-character Job and pod
   name rules, Indexed completion mode, immutable replicated jobs); `add_webhook` for others.
-- JobSet TTL when the test says (`expire_jobsets()`): every finished JobSet whose
-  `ttlSecondsAfterFinished` has passed since its Completed/Failed condition's
-  `lastTransitionTime` (real time) is deleted, Foreground.
+- JobSet TTL when the test says (`expire_jobsets()`), or on the JobSet controller's timer with
+  `jobset_ttl="auto"`: every finished JobSet whose `ttlSecondsAfterFinished` has passed since
+  its Completed/Failed condition's `lastTransitionTime` (real time) is deleted, Foreground.
 - Kueue (`kueue=True`, `fake_kube_kueue`): a JobSet labelled `kueue.x-k8s.io/queue-name` is
   created suspended; `kueue_admit` plays the admission that unsuspends it.
 - Optional authentication and RBAC (`rbac=True`, `fake_kube_rbac`): 401 without a known bearer
@@ -150,7 +150,10 @@ class FakeKube:
     JobSet and Job controllers create Jobs and pods through admission, with the PodSecurity,
     ServiceAccount and ResourceQuota plugins (`fake_kube_jobs`); `pod_admission` alone: those
     plugins without the controllers (a harness that creates the pods itself). `gc`: "auto" (a background task finishes deletions after each write) or
-    "manual" (only `collect_garbage()` does). `history_limit`: watch events kept.
+    "manual" (only `collect_garbage()` does). `jobset_ttl`: "manual" (only `expire_jobsets()`
+    deletes finished JobSets past their `ttlSecondsAfterFinished`) or "auto" (the JobSet
+    controller's timer: the collector's loop also wakes at each TTL deadline; needs gc "auto").
+    `history_limit`: watch events kept.
     `bookmark_interval`: seconds between BOOKMARKs on watches that allow them. `host`: the
     address to listen on (a podman network's gateway lets that network's containers reach it).
     `tls`: serve https with these files (`fake_kube_tls.make_tls_files`); the kubeconfig then
@@ -160,10 +163,14 @@ class FakeKube:
     def __init__(self, *, namespaces: Iterable[str] = (), context: str = "fake", host: str = "127.0.0.1",
                  tls: TlsFiles | None = None,
                  default_namespace: str | None = None, shutdown_timeout: float = 2.0, jobset: bool = True,
-                 rbac: bool = False, kueue: bool = False, jobs: bool = False, pod_admission: bool = False, gc: str = "auto", history_limit: int = 10_000,
+                 rbac: bool = False, kueue: bool = False, jobs: bool = False, pod_admission: bool = False,
+                 jobset_ttl: str = "manual", gc: str = "auto", history_limit: int = 10_000,
                  bookmark_interval: float = 60.0) -> None:
         if gc not in ("auto", "manual"):
             raise ValueError(f"gc must be 'auto' or 'manual', not {gc!r}")
+        if jobset_ttl not in ("auto", "manual") or (jobset_ttl == "auto" and gc != "auto"):
+            raise ValueError(f"jobset_ttl must be 'manual', or 'auto' with gc 'auto', not {jobset_ttl!r}")
+        self._ttl_mode = jobset_ttl
         self.store = Store(history_limit=history_limit)
         self.gc = GarbageCollector(self.store)
         self.pods = PodRuntime(self.store)
@@ -256,14 +263,20 @@ class FakeKube:
                     await asyncio.wait_for(changed.wait(), 0.5)
 
     async def _collect_forever(self) -> None:
-        """The garbage collector's loop: run after every write and at pod grace deadlines."""
+        """The garbage collector's loop: run after every write and at pod grace deadlines (and,
+        with `jobset_ttl="auto"`, JobSet TTL deadlines)."""
         while True:
             self._wake.clear()
+            if self._ttl_mode == "auto":
+                self.jobset_ttl.run()
             self.gc.run()
             if self.job_layer is not None:
                 self.job_layer.run()
+            deadlines = [d for d in (self.gc.seconds_to_next_deadline(),
+                                     self.jobset_ttl.seconds_to_next_deadline() if self._ttl_mode == "auto" else None)
+                         if d is not None]
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.gc.seconds_to_next_deadline())
+                await asyncio.wait_for(self._wake.wait(), min(deadlines) if deadlines else None)
 
     def write_kubeconfig(self, path: Path | str, *, context: str | None = None,
                          namespace: str | None = None, token: str | None = None) -> Path:
