@@ -60,6 +60,7 @@ from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_api import ApiError
 from aiperf.testing.fake_kube_proxy import forward_to
 from aiperf.testing.fake_kube_select import Selector
+from aiperf.testing.fake_kube_store import now_rfc3339
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -351,7 +352,8 @@ class PodmanCluster:
                 self.kube.set_status(JOBSET_API_VERSION, "JobSet", jobset["metadata"]["namespace"],
                                      jobset["metadata"]["name"], {
                                          "conditions": [{"type": kind, "status": "True", "reason": f"AllJobs{kind}",
-                                                         "message": f"jobset {kind.lower()}"}],
+                                                         "message": f"jobset {kind.lower()}",
+                                                         "lastTransitionTime": now_rfc3339()}],
                                          "terminalState": kind})
 
     def _register_proxies(self, played: _PlayedPod) -> None:

@@ -133,6 +133,23 @@ async def test_a_phase_never_ended_closes_on_the_last_round() -> None:
     assert "warmup_metrics" not in doc and doc["endpoint_errors"] == {}
 
 
+async def test_a_phase_whose_boundary_scrapes_time_out_keeps_its_start_and_end() -> None:
+    """A loaded server: the round answered last before the phase began had timed out, and so did
+    the phase's first end round; the phase counts from the answer before it to the retried end."""
+    fetch = Script({A: [_text(100, 0, []), TimeoutError(), _text(150, 1, [0.03]), TimeoutError(),
+                        _text(160, 0, [0.03]), _text(160, 0, [0.03])]})
+    collector = ServerMetricsCollector(endpoints=[A], fetch=fetch, interval_s=1, wall_ns=Clock())
+    await collector.scrape()
+    await collector.scrape()  # timed out: the phase's start round, with no answer
+    collector.phase_started("profiling")
+    await collector.scrape()
+    await collector.phase_ended("profiling")
+    await collector.finish()
+    assert collector.phases["profiling"].start_round == 1 and collector.phases["profiling"].end_round == 4
+    doc = build_export(collector, profiling="profiling")
+    assert doc["metrics"]["vllm:generation_tokens"]["series"][0]["stats"]["total"] == 60
+
+
 def _export(metrics: dict) -> dict:  # type: ignore[type-arg]
     return {"summary": {"endpoints_configured": [A], "endpoints_successful": [A]}, "metrics": metrics}
 

@@ -3,7 +3,9 @@
 A round scrapes all endpoints at once; it is stamped with the wall clock before its first request
 (`sent_ns`) and after its last answer (`recv_ns`). `run` takes a baseline round, then one every
 `interval_s`; `phase_started`/`phase_ended` mark the phase boundaries (`phase_ended` takes a
-round of its own, so a phase ends on a scrape made after its last response arrived); `finish`
+round of its own, so a phase ends on a scrape made after its last response arrived, and takes
+up to `END_ATTEMPTS` rounds while an endpoint that answered before fails in it: a loaded
+server's scrape that timed out must not cost the phase its end); `finish`
 takes the last round and closes any phase still open. A phase starts at the end round of the
 phase before it, else at the last round answered before it started (the baseline at worst).
 
@@ -28,6 +30,9 @@ import structlog
 from aiperf.servermetrics.parse import ExpositionError, Family, parse_metrics
 
 log = structlog.get_logger("aiperf.servermetrics")
+
+END_ATTEMPTS = 3
+"""Rounds a phase's end may take while an endpoint fails in them (see the module doc)."""
 
 
 class Fetch(Protocol):
@@ -159,7 +164,12 @@ class ServerMetricsCollector:
         if phase is None or phase.end_round is not None:
             return
         phase.end_ns = self._wall()
-        phase.end_round = await self.scrape()
+        answered = {url for r in self.rounds for url, got in r.results.items() if isinstance(got, dict)}
+        for _ in range(END_ATTEMPTS):
+            phase.end_round = await self.scrape()
+            if all(isinstance(got, dict) for url, got in self.rounds[phase.end_round].results.items()
+                   if url in answered):
+                break
 
     async def finish(self) -> None:
         """The last round; every phase still open ends on it."""

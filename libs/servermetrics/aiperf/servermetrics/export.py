@@ -61,12 +61,18 @@ def unit_of(name: str) -> str | None:
 
 
 def metrics_between(rounds: Sequence[Round], first: int, last: int, endpoints: Sequence[str]) -> dict[str, Any]:
-    """The `metrics` object of the rounds `first..last` (inclusive). A series absent from the
-    first round an endpoint answered in the window but present later started from zero
-    (servers create labelled series lazily), so its whole value counts."""
+    """The `metrics` object of the rounds `first..last` (inclusive). For each endpoint the window
+    starts at the last round up to `first` that it answered (a baseline that failed, a scrape
+    timed out on a loaded server, falls back to the answer before it rather than losing the
+    phase's start: counters only grow). A series absent from the first round an endpoint
+    answered in the window but present later started from zero (servers create labelled series
+    lazily), so its whole value counts."""
     out: dict[str, Any] = {}
     for url in endpoints:
-        window = [(r.recv_ns, fams) for r in rounds[first:last + 1] if isinstance(fams := r.results.get(url), dict)]
+        start = first
+        while start > 0 and not isinstance(rounds[start].results.get(url), dict):
+            start -= 1
+        window = [(r.recv_ns, fams) for r in rounds[start:last + 1] if isinstance(fams := r.results.get(url), dict)]
         if not window:
             continue
         names: dict[str, Family] = {}
