@@ -52,7 +52,7 @@ def test_every_sweepable_spelling_is_a_profile_flag() -> None:
 
 def test_a_cli_sweep_plans_each_variation_with_the_flag_semantics() -> None:
     multi = MultiRunFlags(num_profile_runs=2, sweep_values=["request_rate=2,4"], parameter_sweep_cooldown_seconds=1)
-    setup = plan_setup(ProfileFlags(model="m", warmup_request_count=3), LocalFlags(ui="none", artifact_dir="/tmp/x"),
+    setup = plan_setup(ProfileFlags(model=["m"], warmup_request_count=3), LocalFlags(ui="none", artifact_dir="/tmp/x"),
                        multi, config_file=None)
     assert [v.label for v in setup.plan.variations] == ["request_rate_2.0", "request_rate_4.0"]
     phases = [setup.benchmarks[i].profiling for i in (0, 1)]

@@ -25,9 +25,9 @@ from cyclopts import Parameter
 class ProfileFlags:
     """The benchmark itself: endpoint, load, stop condition, dataset and request shape."""
 
-    model: Annotated[str | None, Parameter(name=["--model", "-m", "--model-names"])] = None
+    model: Annotated[list[str] | None, Parameter(name=["--model", "-m", "--model-names"])] = None
     """Model name sent in the requests (required unless --config names one); several as a comma
-    list (`--model a,b`): each request's model is chosen by --model-selection-strategy."""
+    list (`--model a,b`) or repeated: each request's model is chosen by --model-selection-strategy."""
     model_selection_strategy: Literal["round_robin", "random", "weighted"] | None = None
     """How each request's model is chosen among several --model names: round_robin (the n-th
     prompt gets model n mod count), random (uniform, seeded by --random-seed), weighted (weights
