@@ -325,7 +325,6 @@ def test_a_swept_string_value_is_swept() -> None:
 
 
 @pytest.mark.parametrize(("sweep", "message"), [
-    ({"type": "latin_hypercube", "samples": 8}, "sweep.type: latin_hypercube: not supported"),
     ({"type": "adaptive_search"}, "sweep.type: adaptive_search: not supported"),
     ({"parameters": {"variables.c": [1, 2]}}, "sweep.parameters.variables.c: not supported"),
     ({"parameters": {"concurrency": [1], "phases.profiling.concurrency": [2]}},
