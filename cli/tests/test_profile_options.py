@@ -167,7 +167,7 @@ def _help_of(app: Any, argv: list[str]) -> str:
 
 def test_flags_become_the_model_with_secrets_apart() -> None:
     built = build_benchmark(ProfileFlags(
-        model="m", url=["vllm:8000/"], concurrency=4, osl=64, goodput="request_latency:250",
+        model=["m"], url=["vllm:8000/"], concurrency=4, osl=64, goodput="request_latency:250",
         extra_inputs=["temperature:0.5"], header=["X-B: 2", "X-A:1"], api_key="sk-x"), LocalFlags(ui="none"))
     b = built.benchmark
     assert b.endpoint.url == "http://vllm:8000" and b.model == "m"

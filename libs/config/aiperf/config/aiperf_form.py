@@ -114,7 +114,7 @@ def _artifacts(artifacts: Artifacts) -> dict[str, Any]:
 
 def _models(benchmark: Benchmark) -> dict[str, Any]:
     selection = benchmark.model_selection
-    weights = selection.weights or [None] * len(benchmark.models)
+    weights: list[float | None] = [*selection.weights] or [None] * len(benchmark.models)
     out: dict[str, Any] = {"items": [{"name": name} if weight is None else {"name": name, "weight": weight}
                                      for name, weight in zip(benchmark.models, weights, strict=True)]}
     if selection.strategy != "round_robin":
