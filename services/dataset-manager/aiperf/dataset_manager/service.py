@@ -12,7 +12,14 @@ import structlog
 from anyio.abc import TaskStatus
 
 from aiperf.config import Dataset, ModelSelection
-from aiperf.dataset import DatasetError, Turn, assign_models, build_conversations, write_dataset, write_inputs_json
+from aiperf.dataset import (
+    DatasetError,
+    Turn,
+    assign_models,
+    build_conversations,
+    write_dataset,
+    write_inputs_json,
+)
 from aiperf.endpoints import PayloadBuilder
 from aiperf.messages import BuildDataset, Command, DatasetBuilt, DatasetConfigured, Event, Reply
 from aiperf.runtime import UnknownCommand, UserError
@@ -43,9 +50,9 @@ class DatasetManager:
     def __init__(self, *, dataset: Dataset, seed: int | None, tokenizer: str | None,
                  payload: PayloadBuilder, dataset_dir: Path, inputs_path: Path, compress: bool,
                  events: EventSink | None, models: tuple[str, ...] = (),
-                 selection: ModelSelection = ModelSelection(), model_seed: int | None = None) -> None:
+                 selection: ModelSelection | None = None, model_seed: int | None = None) -> None:
         self._dataset, self._seed, self._tokenizer, self._payload = dataset, seed, tokenizer, payload
-        self._models, self._selection, self._model_seed = models, selection, model_seed
+        self._models, self._selection, self._model_seed = models, selection or ModelSelection(), model_seed
         self._dir, self._inputs = dataset_dir, inputs_path
         self._compress, self._events = compress, events
         self._warm = anyio.Event()
