@@ -130,7 +130,7 @@ class FakeController:
 
 
 def _config(tmp_path: Path) -> RunConfig:
-    benchmark = build_benchmark(ProfileFlags(model="mock", url=["http://127.0.0.1:9"]),
+    benchmark = build_benchmark(ProfileFlags(model=["mock"], url=["http://127.0.0.1:9"]),
                                 LocalFlags(ui="dashboard", artifact_dir=str(tmp_path))).benchmark
     return RunConfig(run_id="r1", mode="profile", artifact_dir=str(tmp_path), t0_wall_ns=0, benchmark=benchmark,
                      comms=CommsOptions(ipc_dir=str(tmp_path / "ipc")), services=ServiceCounts(),

@@ -87,7 +87,7 @@ def _stated_defaults() -> dict[str, str]:
 
 
 def _model_default(path: str) -> Any:
-    built = build_benchmark(ProfileFlags(model="m"), LocalFlags(ui="none")).benchmark
+    built = build_benchmark(ProfileFlags(model=["m"]), LocalFlags(ui="none")).benchmark
     node: Any = msgspec.to_builtins(built)
     for part in path.replace("phases.profiling", "phases.-1").replace("dataset.", "datasets.0.").split("."):
         node = node[int(part)] if isinstance(node, list) else node.get(part)
@@ -167,7 +167,7 @@ def _help_of(app: Any, argv: list[str]) -> str:
 
 def test_flags_become_the_model_with_secrets_apart() -> None:
     built = build_benchmark(ProfileFlags(
-        model="m", url=["vllm:8000/"], concurrency=4, osl=64, goodput="request_latency:250",
+        model=["m"], url=["vllm:8000/"], concurrency=4, osl=64, goodput="request_latency:250",
         extra_inputs=["temperature:0.5"], header=["X-B: 2", "X-A:1"], api_key="sk-x"), LocalFlags(ui="none"))
     b = built.benchmark
     assert b.endpoint.url == "http://vllm:8000" and b.model == "m"
@@ -181,7 +181,7 @@ def test_flags_become_the_model_with_secrets_apart() -> None:
 
 def test_load_flags_pick_the_phase() -> None:
     def profiling(**flags: Any) -> Any:
-        return build_benchmark(ProfileFlags(model="m", **flags), LocalFlags(ui="none")).benchmark.phases
+        return build_benchmark(ProfileFlags(model=["m"], **flags), LocalFlags(ui="none")).benchmark.phases
 
     assert profiling(concurrency=8) == [ConcurrencyPhase(concurrency=8, requests=16)]
     (rate,) = profiling(request_rate=5.0, concurrency=2, benchmark_duration=30)
@@ -241,7 +241,7 @@ def test_a_bad_config_file_is_one_line(tmp_path: Path, content: dict[str, Any], 
 def test_any_valid_model_round_trips_through_run_config_json(tmp_path: Path) -> None:
     from aiperf.config import CommsOptions, RunConfig, dump_run_config, load_run_config
 
-    built = build_benchmark(ProfileFlags(model="m", request_rate=3.0, warmup_request_count=2, osl=9),
+    built = build_benchmark(ProfileFlags(model=["m"], request_rate=3.0, warmup_request_count=2, osl=9),
                             LocalFlags(ui="none"))
     config = RunConfig(run_id="x", comms=CommsOptions(ipc_dir="/tmp"), benchmark=built.benchmark)
     dump_run_config(config, tmp_path / "run_config.json")
@@ -328,7 +328,7 @@ def test_server_metrics_flags() -> None:
     on = build_benchmark(bound.arguments["flags"], LocalFlags(ui="none")).benchmark
     assert on.server_metrics.enabled and on.server_metrics.urls == ["http://b:9400", "http://c:9/x"]
     assert endpoints_of(on) == ["http://srv:8000/metrics", "http://b:9400/metrics", "http://c:9/x"]
-    default = build_benchmark(ProfileFlags(model="m"), LocalFlags(ui="none")).benchmark
+    default = build_benchmark(ProfileFlags(model=["m"]), LocalFlags(ui="none")).benchmark
     assert endpoints_of(default) == ["http://localhost:8000/metrics"]  # on by default, like AIPerf
-    off = build_benchmark(ProfileFlags(model="m", no_server_metrics=True), LocalFlags(ui="none")).benchmark
+    off = build_benchmark(ProfileFlags(model=["m"], no_server_metrics=True), LocalFlags(ui="none")).benchmark
     assert not off.server_metrics.enabled and endpoints_of(off) == []

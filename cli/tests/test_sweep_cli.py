@@ -52,7 +52,7 @@ def test_every_sweepable_spelling_is_a_profile_flag() -> None:
 
 def test_a_cli_sweep_plans_each_variation_with_the_flag_semantics() -> None:
     multi = MultiRunFlags(num_profile_runs=2, sweep_values=["request_rate=2,4"], parameter_sweep_cooldown_seconds=1)
-    setup = plan_setup(ProfileFlags(model="m", warmup_request_count=3), LocalFlags(ui="none", artifact_dir="/tmp/x"),
+    setup = plan_setup(ProfileFlags(model=["m"], warmup_request_count=3), LocalFlags(ui="none", artifact_dir="/tmp/x"),
                        multi, config_file=None)
     assert [v.label for v in setup.plan.variations] == ["request_rate_2.0", "request_rate_4.0"]
     phases = [setup.benchmarks[i].profiling for i in (0, 1)]
@@ -116,3 +116,17 @@ def test_config_expand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     path.write_text(SWEEP_YAML.replace("[64, 128]", "[64, 0]"))
     assert main(["config", "expand", str(path)]) == 2
     assert "concurrency_4__mean_0: " in capsys.readouterr().err
+
+
+def test_a_sampled_sweep_plans_its_points_and_keeps_its_type(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("benchmark: {model: m, profiling: {type: concurrency, concurrency: 2, requests: 10}}\n"
+                    "sweep: {type: sobol, samples: 4, scramble: false, dimensions: "
+                    "[{path: phases.profiling.concurrency, lo: 1, hi: 64, scale: log, kind: int}]}\n")
+    setup = plan_setup(ProfileFlags(), LocalFlags(ui="none", artifact_dir=str(tmp_path)), MultiRunFlags(),
+                       config_file=str(path))
+    assert [v.label for v in setup.plan.variations] == ["concurrency_1", "concurrency_8", "concurrency_23",
+                                                         "concurrency_3"]
+    assert [setup.benchmarks[i].profiling.concurrency for i in range(4)] == [1, 8, 23, 3]
+    with pytest.raises(ConfigError, match="--sweep-type zip: the sweep: block of .* is a sobol sweep"):
+        plan_setup(ProfileFlags(), LocalFlags(ui="none"), MultiRunFlags(sweep_type="zip"), config_file=str(path))

@@ -207,13 +207,20 @@ def comparable(benchmark: dict[str, Any]) -> dict[str, Any]:
     """What a run does, from a benchmark in canonical snake_case (AIPerf's `config expand --full`
     body or ours): models, endpoint, datasets, phases, SLOs, artifacts, server metrics."""
     models = benchmark["models"]
-    names = [m["name"] for m in models["items"]] if isinstance(models, dict) else list(models)
+    if isinstance(models, dict):  # AIPerf's {strategy, items: [{name, weight}]}
+        names = [m["name"] for m in models["items"]]
+        weights = [m.get("weight") for m in models["items"]]
+        selection = {"strategy": models.get("strategy", "round_robin"),
+                     "weights": weights if None not in weights else []}
+    else:  # ours: the names, and model_selection
+        names = list(models)
+        selection = {"strategy": "round_robin", "weights": [], **(benchmark.get("model_selection") or {})}
     endpoint = benchmark.get("endpoint") or {}
     metrics = benchmark.get("server_metrics") or {}
     gpu = benchmark.get("gpu_telemetry") or {}
     artifacts = benchmark.get("artifacts") or {}
     return {
-        "models": names,
+        "models": names, "model_selection": selection,
         "endpoint": {"urls": endpoint.get("urls"), "type": endpoint.get("type", "chat"), "path": endpoint.get("path"),
                      "streaming": endpoint.get("streaming", False), "timeout": float(endpoint.get("timeout", 21600)),
                      "extra": endpoint.get("extra") or {},

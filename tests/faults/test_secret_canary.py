@@ -48,7 +48,7 @@ def test_url_credentials_become_an_authorization_header(tmp_path: Path) -> None:
     from aiperf.cli.benchmark_flags import build_benchmark
     from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 
-    built = build_benchmark(ProfileFlags(model="m", url=["http://ann:s%3Acret@h:8000/v1"]), LocalFlags(ui="none"))
+    built = build_benchmark(ProfileFlags(model=["m"], url=["http://ann:s%3Acret@h:8000/v1"]), LocalFlags(ui="none"))
     assert built.benchmark.endpoint.url == "http://h:8000/v1"
     assert built.benchmark.endpoint.header_names == ["Authorization"]
     assert built.secrets.headers == {"Authorization": "Basic YW5uOnM6Y3JldA=="}  # ann:s:cret

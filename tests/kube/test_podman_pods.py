@@ -64,7 +64,7 @@ def test_pods_measure_what_a_local_run_measures(tmp_path: Path) -> None:
         local = aiperf("profile", *args, "--url", server.url, "--workers-max", "2", artifacts=tmp_path / "local")
     assert local.code == 0, local.stderr
 
-    flags = ProfileFlags(model="mock", url=["http://mock:8000"], endpoint_type="chat", streaming=True,
+    flags = ProfileFlags(model=["mock"], url=["http://mock:8000"], endpoint_type="chat", streaming=True,
                          concurrency=4, request_count=60, random_seed=7)
     with PodRun(flags, mock_args=MOCK, total_workers=2, workers_per_pod=1, workdir=tmp_path / "pods",
                 local=LocalFlags(ui="none", export_level="raw")) as run:
@@ -105,7 +105,7 @@ def test_pods_measure_what_a_local_run_measures(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)
 def test_a_lost_worker_pod_is_named_and_its_credits_counted(tmp_path: Path) -> None:
     count = 600  # ~15 s of profiling at concurrency 4 (~100 ms a request): time to lose a pod
-    flags = ProfileFlags(model="mock", url=["http://mock:8000"], streaming=True, concurrency=4,
+    flags = ProfileFlags(model=["mock"], url=["http://mock:8000"], streaming=True, concurrency=4,
                          request_count=count, random_seed=7)
     runtime = RuntimeOptions(heartbeat_interval_s=1.0, heartbeat_timeout_s=8.0,
                              registration_timeout_s=STARTUP_S, log_level="info")

@@ -129,7 +129,10 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
     malformed flag value or a flag that needs another one."""
     doc = copy.deepcopy(document)
     if flags.model is not None:
-        doc["models"] = [flags.model]
+        given = [flags.model] if isinstance(flags.model, str) else flags.model  # a str from code, not the CLI
+        doc["models"] = [name.strip() for names in given for name in names.split(",")]
+    if flags.model_selection_strategy is not None:
+        doc["model_selection"] = {**_sub(doc, "model_selection"), "strategy": flags.model_selection_strategy}
     headers = {**secrets.headers, **parse_headers(flags.header or [])}
     _endpoint(doc, flags, headers)
     _dataset(doc, flags)

@@ -13,7 +13,7 @@ from aiperf.mock_server.testing import running_mock
 
 MOCK_FLAGS = ("--ttft-ms", "40", "--itl-ms", "8", "--output-tokens", "64")
 
-DEMO_FLAGS = ProfileFlags(model="mock-model", streaming=True, concurrency=4, request_count=200, random_seed=42,
+DEMO_FLAGS = ProfileFlags(model=["mock-model"], streaming=True, concurrency=4, request_count=200, random_seed=42,
                           isl=128, osl=64)
 """What the demo runs when no flag says otherwise."""
 DEMO_ARTIFACT_DIR = "artifacts/demo"

@@ -25,8 +25,13 @@ from cyclopts import Parameter
 class ProfileFlags:
     """The benchmark itself: endpoint, load, stop condition, dataset and request shape."""
 
-    model: Annotated[str | None, Parameter(name=["--model", "-m", "--model-names"])] = None
-    """Model name sent in every request (required unless --config names one)."""
+    model: Annotated[list[str] | None, Parameter(name=["--model", "-m", "--model-names"])] = None
+    """Model name sent in the requests (required unless --config names one); several as a comma
+    list (`--model a,b`) or repeated: each request's model is chosen by --model-selection-strategy."""
+    model_selection_strategy: Literal["round_robin", "random", "weighted"] | None = None
+    """How each request's model is chosen among several --model names: round_robin (the n-th
+    prompt gets model n mod count), random (uniform, seeded by --random-seed), weighted (weights
+    come from a config file's models.items) (default: round_robin)."""
     url: Annotated[list[str] | None, Parameter(name=["--url", "-u"], consume_multiple=True)] = None
     """Server base URL; `http://` is added when missing (default: http://localhost:8000). Several
     (`--url A B`, `--url A,B` or repeated): each conversation goes to the next one in turn."""
@@ -243,6 +248,7 @@ class LocalFlags:
 
 FLAG_PATHS: dict[str, str] = {
     "model": "models",
+    "model_selection_strategy": "model_selection.strategy",
     "url": "endpoint.urls",
     "url_strategy": "endpoint.url_strategy",
     "custom_endpoint": "endpoint.path",

@@ -45,7 +45,6 @@ REFUSED: dict[str, dict[str, str]] = {
         "--num-warmup-sessions": NOT_BUILT_YET,
     },
     "Endpoint": {
-        "--model-selection-strategy": "one model per benchmark; several models are not built",
         "--wait-for-model-timeout": _WAIT, "--wait-for-model-mode": _WAIT, "--wait-for-model-interval": _WAIT,
         "--reset-kv-cache": _RESET, "--reset-kv-cache-timeout-seconds": _RESET, "--reset-kv-cache-path": _RESET,
         "--server-profiler": _PROFILER, "--server-profiler-timeout-seconds": _PROFILER,

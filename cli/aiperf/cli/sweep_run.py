@@ -31,6 +31,7 @@ from aiperf.cli.sweep_options import MULTI_RUN_FIELDS, MultiRunFlags, sweep_para
 from aiperf.config import Benchmark, ConfigError, PhaseKind, Secrets
 from aiperf.config.loader import read_document
 from aiperf.config.sweep import (
+    SAMPLING_TYPES,
     MultiRun,
     Plan,
     PlannedRun,
@@ -111,8 +112,8 @@ def plan_setup(flags: ProfileFlags, local: LocalFlags, multi: MultiRunFlags, *,
         raise ConfigError(f"comma lists and the sweep: block of {config_file}: give the sweep one way")
     multi_run = _multi_run(multi_block, multi)
     sweep_type = SweepType(multi.sweep_type or (sweep_block.type if sweep_block else SweepType.GRID))
-    if sweep_block is not None and sweep_type is not sweep_block.type and SweepType.SCENARIOS in (
-            sweep_type, sweep_block.type):
+    if sweep_block is not None and sweep_type is not sweep_block.type and {SweepType.SCENARIOS, *SAMPLING_TYPES} & {
+            sweep_type, sweep_block.type}:
         raise ConfigError(f"--sweep-type {sweep_type}: the sweep: block of {config_file} is a {sweep_block.type} sweep")
     cooldown = multi.parameter_sweep_cooldown_seconds
     if cooldown is None:

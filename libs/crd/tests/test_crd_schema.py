@@ -79,7 +79,7 @@ def test_spec_benchmark_is_kept_as_written_and_the_envelope_is_aiperfs() -> None
     sweep = schema_of(SWEEP_KIND)["properties"]["spec"]
     assert set(sweep["properties"]) - set(spec["properties"]) == {"sweep", "childMetadata"}
     assert sweep["required"] == ["benchmark", "sweep"]
-    assert sweep["properties"]["sweep"]["properties"]["type"]["enum"] == ["grid", "scenarios", "zip"]
+    assert sweep["properties"]["sweep"]["properties"]["type"]["enum"] == ["grid", "latin_hypercube", "scenarios", "sobol", "zip"]
 
 
 @pytest.mark.parametrize(("kind", "mutable"), [(JOB_KIND, {"cancel", "timeoutSeconds"}),
@@ -123,12 +123,14 @@ def test_status_workers_declares_exactly_the_nine_keys_and_prunes_the_rest() -> 
 def test_free_form_nodes_are_only_the_known_maps(kind: str) -> None:
     free = {path for path, node in walk(schema_of(kind)) if node.get("x-kubernetes-preserve-unknown-fields")}
     # spec.benchmark and sweep scenarios: AIPerf's config body as written, read by the model;
+    # sweep dimensions: read by the config model (aiperf.config.sweep.Dimension) when the spec is decoded;
     # podTemplate's Kubernetes objects: the API server checks them when the pods are created;
     # status.serverMetrics: the server-metrics projection, bounded by its own caps (aiperf.servermetrics.projection)
     pod = {f".spec.podTemplate.{k}" for k in ("affinity", "containerSecurityContext", "dnsConfig", "extraPodSpec",
                                                "hostAliases[]", "initContainers[]", "podSecurityContext",
                                                "topologySpreadConstraints[]", "volumeMounts[]", "volumes[]")}
-    own = {".status.serverMetrics"} if kind == "AIPerfJob" else {".spec.sweep.parameters", ".spec.sweep.runs[].benchmark"}
+    own = {".status.serverMetrics"} if kind == "AIPerfJob" else {".spec.sweep.parameters", ".spec.sweep.runs[].benchmark",
+                                                                  ".spec.sweep.dimensions[]"}
     assert free == {".spec.benchmark", ".spec.variables", ".spec.plot", *pod, *own}
 
 

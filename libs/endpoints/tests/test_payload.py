@@ -121,3 +121,15 @@ def test_images_and_audio_are_chat_content_parts_as_aiperf_renders_them() -> Non
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
         {"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}},
     ]
+
+
+def test_for_model_sends_that_model_and_keeps_everything_else() -> None:
+    builder = PayloadBuilder(endpoint_type=EndpointType.CHAT, model="a", streaming=True, extra_inputs={"top_p": 0.5})
+    other = builder.for_model("b")
+    assert orjson.loads(other.build("hi", max_tokens=3)) == {**orjson.loads(builder.build("hi", max_tokens=3)),
+                                                               "model": "b"}
+    assert orjson.loads(builder.build("hi", max_tokens=3))["model"] == "a"  # the original is unchanged
+    assert builder.for_model("a") is builder
+    pinned = PayloadBuilder(endpoint_type=EndpointType.COMPLETIONS, model="a", streaming=False,
+                            extra_inputs={"model": "x"})
+    assert orjson.loads(pinned.for_model("b").build("hi", max_tokens=None))["model"] == "x"  # --extra-inputs wins

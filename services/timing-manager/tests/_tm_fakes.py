@@ -322,7 +322,7 @@ def profile(**flags: Any) -> Benchmark:
     """The benchmark `aiperf profile -m m` with these flags runs (a fixed schedule reads a trace)."""
     if flags.get("fixed_schedule"):
         flags.setdefault("input_file", "trace.jsonl")
-    return build_benchmark(ProfileFlags(model="m", **flags)).benchmark
+    return build_benchmark(ProfileFlags(model=["m"], **flags)).benchmark
 
 
 @asynccontextmanager

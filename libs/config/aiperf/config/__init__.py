@@ -20,6 +20,8 @@ from aiperf.config.benchmark import (
     GpuTelemetry,
     Images,
     Length,
+    ModelSelection,
+    ModelSelectionStrategy,
     Phase,
     PhaseKind,
     PoissonPhase,
@@ -54,7 +56,7 @@ from aiperf.config.run_config import (
 __all__ = [
     "SECRET_ENV_VARS", "Artifacts", "Audio", "Benchmark", "Cancellation", "CommsOptions", "ConcurrencyPhase",
     "ConfigError", "ConstantPhase", "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind", "ExportLevel",
-    "FileDataset", "FixedSchedulePhase", "GammaPhase", "GpuTelemetry", "Images", "Length", "HttpOptions", "MAX_RESPONSE_BYTES_ENV", "MetricsOptions", "READ_IDLE_TIMEOUT_ENV", "Phase", "PhaseKind", "PoissonPhase",
+    "FileDataset", "FixedSchedulePhase", "GammaPhase", "GpuTelemetry", "Images", "Length", "HttpOptions", "ModelSelection", "ModelSelectionStrategy", "MAX_RESPONSE_BYTES_ENV", "MetricsOptions", "READ_IDLE_TIMEOUT_ENV", "Phase", "PhaseKind", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "RunConfig", "RunMode", "Runtime", "RuntimeOptions", "ServerMetrics",
     "Secrets", "ServiceCounts", "SyntheticDataset", "TokenizerSpec", "UserCentricPhase", "benchmark_schema", "decode_benchmark",
     "dump_run_config", "group_id", "group_index", "load_run_config", "normalize",

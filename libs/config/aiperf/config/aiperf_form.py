@@ -112,10 +112,20 @@ def _artifacts(artifacts: Artifacts) -> dict[str, Any]:
     return out
 
 
+def _models(benchmark: Benchmark) -> dict[str, Any]:
+    selection = benchmark.model_selection
+    weights: list[float | None] = [*selection.weights] or [None] * len(benchmark.models)
+    out: dict[str, Any] = {"items": [{"name": name} if weight is None else {"name": name, "weight": weight}
+                                     for name, weight in zip(benchmark.models, weights, strict=True)]}
+    if selection.strategy != "round_robin":
+        out["strategy"] = selection.strategy
+    return out
+
+
 def to_aiperf_body(benchmark: Benchmark) -> tuple[dict[str, Any], int | None]:
     """(AIPerf's config v2 body of `benchmark`, its random seed for the envelope's `randomSeed`)."""
     body: dict[str, Any] = {
-        "models": {"items": [{"name": name} for name in benchmark.models]},
+        "models": _models(benchmark),
         "endpoint": _endpoint(benchmark.endpoint),
         "datasets": [_dataset(d) for d in benchmark.datasets],
         "phases": [_phase(p) for p in benchmark.phases],

@@ -26,7 +26,8 @@ from msgspec import Meta
 __all__ = [
     "GOODPUT_METRICS", "Artifacts", "Audio", "Benchmark", "Cancellation", "ConcurrencyPhase", "ConstantPhase",
     "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind", "FileDataset", "FixedSchedulePhase",
-    "GammaPhase", "Images", "Length", "LogLevel", "Logging", "Peak", "Phase", "PhaseKind", "Point", "PoissonPhase",
+    "GammaPhase", "Images", "Length", "LogLevel", "Logging", "ModelSelection", "ModelSelectionStrategy", "Peak",
+    "Phase", "PhaseKind", "Point", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "Runtime", "SequenceEntry", "ServerMetricsFormat",
     "SyntheticDataset", "TokenizerSpec", "UserCentricPhase", "benchmark_schema", "lognormal_sigma",
 ]
@@ -605,6 +606,22 @@ class Runtime(_Spec, frozen=True, kw_only=True):
     workers_min: PositiveInt | None = None
 
 
+ModelSelectionStrategy = Literal["round_robin", "random", "weighted"]
+"""How each turn's model is chosen among several (AIPerf's `models.strategy`)."""
+
+
+class ModelSelection(_Spec, frozen=True, kw_only=True):
+    """How each request's model is chosen when the benchmark names several (AIPerf's
+    `models: {strategy, items: [{name, weight}]}`). Chosen once per turn when the dataset is
+    built, in conversation then turn order, so `inputs.json` shows it: `round_robin` gives the
+    n-th turn model n mod len(models); `random` a uniform choice, `weighted` one with probability
+    `weights[i]` (one weight per model, summing to 1 +/- 0.01), both from a generator seeded by
+    the dataset's seed (reproducible; AIPerf's derivation for `random`)."""
+
+    strategy: ModelSelectionStrategy = "round_robin"
+    weights: list[Annotated[float, Meta(ge=0, le=1)]] = []
+
+
 LogLevel = Literal["debug", "info", "warning", "error"]
 
 
@@ -617,12 +634,13 @@ class Logging(_Spec, frozen=True, kw_only=True):
 class Benchmark(_Spec, frozen=True, kw_only=True):
     """One benchmark (AIPerf config v2's `benchmark:` body, the fields we support).
 
-    Rules beyond single fields: one model, one dataset; phases are an optional warmup followed
+    Rules beyond single fields: one dataset; weights, when given, one per model; phases are an optional warmup followed
     by exactly one profiling phase with distinct names; a fixed-schedule phase needs a file
     dataset. `variables` are the config's (the envelope's `variables`, resolved), kept for the
     templates of `artifacts.user_files` only (the reader renders every other template)."""
 
-    models: Annotated[list[ModelName], Meta(min_length=1, max_length=1)]
+    models: Annotated[list[ModelName], Meta(min_length=1)]
+    model_selection: ModelSelection = ModelSelection()
     endpoint: Endpoint = Endpoint()
     datasets: Annotated[list[Dataset], Meta(min_length=1, max_length=1)] = msgspec.field(
         default_factory=one_item_list(SyntheticDataset()))
@@ -639,6 +657,14 @@ class Benchmark(_Spec, frozen=True, kw_only=True):
     variables: dict[str, Any] = {}
 
     def __post_init__(self) -> None:
+        weights = self.model_selection.weights
+        if weights and len(weights) != len(self.models):
+            raise ValueError(f"model_selection.weights: one per model ({len(self.models)}), got {len(weights)}")
+        if self.model_selection.strategy == "weighted":
+            if not weights:
+                raise ValueError("model_selection.weights: the weighted strategy needs a weight for every model")
+            if not 0.99 <= sum(weights) <= 1.01:
+                raise ValueError(f"model_selection.weights: must sum to 1.0, got {sum(weights):g}")
         kinds = [p.role for p in self.phases]
         if kinds not in ([PhaseKind.PROFILING], [PhaseKind.WARMUP, PhaseKind.PROFILING]):
             raise ValueError("phases: an optional warmup phase, then one profiling phase "
@@ -651,7 +677,8 @@ class Benchmark(_Spec, frozen=True, kw_only=True):
 
     @property
     def model(self) -> str:
-        """The model name sent in every request."""
+        """The first model: the one sent when a turn names none (every request's, when the
+        benchmark names one model)."""
         return self.models[0]
 
     @property

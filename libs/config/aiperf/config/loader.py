@@ -265,12 +265,14 @@ def _models(body: dict[str, Any]) -> None:
 
 
 def _canonical_models(body: dict[str, Any]) -> None:
-    """`models: {strategy, items}` (checked) as our list of names."""
+    """`models: {strategy, items}` (checked) as our list of names and `model_selection`."""
     models = body.get("models")
     if not isinstance(models, dict):
         return
     items = models.get("items")
     strategy = models.get("strategy", "round_robin")
+    if isinstance(strategy, str):
+        strategy = strategy.lower()
     if strategy not in ("round_robin", "random", "weighted"):
         raise ConfigError(f"models.strategy: unknown value {strategy!r} (round_robin, random, weighted)")
     if set(models) - {"items", "strategy"}:
@@ -278,15 +280,24 @@ def _canonical_models(body: dict[str, Any]) -> None:
     if not isinstance(items, list):
         body["models"] = items
         return
-    names = []
+    names, weights = [], []
     for index, item in enumerate(items):
         if not isinstance(item, dict) or set(item) - {"name", "weight"}:
             raise ConfigError(f"models.items[{index}]: expected {{name, weight}}")
         names.append(item.get("name"))
-    if len(names) > 1:
-        raise _not_supported("models", f"{len(names)} models", "one model per benchmark yet; "
-                             "run one benchmark per model")
+        weights.append(item.get("weight"))
     body["models"] = names
+    selection: dict[str, Any] = {**body.get("model_selection", {})} \
+        if isinstance(body.get("model_selection"), dict) else {}
+    if "strategy" in models or strategy != "round_robin":
+        selection["strategy"] = strategy
+    if None not in weights:
+        selection["weights"] = weights
+    elif strategy == "weighted":  # weights only some models carry do nothing elsewhere (AIPerf's rule)
+        missing = next(i for i, w in enumerate(weights) if w is None)
+        raise ConfigError(f"models.items[{missing}].weight: the weighted strategy needs a weight for every model")
+    if selection:
+        body["model_selection"] = selection
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:

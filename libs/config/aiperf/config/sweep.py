@@ -39,8 +39,8 @@ from aiperf.config.loader import ConfigError
 
 __all__ = [
     "DEFAULT_SEED", "MAGIC_LIST_FIELDS", "PATH_ALIASES", "MultiRun", "Plan", "PlannedRun", "RunExecutor",
-    "RunOutcome", "Scenario", "Sweep", "SweepType", "Variation", "apply_values", "build_plan", "decode_block",
-    "label_of",
+    "SAMPLING_TYPES", "Dimension", "RunOutcome", "Scenario", "Sweep", "SweepType", "Variation", "apply_values",
+    "build_plan", "decode_block", "label_of", "sampled_variations",
     "merge_overlay", "scenario_variations", "split_sweep_blocks", "sweep_variations", "trial_seed",
     "variation_seed", "variations",
 ]
@@ -51,11 +51,18 @@ DEFAULT_SEED = 42
 
 class SweepType(enum.StrEnum):
     """`grid`: every combination of the parameters' values; `zip`: the i-th value of each;
-    `scenarios`: a list of named partial benchmarks."""
+    `scenarios`: a list of named partial benchmarks; `latin_hypercube`, `sobol`: `samples`
+    quasi-random points of the `dimensions` (`aiperf.config.qmc`)."""
 
     GRID = "grid"
     ZIP = "zip"
     SCENARIOS = "scenarios"
+    LATIN_HYPERCUBE = "latin_hypercube"
+    SOBOL = "sobol"
+
+
+SAMPLING_TYPES = (SweepType.LATIN_HYPERCUBE, SweepType.SOBOL)
+"""The sweep types that sample `dimensions` instead of listing values."""
 
 
 SweepValue = int | float | str | bool
@@ -83,11 +90,48 @@ class Scenario(_Block, frozen=True, kw_only=True):
     benchmark: dict[str, Any] = {}
 
 
+FiniteFloat = Annotated[float, Meta(ge=-1e300, le=1e300)]
+
+
+class Dimension(_Block, frozen=True, kw_only=True):
+    """One dimension of a `latin_hypercube`/`sobol` sweep (AIPerf's `SamplingDimension`): the
+    dotted `path` it sets and either `lo`..`hi` (inclusive; `scale` linear or log, `kind` int
+    or real) or `choices` (each an equal share of the unit interval)."""
+
+    path: SweepKey
+    lo: FiniteFloat | None = None
+    hi: FiniteFloat | None = None
+    scale: Literal["linear", "log"] = "linear"
+    kind: Literal["int", "real"] = "real"
+    choices: Annotated[list[SweepValue], Meta(min_length=1)] | None = None
+
+    def __post_init__(self) -> None:
+        ranged = self.lo is not None and self.hi is not None
+        if ranged == (self.choices is not None):
+            raise ValueError(f"dimensions: {self.path}: give either lo and hi, or choices")
+        if self.lo is not None and self.hi is not None:
+            if self.hi <= self.lo:
+                raise ValueError(f"dimensions: {self.path}: hi ({self.hi:g}) must be above lo ({self.lo:g})")
+            if self.scale == "log" and self.lo <= 0:
+                raise ValueError(f"dimensions: {self.path}: a log scale needs lo > 0")
+
+    def value_at(self, u: float) -> SweepValue:
+        """Its value at unit coordinate `u` (`aiperf.config.qmc.map_unit`)."""
+        from aiperf.config.qmc import map_unit
+
+        value: SweepValue = map_unit(u, lo=self.lo, hi=self.hi, scale=self.scale, kind=self.kind,
+                                     choices=self.choices)
+        return value
+
+
 class Sweep(_Block, frozen=True, kw_only=True):
     """A config file's `sweep:` block: `parameters` (dotted path -> values) of a `grid` or `zip`,
-    or the named `runs` of `scenarios`; and the pause between variations. `iteration_order`
-    `repeated` runs every variation of a trial before the next trial (AIPerf's default);
-    `same_seed` gives every variation the trial's seed (else each derives its own)."""
+    or the named `runs` of `scenarios`, or `samples` points of the `dimensions` of a
+    `latin_hypercube`/`sobol` sweep (drawn with `seed`; `scramble` for sobol, `optimization`
+    for latin_hypercube: see `aiperf.config.qmc` for what each draws); and the pause between
+    variations. `iteration_order` `repeated` runs every variation of a trial before the next
+    trial (AIPerf's default); `same_seed` gives every variation the trial's seed (else each
+    derives its own)."""
 
     type: SweepType = SweepType.GRID
     parameters: Annotated[dict[SweepKey, Annotated[list[SweepValue], Meta(min_length=1, max_length=64)]],
@@ -96,8 +140,23 @@ class Sweep(_Block, frozen=True, kw_only=True):
     cooldown_seconds: Annotated[float, Meta(ge=0)] = 0.0
     iteration_order: Literal["repeated"] = "repeated"
     same_seed: bool = False
+    samples: Annotated[int, Meta(ge=2, le=2**20)] | None = None
+    seed: Annotated[int, Meta(ge=0)] | None = None
+    dimensions: Annotated[list[Dimension], Meta(max_length=8)] = []
+    scramble: bool = True
+    optimization: Literal["random-cd", "lloyd"] | None = "random-cd"
 
     def __post_init__(self) -> None:
+        if self.type in SAMPLING_TYPES:
+            if self.samples is None or not self.dimensions or self.parameters or self.runs:
+                raise ValueError(f"dimensions: a {self.type} sweep needs samples and dimensions "
+                                 "(and no parameters or runs)")
+            paths = [d.path for d in self.dimensions]
+            if len(set(paths)) != len(paths):
+                raise ValueError("dimensions: each path once")
+            return
+        if self.samples is not None or self.dimensions:
+            raise ValueError(f"samples: only a latin_hypercube or sobol sweep samples dimensions, not {self.type}")
         if self.type is SweepType.SCENARIOS:
             if not self.runs or self.parameters:
                 raise ValueError("runs: a scenarios sweep lists its runs (and no parameters)")
@@ -225,10 +284,36 @@ def scenario_variations(runs: Sequence[Scenario]) -> list[Variation]:
     return out
 
 
+def sampled_variations(sweep: Sweep) -> list[Variation]:
+    """The `samples` points of a `latin_hypercube`/`sobol` sweep, each a variation of one value
+    per dimension, labelled like a grid's (`label_of`: AIPerf's folder names). A point that
+    repeats an earlier one (integer or choice dimensions) is kept, as AIPerf keeps it, its
+    label suffixed `_2`, `_3`, ... so that each run has its own folder."""
+    from aiperf.config.qmc import latin_hypercube, sobol
+
+    assert sweep.samples is not None
+    n, d = sweep.samples, len(sweep.dimensions)
+    if sweep.type is SweepType.SOBOL:
+        points = sobol(n, d, seed=sweep.seed, scramble=sweep.scramble)
+    else:
+        points = latin_hypercube(n, d, seed=sweep.seed)
+    out: list[Variation] = []
+    seen: dict[str, int] = {}
+    for index, row in enumerate(points):
+        values = {dim.path: dim.value_at(float(u)) for dim, u in zip(sweep.dimensions, row, strict=True)}
+        label = label_of(values)
+        seen[label] = seen.get(label, 0) + 1
+        out.append(Variation(index=index, label=label if seen[label] == 1 else f"{label}_{seen[label]}",
+                             values=values))
+    return out
+
+
 def sweep_variations(sweep: Sweep) -> list[Variation]:
-    """The variations of a `sweep:` block (grid, zip or scenarios)."""
+    """The variations of a `sweep:` block (grid, zip, scenarios, latin_hypercube or sobol)."""
     if sweep.type is SweepType.SCENARIOS:
         return scenario_variations(sweep.runs)
+    if sweep.type in SAMPLING_TYPES:
+        return sampled_variations(sweep)
     return variations(sweep.parameters, sweep.type)
 
 
@@ -285,7 +370,7 @@ _UNBUILT_SWEEP_KEYS = {
     "post_process": "sweep post-processing handlers are not built",
     "convergence": "stopping trials once a metric converges is not built",
 }
-_INERT_SWEEP_KEYS = ("recipe_name",)
+_INERT_SWEEP_KEYS = ("recipe_name", "label_format")  # label_format: AIPerf's display label; folders are the same
 
 
 def _snake_block(value: Any) -> Any:
@@ -333,9 +418,21 @@ def _sweep_block(value: dict[str, Any], source: str, name: str) -> dict[str, Any
     """AIPerf's sweep types we do not build refused by name; bare parameter names resolved."""
     kind = value.get("type")
     prefix = f"{source}: " if source else ""
+    for key, only in (("scramble", "sobol"), ("optimization", "latin_hypercube")):
+        if key in value and kind != only:
+            raise ConfigError(f"{prefix}{name}.{key}: only for a {only} sweep")
     if kind in _QMC:
-        raise ConfigError(f"{prefix}{name}.type: {kind}: not supported (quasi-random sampling of a "
-                          "parameter space is not built; list the values in a grid sweep)")
+        from aiperf.config.qmc import MAX_SOBOL_DIMENSIONS
+
+        dims = value.get("dimensions")
+        if kind == "sobol" and isinstance(dims, list) and len(dims) > MAX_SOBOL_DIMENSIONS:
+            raise ConfigError(f"{prefix}{name}.dimensions: not supported (a sobol sweep of more than "
+                              f"{MAX_SOBOL_DIMENSIONS} dimensions is not built)")
+        for index, dim in enumerate(dims if isinstance(dims, list) else []):
+            path = dim.get("path") if isinstance(dim, dict) else None
+            if isinstance(path, str) and path.split(".")[0] == "variables":
+                raise ConfigError(f"{prefix}{name}.dimensions[{index}].path: not supported (sweeping a "
+                                  "variable; sweep the field it sets)")
     if kind == "adaptive_search":
         raise ConfigError(f"{prefix}{name}.type: adaptive_search: not supported (searching for an optimum "
                           "with a planner is not built)")

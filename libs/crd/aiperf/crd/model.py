@@ -377,8 +377,9 @@ class SweepSpec(_Wire, frozen=True, kw_only=True):
     """The variations of a sweep (AIPerf's `sweep:`): `parameters` maps a dotted path into the
     benchmark (`phases.profiling.concurrency`, or a bare name such as `concurrency`) to the
     values it takes (`grid`, `zip`: every list the same length), or `runs` lists named partial
-    benchmarks (`scenarios`); `cooldownSeconds` between variations; `sameSeed` gives every
-    variation the trial's seed."""
+    benchmarks (`scenarios`), or `samples` points of the `dimensions` are drawn with `seed`
+    (`latin_hypercube`, `sobol`: `aiperf.config.sweep.Dimension`, `aiperf.config.qmc`);
+    `cooldownSeconds` between variations; `sameSeed` gives every variation the trial's seed."""
 
     type: SweepType = SweepType.GRID
     parameters: Annotated[dict[str, Any], Meta(max_length=8)] = {}
@@ -386,26 +387,41 @@ class SweepSpec(_Wire, frozen=True, kw_only=True):
     cooldown_seconds: Annotated[float, Meta(ge=0)] = 0.0
     iteration_order: Literal["repeated"] = "repeated"
     same_seed: bool = False
+    samples: Annotated[int, Meta(ge=2, le=2**20)] | None = None
+    seed: Annotated[int, Meta(ge=0)] | None = None
+    dimensions: Annotated[list[dict[str, Any]], Meta(max_length=8)] = []
+    scramble: bool | None = None
+    optimization: Literal["random-cd", "lloyd"] | None = None
+    label_format: Literal["index", "kv"] | None = None
 
     cel_rules = (
         CelRule("!has(self.type) || self.type != 'zip' || !has(self.parameters) || self.parameters.all(a, "
                 "self.parameters.all(b, size(self.parameters[a]) == size(self.parameters[b])))",
                 "parameters: a zip sweep needs the same number of values for every parameter",
                 ".parameters"),
-        CelRule("(has(self.type) && self.type == 'scenarios') ? (has(self.runs) && size(self.runs) > 0 && "
+        CelRule("(has(self.type) && (self.type == 'latin_hypercube' || self.type == 'sobol')) ? (has(self.samples) "
+                "&& has(self.dimensions) && size(self.dimensions) > 0 && (!has(self.parameters) || "
+                "size(self.parameters) == 0) && (!has(self.runs) || size(self.runs) == 0)) : "
+                "(has(self.type) && self.type == 'scenarios') ? (has(self.runs) && size(self.runs) > 0 && "
                 "(!has(self.parameters) || size(self.parameters) == 0)) : (has(self.parameters) && "
                 "size(self.parameters) > 0 && (!has(self.runs) || size(self.runs) == 0))",
-                "parameters: a grid or zip sweep needs parameters, a scenarios sweep runs (not both)",
-                ".parameters"),
+                "parameters: a grid or zip sweep needs parameters, a scenarios sweep runs, a latin_hypercube or "
+                "sobol sweep samples and dimensions (one of them)", ".parameters"),
     )
 
     def __post_init__(self) -> None:
         if self.type is SweepType.ZIP and len({len(v) if isinstance(v, list) else -1
                                               for v in self.parameters.values()}) > 1:
             raise ValueError("parameters: a zip sweep needs the same number of values for every parameter")
-        if (self.type is SweepType.SCENARIOS) != bool(self.runs) or (self.type is SweepType.SCENARIOS) == bool(
-                self.parameters):
-            raise ValueError("parameters: a grid or zip sweep needs parameters, a scenarios sweep runs (not both)")
+        if self.type in (SweepType.LATIN_HYPERCUBE, SweepType.SOBOL):
+            good = self.samples is not None and bool(self.dimensions) and not self.parameters and not self.runs
+        elif self.type is SweepType.SCENARIOS:
+            good = bool(self.runs) and not self.parameters
+        else:
+            good = bool(self.parameters) and not self.runs
+        if not good:
+            raise ValueError("parameters: a grid or zip sweep needs parameters, a scenarios sweep runs, a "
+                             "latin_hypercube or sobol sweep samples and dimensions (one of them)")
 
 
 class MultiRun(_Wire, frozen=True, kw_only=True):

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # also what tells Pants and mypy about the submodules
     from aiperf.dataset.errors import DatasetError
     from aiperf.dataset.inputs import INPUTS_FILE, PayloadOf, write_inputs_json
     from aiperf.dataset.model import Conversation, Turn
+    from aiperf.dataset.model_selection import assign_models
     from aiperf.dataset.prompts import PromptSynthesizer
     from aiperf.dataset.store import (
         DATA_FILE,
@@ -45,6 +46,7 @@ _LAZY = {
     "PromptSynthesizer": "aiperf.dataset.prompts",
     "Turn": "aiperf.dataset.model",
     "ZST_SUFFIX": "aiperf.dataset.store",
+    "assign_models": "aiperf.dataset.model_selection",
     "build_conversations": "aiperf.dataset.builder",
     "decompress_dataset": "aiperf.dataset.store",
     "decompress_file": "aiperf.dataset.store",
@@ -65,6 +67,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DATA_FILE", "INDEX_FILE", "INPUTS_FILE", "LOADERS", "MOONCAKE_BLOCK_SIZE",
-    "ZST_SUFFIX", "Conversation", "DatasetError", "DatasetFiles", "DatasetReader", "PayloadOf", "PromptSynthesizer", "Turn", "build_conversations",
+    "ZST_SUFFIX", "Conversation", "DatasetError", "DatasetFiles", "DatasetReader", "PayloadOf", "PromptSynthesizer", "Turn", "assign_models",
+    "build_conversations",
     "decompress_dataset", "decompress_file", "detect_type", "write_dataset", "write_inputs_json",
 ]

@@ -18,6 +18,8 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ``input_tokens`` is ``text`` counted with the dataset's tokenizer. ``max_tokens`` is the
     requested output length (None: let the server decide). ``timestamp_ms`` is the trace's
     absolute send time (fixed schedule); ``delay_ms`` the wait after the previous turn finished.
+    ``model`` is the model this turn is sent to (None: the benchmark's one model); set when the
+    benchmark names several (`aiperf.dataset.model_selection`).
     """
 
     text: str
@@ -30,6 +32,7 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     images: list[str] = []
     audios: list[str] = []
     extra: dict[str, Any] = {}
+    model: str | None = None
 
 
 class Conversation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

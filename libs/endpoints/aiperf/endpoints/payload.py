@@ -39,7 +39,7 @@ class PayloadBuilder:
       (``"stream": false``) our ``stream_options`` is dropped, since servers reject it then.
     """
 
-    __slots__ = ("_spec", "_prompt_key", "_token_key", "_static", "_static_inner", "_slow")
+    __slots__ = ("_spec", "_prompt_key", "_token_key", "_static", "_static_inner", "_slow", "_model_fixed")
 
     def __init__(
         self,
@@ -67,6 +67,21 @@ class PayloadBuilder:
         self._static_inner = b"," + inner if inner else b""
         # Extras that override a per-request field force the (slower) dict merge.
         self._slow = self._prompt_key in extras or (bool(self._token_key) and self._token_key in extras)
+        self._model_fixed = "model" in extras
+
+    def for_model(self, model: str) -> PayloadBuilder:
+        """This builder sending `model` instead (a benchmark of several models: each turn's
+        model). A ``model`` in `extra_inputs` still wins, as it does over the configured one.
+        Returns `self` when nothing changes."""
+        if self._model_fixed or self._static.get("model") == model:
+            return self
+        other = object.__new__(PayloadBuilder)
+        for name in self.__slots__:
+            object.__setattr__(other, name, getattr(self, name))
+        other._static = {**self._static, "model": model}
+        inner = orjson.dumps(other._static)[1:-1]
+        other._static_inner = b"," + inner if inner else b""
+        return other
 
     @classmethod
     def of(cls, endpoint: Endpoint, model: str) -> PayloadBuilder:

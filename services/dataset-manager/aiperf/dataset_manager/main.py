@@ -24,7 +24,8 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
                           tokenizer=benchmark.tokenizer.name,
                           payload=PayloadBuilder.of(benchmark.endpoint, benchmark.model),
                           dataset_dir=Path(ctx.config.dataset_path), inputs_path=artifacts / "inputs.json",
-                          compress=ctx.config.kubernetes, events=events)
+                          compress=ctx.config.kubernetes, events=events, models=tuple(benchmark.models),
+                          selection=benchmark.model_selection, model_seed=benchmark.random_seed)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,8 +11,15 @@ import orjson
 import structlog
 from anyio.abc import TaskStatus
 
-from aiperf.config import Dataset
-from aiperf.dataset import DatasetError, Turn, build_conversations, write_dataset, write_inputs_json
+from aiperf.config import Dataset, ModelSelection
+from aiperf.dataset import (
+    DatasetError,
+    Turn,
+    assign_models,
+    build_conversations,
+    write_dataset,
+    write_inputs_json,
+)
 from aiperf.endpoints import PayloadBuilder
 from aiperf.messages import BuildDataset, Command, DatasetBuilt, DatasetConfigured, Event, Reply
 from aiperf.runtime import UnknownCommand, UserError
@@ -36,12 +43,16 @@ def _warm_tokenizer(spec: str | None) -> None:
 class DatasetManager:
     """Builds `dataset` (seeded by `seed`, tokens counted with `tokenizer`: a tokenizer.json path,
     None for the bundled one) on `BuildDataset`, in a worker thread: it is CPU-bound. `payload`
-    formats each turn's request body for `inputs.json`."""
+    formats each turn's request body for `inputs.json`. With several `models`, each turn is
+    given its model per `selection` (random draws seeded by `model_seed`, the benchmark's random
+    seed: AIPerf's derivation), stored in the dataset and sent in its payload."""
 
     def __init__(self, *, dataset: Dataset, seed: int | None, tokenizer: str | None,
                  payload: PayloadBuilder, dataset_dir: Path, inputs_path: Path, compress: bool,
-                 events: EventSink | None) -> None:
+                 events: EventSink | None, models: tuple[str, ...] = (),
+                 selection: ModelSelection | None = None, model_seed: int | None = None) -> None:
         self._dataset, self._seed, self._tokenizer, self._payload = dataset, seed, tokenizer, payload
+        self._models, self._selection, self._model_seed = models, selection or ModelSelection(), model_seed
         self._dir, self._inputs = dataset_dir, inputs_path
         self._compress, self._events = compress, events
         self._warm = anyio.Event()
@@ -75,12 +86,16 @@ class DatasetManager:
         try:
             tokenizer = load_tokenizer(self._tokenizer)
             conversations = build_conversations(self._dataset, tokenizer, seed=self._seed)
+            conversations = assign_models(conversations, self._models, strategy=self._selection.strategy,
+                                          weights=self._selection.weights, seed=self._model_seed)
         except (TokenizerError, DatasetError) as exc:
             raise UserError(str(exc)) from exc
         files = write_dataset(self._dir, conversations, compress=self._compress)
-        builder = self._payload
+        default = self._payload
+        builders = {m: default.for_model(m) for m in self._models}
 
         def payload_of(turn: Turn) -> dict[str, Any]:
+            builder = builders.get(turn.model, default) if turn.model else default
             parsed: dict[str, Any] = orjson.loads(builder.build(turn.text, max_tokens=turn.max_tokens, texts=turn.texts,
                                                                images=turn.images, audios=turn.audios))
             return parsed

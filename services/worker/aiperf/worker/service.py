@@ -123,6 +123,7 @@ class _Target:
 
     reader: Conversations
     builder: PayloadBuilder
+    builders: dict[str, PayloadBuilder]  # by a turn's own model (several models), filled on first use
     urls: list[str]
     headers: dict[str, str]
     streaming: bool
@@ -137,7 +138,7 @@ class _Flight:
     """One credit from arrival to return."""
 
     __slots__ = ("credit", "received_ns", "scope", "cancel_reason", "cancelled", "ex", "error",
-                 "input_tokens", "output_limit", "request_id", "prompt", "more_turns", "stage")
+                 "input_tokens", "output_limit", "request_id", "prompt", "more_turns", "stage", "model")
 
     def __init__(self, credit: Credit, received_ns: int) -> None:
         self.credit = credit
@@ -153,6 +154,7 @@ class _Flight:
         self.prompt = ""
         self.more_turns = False
         self.stage = 0  # 1: record pushed, 2: credit returned
+        self.model: str | None = None  # the turn's own model, when it names one
 
 
 class Worker:
@@ -251,7 +253,7 @@ class Worker:
         streaming = endpoint.streaming and kind.streams
         self.close()
         self._target = _Target(
-            reader=reader, builder=PayloadBuilder.of(endpoint, self._model), urls=endpoint.request_urls(kind.path),
+            reader=reader, builder=PayloadBuilder.of(endpoint, self._model), builders={}, urls=endpoint.request_urls(kind.path),
             headers={"Content-Type": "application/json", **self._settings.headers},
             streaming=streaming, endpoint=str(kind.kind), model=self._model, timeout_s=endpoint.timeout or math.inf,
             keeps_history=kind.keeps_history, reuse=endpoint.connection_reuse)
@@ -421,9 +423,14 @@ class Worker:
                 flight.prompt = turn.text
             if credit.turn_index:
                 history = self._history.get(credit.conversation_id)
-        body = target.builder.build(turn.text, max_tokens=turn.max_tokens, history=history, texts=turn.texts,
-                                    images=turn.images, audios=turn.audios)
-        flight.output_limit = target.builder.output_limit(turn.max_tokens)
+        builder = target.builder
+        if turn.model is not None:
+            flight.model = turn.model
+            builder = target.builders.get(turn.model) or target.builders.setdefault(
+                turn.model, builder.for_model(turn.model))
+        body = builder.build(turn.text, max_tokens=turn.max_tokens, history=history, texts=turn.texts,
+                             images=turn.images, audios=turn.audios)
+        flight.output_limit = builder.output_limit(turn.max_tokens)
         flight.request_id = request_id = uuid.uuid4().hex
         headers = {**target.headers, "X-Request-ID": request_id}
         limit_s, cancels = target.timeout_s, False
@@ -478,7 +485,7 @@ class Worker:
         record = RequestRecord(
             worker_id=self.worker_id, phase=credit.phase, credit_num=credit.num,
             conversation_id=credit.conversation_id, turn_index=credit.turn_index,
-            model=target.model if target else "", endpoint=target.endpoint if target else "",
+            model=flight.model or (target.model if target else ""), endpoint=target.endpoint if target else "",
             streaming=target.streaming if target else False, input_tokens=flight.input_tokens,
             credit_issued_ns=credit.issued_at_ns, scheduled_ns=credit.scheduled_at_ns,
             credit_received_ns=flight.received_ns, start_ns=ex.start_ns,
