@@ -20,6 +20,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args and args[0] == "profile":  # first: nothing is imported before its zygote starts
         return _profile(args, early_zygote=argv is None)
+    if args[:1] == ["demo"]:
+        from aiperf.boot import import_structlog_without_rich
+
+        import_structlog_without_rich()
     from aiperf.cli.passthrough import PASSTHROUGH
 
     if args and args[0] in PASSTHROUGH:
@@ -53,6 +57,9 @@ def _profile(args: list[str], *, early_zygote: bool) -> int:
     wanted = early_zygote and not {"--help", "-h"} & set(args)
     zygote = ZygoteProcess.start_early() if wanted else None
     try:
+        from aiperf.boot import import_structlog_without_rich
+
+        import_structlog_without_rich()  # the run's own logs never use rich tracebacks
         from aiperf.cli.profile_args import FlagError
         from aiperf.cli.sweep_options import prepare_profile_argv
 
