@@ -442,7 +442,8 @@ class Zygote:
         try:
             if module in NEEDS_RICH and sys.modules.get("rich", False) is None:
                 del sys.modules["rich"]  # hidden while the zygote imported (see the module doc)
-                importlib.import_module("rich.console")  # for its table, now rather than at the end
+                for name in ("rich.console", "rich.table"):  # for its table, now rather than at the end
+                    importlib.import_module(name)
             if module in self._fork_ahead:  # imported in this child (again, if that failed)
                 importlib.import_module(module)
             entry = getattr(sys.modules.get(module), "main", None)
