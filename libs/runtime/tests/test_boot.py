@@ -5,6 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import rich  # noqa: F401  (the interpreters below import these: here so that Pants infers them)
+import structlog  # noqa: F401
+
+import aiperf.boot  # noqa: F401
+
 
 def _run(code: str) -> str:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
