@@ -3,19 +3,25 @@ pip-installed wheel, beside NVIDIA AIPerf 0.13.0 installed the same way, in one 
 item 2; targets on 2 cores: `--help` <= 0.3 s, `profile --request-count 1` <= 1.0 s wall).
 
     python3.11 scripts/bench/installed.py [--repeats 7] [--wheel dist/aiperf_actors-*.whl] \
-        [--skip-aiperf] [--pex]
+        [--before OTHER.whl] [--skip-aiperf] [--pex] [--venv-root DIR]
 
 Ours: the wheel (`./pants package :wheel` first, or `--wheel`) pip-installed into a venv cached
 under ~/.cache/aiperf-bench (reinstalled when the wheel changes); AIPerf: the venv of
 `scripts/ci/aiperf-oracle.sh`. `--pex` adds rows for `dist/cli/aiperf.pex` (venv mode, built by
 `./pants package cli:aiperf`). No pinning: every process may use both cores, as a user's would.
 
-Rows (median and min of `--repeats`, runs of the two tools interleaved so a busy host shifts
-both alike): `python -c pass` (the interpreter alone, from our venv), `--help`, and `profile
+Rows (median and min of `--repeats`, runs of the tools interleaved so a busy host shifts
+them alike): `python -c pass` (the interpreter alone, from our venv), `--help`, and `profile
 --request-count 1` against our mock server at zero latency (started from our venv; streaming
 chat, 128-token prompt, 64 tokens out): wall seconds, CPU seconds of the whole process tree
-(RUSAGE_CHILDREN) and, for the profile, the start-up to the first request (command start to the
-earliest `request_start_ns` of `profile_export.jsonl`).
+(RUSAGE_CHILDREN: the processes each tool waits for) and, for the profile, the start-up to the
+first request (command start to the earliest `request_start_ns` of `profile_export.jsonl`).
+Then the ratio AIPerf/ours of the medians (the reference measured in the same run) and the
+issue's target for the two wall rows.
+
+`--before WHEEL` adds a column for another build of ours (e.g. the main branch's wheel, copied
+aside before `./pants package :wheel` overwrites it), installed into its own cached venv, for a
+before/after in the same run. `--venv-root DIR` moves our cached venvs (default: the cache).
 """
 
 from __future__ import annotations
@@ -39,10 +45,13 @@ WORKLOAD = ["--model", "m", "--endpoint-type", "chat", "--streaming", "--request
             "--isl-stddev", "0", "--osl", "64", "--random-seed", "1"]
 
 
-def our_venv(wheel: Path) -> Path:
-    """The `bin` folder of a venv with `wheel` installed (made once per wheel content)."""
+TARGETS = {"--help: wall s": 0.3, "profile --request-count 1: wall s": 1.0}
+"""Issue 24's targets (2 cores, the installed wheel)."""
+
+
+def our_venv(wheel: Path, venv: Path) -> Path:
+    """The `bin` folder of the venv `venv` with `wheel` installed (made once per wheel content)."""
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()[:12]
-    venv = CACHE / "wheel-venv"
     stamp = venv / ".wheel"
     if not stamp.exists() or stamp.read_text() != digest:
         if not (venv / "bin" / "pip").exists():
@@ -110,13 +119,18 @@ def main() -> None:
     parser.add_argument("--wheel", type=Path, default=None, help="default: the newest dist/aiperf_actors-*.whl")
     parser.add_argument("--skip-aiperf", action="store_true")
     parser.add_argument("--pex", action="store_true", help="also dist/cli/aiperf.pex")
+    parser.add_argument("--before", type=Path, default=None, help="another wheel of ours, for a before/after column")
+    parser.add_argument("--venv-root", type=Path, default=CACHE, help="where our venvs are cached")
     args = parser.parse_args()
     wheels = [args.wheel] if args.wheel else sorted(REPO.glob("dist/aiperf_actors-*.whl"), key=lambda p: p.stat().st_mtime)
     if not wheels:
         sys.exit("no wheel: run `./pants package :wheel` first (or pass --wheel)")
-    ours_bin = our_venv(wheels[-1])
+    ours_bin = our_venv(wheels[-1], args.venv_root / "wheel-venv")
     env = aiperf_env()  # ours runs from its venv alone too: no source roots on the path
     tools: dict[str, tuple[list[str], list[str]]] = {"ours": ([str(ours_bin / "aiperf")], [])}
+    if args.before:
+        before_bin = our_venv(args.before, args.venv_root / "wheel-venv-before")
+        tools["ours (before)"] = ([str(before_bin / "aiperf")], [])
     if args.pex:
         tools["ours (pex)"] = ([shutil.which("python3.11") or sys.executable, str(REPO / "dist/cli/aiperf.pex")], [])
     if not args.skip_aiperf:
@@ -139,7 +153,7 @@ def main() -> None:
                     wall, cpu, _ = timed([*cmd, "--help"], env, work)
                     add("--help: wall s", tool, wall)
                     add("--help: CPU s", tool, cpu)
-                    out = work / f"{tool.split()[0]}-{i}"
+                    out = work / f"{tool.replace(' ', '_').strip('()')}-{i}"
                     wall, cpu, t0 = timed([*cmd, "profile", *WORKLOAD, "--url", url, "--artifact-dir", str(out),
                                            *extra], env, work)
                     add("profile --request-count 1: wall s", tool, wall)
@@ -152,14 +166,26 @@ def main() -> None:
 
 
 def print_table(rows: dict[str, dict[str, list[float]]], tools: list[str], repeats: int) -> None:
+    """One markdown table: median (min) per tool, AIPerf/ours of the medians, the target."""
+    reference = "AIPerf 0.13.0" if "AIPerf 0.13.0" in tools else None
     print(f"median (min) of {repeats} runs; 2 cores, no pinning")
-    print("| figure | " + " | ".join(tools) + " |")
-    print("|---" * (len(tools) + 1) + "|")
+    print("| figure | " + " | ".join(tools) + (" | AIPerf/ours" if reference else "") + " | target |")
+    print("|---" * (len(tools) + 2 + bool(reference)) + "|")
     for row, by_tool in rows.items():
         cells = []
         for tool in tools:
             values = by_tool.get(tool)
             cells.append("-" if not values else f"{statistics.median(values):.3f} ({min(values):.3f})")
+        if reference:
+            ours, theirs = by_tool.get("ours"), by_tool.get(reference)
+            cells.append(f"{statistics.median(theirs) / statistics.median(ours):.2f}x"
+                         if ours and theirs and statistics.median(ours) > 0 else "-")
+        target = TARGETS.get(row)
+        if target is None or not by_tool.get("ours"):
+            cells.append("-")
+        else:
+            met = statistics.median(by_tool["ours"]) <= target
+            cells.append(f"<= {target:g} ({'met' if met else 'missed'} by the median)")
         print(f"| {row} | " + " | ".join(cells) + " |")
 
 

@@ -39,6 +39,23 @@ def die_with_parent(parent_pid: int) -> None:
         sys.exit(f"aiperf.boot: the parent process {parent_pid} is gone; not starting")
 
 
+def import_structlog_without_rich() -> None:
+    """Import structlog with rich hidden, then give rich back: for a process that logs through
+    structlog but may render with rich later (the `aiperf` command: its progress bar, its
+    dashboard). structlog's console renderer then formats exceptions as plain tracebacks, and
+    the process saves rich's traceback and pretty-printer imports (~0.1 s of CPU, pygments
+    included) unless it renders with them itself. No-op when structlog or rich is already
+    imported."""
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` now raises ImportError
+    try:
+        import structlog.dev  # noqa: F401
+    finally:
+        if sys.modules.get("rich", False) is None:
+            del sys.modules["rich"]
+
+
 def main() -> None:
     """Run the service module named by `sys.argv[1]`."""
     if len(sys.argv) < 2:

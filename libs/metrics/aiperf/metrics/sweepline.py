@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.ma  # noqa: F401  (np.unique imports it at its first call: ~25 ms at the end of a run; now with the module)
 import numpy.typing as npt
 
 from aiperf.metrics.weighted import TimeWeightedStats, weighted_stats
