@@ -46,8 +46,10 @@ pytestmark = [
                        reason="plays real pods under podman: set AIPERF_PODMAN_E2E=1 after building the "
                               "images (tests/kube/run_podman_e2e.sh does both)"),
 ]
-HEARTBEAT_LOST_S = 15.0
-"""The watchdog's bound in these tests (the controller pushes its status every few seconds)."""
+HEARTBEAT_LOST_S = 60.0
+"""The watchdog's bound in these tests: the controller pushes its status every 5 s, but on the
+loaded 2-core CI host a controller still starting its services was seen silent for over 15 s
+(the operator's default is 120 s)."""
 
 
 @pytest.fixture
