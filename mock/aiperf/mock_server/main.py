@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import resource
 import socket
 import sys
 import tempfile
@@ -140,6 +141,7 @@ def serve(config: MockConfig) -> None:
     from aiperf.mock_server.stats import StatsBoard
     from aiperf.mock_server.wire import WireRelay
 
+    _raise_open_files_limit()
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
     fd, stats_path = tempfile.mkstemp(prefix="aiperf-mock-stats-", dir=shm)
     os.close(fd)
@@ -168,6 +170,18 @@ def serve(config: MockConfig) -> None:
             relay.stop()
             relay.board.close()
         StatsBoard.unlink(stats_path)
+
+
+def _raise_open_files_limit() -> None:
+    """Soft RLIMIT_NOFILE up to the hard limit (at most 2**20), inherited by granian's workers: one
+    descriptor per client connection, and 1024, a common soft default, is far below c=15,000."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass
 
 
 def _free_port() -> int:
