@@ -286,7 +286,14 @@ def test_offset_tracker_min_filter_over_a_sliding_window() -> None:
 
 
 def test_connections_per_worker_is_a_share_of_the_largest_concurrency() -> None:
-    from aiperf.config import Benchmark, CommsOptions, ConcurrencyPhase, PoissonPhase, RunConfig, ServiceCounts
+    from aiperf.config import (
+        Benchmark,
+        CommsOptions,
+        ConcurrencyPhase,
+        PoissonPhase,
+        RunConfig,
+        ServiceCounts,
+    )
 
     def config(*phases: object, workers: int) -> RunConfig:
         return RunConfig(run_id="t", mode="profile", comms=CommsOptions(ipc_dir="/tmp"),
