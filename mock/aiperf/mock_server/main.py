@@ -132,6 +132,12 @@ def check_bindable(host: str, port: int) -> None:
             raise UsageError(f"cannot bind {host}:{port}: {exc.strerror}") from None
 
 
+MAX_CONNECTIONS_PER_WORKER = 1 << 16
+"""Granian's `backpressure`: connections one mock process serves at once. Its default, backlog /
+workers (2,048 with 2 processes), left a c=15,000 client's other connections in the listen queue
+until it overflowed (handshakes dropped, requests timing out after minutes)."""
+
+
 def serve(config: MockConfig) -> None:
     """Run granian with ``config`` until SIGINT/SIGTERM; blocks. Owns the shared counter file."""
     from granian import Granian
@@ -157,7 +163,7 @@ def serve(config: MockConfig) -> None:
         server = Granian(
             APP_FACTORY, address=address, port=port, interface=Interfaces.ASGINL,
             workers=config.workers, factory=True, http=HTTPModes.http1, websockets=False,
-            backlog=4096, log_level=LogLevels(config.log_level), log_access=False,
+            backlog=4096, backpressure=MAX_CONNECTIONS_PER_WORKER, log_level=LogLevels(config.log_level), log_access=False,
             # A forked worker that is signalled before it installs its own handlers still runs the
             # supervisor's (flag-setting) handler and would ignore SIGTERM; kill it instead of hanging.
             workers_kill_timeout=WORKER_KILL_TIMEOUT_S,
