@@ -127,6 +127,9 @@ def run_concurrency(concurrency: int, requests: int, workers: int, mock_workers:
         p50, p99 = _p(summary, metric, "p50"), _p(summary, metric, "p99")
         print(f"  {label} p50 {p50:9.1f} ms ({p50 - configured:+.1f}), p99 {p99:9.1f} ms ({p99 - configured:+.1f}); "
               f"mock configured {configured:g} ms")
+    top = sorted(peaks.by_service.items(), key=lambda kv: -kv[1])[:4]
+    print("  peak RSS of the largest process of each kind: "
+          + ", ".join(f"{name} {rss / MIB:.1f} MiB" for name, rss in top))
     for metric in ("http_req_connecting", "credit_to_send_delay", "effective_concurrency"):
         if metric in summary:
             print(f"  {metric} p50 {_p(summary, metric, 'p50'):.2f}, p99 {_p(summary, metric, 'p99'):.2f} "
