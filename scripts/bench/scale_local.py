@@ -13,8 +13,9 @@ process of the run (the CLI and all its services) sampled every 50 ms with psuti
    and a concurrency ramp, against a mock with `--mock-workers` processes whose TTFT/ITL are long
    enough that every request overlaps. Prints requests ok/failed, TTFT and ITL (p50, p99) beside
    the mock's configured values, the peak summed RSS and the wall time.
-3. `per-request`: KiB of peak RSS per added request over a long run: `memory.py profile` (two
-   request counts; see its docstring).
+3. `per-request`: KiB of peak RSS per added request over a long run: `memory.py profile`'s two
+   runs (zero-latency mock, 64-token streams, C=64, two request counts), with each kind of
+   process's share (the largest instance of each).
 
     PYTHONPATH=$(ls -d libs/* services/* mock cli | tr '\\n' ':') python scripts/bench/scale_local.py isl
     ... python scripts/bench/scale_local.py concurrency --concurrency 15000 --requests 30000
@@ -53,7 +54,8 @@ class RunPeaks:
             except psutil.Error:
                 continue
             total += rss
-            name = next((c.removeprefix("aiperf.").removesuffix(".main") for c in cmd if c.endswith(".main")), "cli")
+            name = "zygote" if "--zygote" in cmd else next(
+                (c.removeprefix("aiperf.").removesuffix(".main") for c in cmd if c.endswith(".main")), "cli")
             self.by_service[name] = max(self.by_service.get(name, 0), rss)
         self.total = max(self.total, total)
 
@@ -136,11 +138,37 @@ def run_concurrency(concurrency: int, requests: int, workers: int, mock_workers:
                   f"{summary[metric].get('unit', '')}")
 
 
+def run_per_request(counts: list[int], entries: int | None) -> None:
+    """`memory.py profile`'s runs (zero-latency mock, 64-token streams, C=64), with the peak of
+    each kind of process beside the sum, so the KiB per added request says where it goes.
+    `entries`: a fixed dataset (--num-dataset-entries); None: one prompt per request (the
+    default), so the dataset grows with the count too."""
+    from aiperf.mock_server.testing import MockProcess
+
+    server = MockProcess("--ttft-ms", "0", "--itl-ms", "0", "--output-tokens", "64").start()
+    runs = []
+    try:
+        for n in counts:
+            with tempfile.TemporaryDirectory() as tmp:
+                fixed = ["--num-dataset-entries", str(entries)] if entries else []
+                peaks, took, _ = profile(server.url, ["--concurrency", "64", "--request-count", str(n), "--osl", "64",
+                                                      *fixed], tmp)
+            runs.append((n, peaks))
+            print(f"per-request {n:>9,} requests: peak RSS all {peaks.total / MIB:7.1f} MiB ({took:.0f} s)", flush=True)
+    finally:
+        server.stop()
+    for (n0, p0), (n1, p1) in zip(runs, runs[1:], strict=False):
+        print(f"  {n0:,} -> {n1:,}: {(p1.total - p0.total) / 1024 / (n1 - n0):.3f} KiB per added request; by process: "
+              + ", ".join(f"{k} {(p1.by_service[k] - p0.by_service.get(k, 0)) / 1024 / (n1 - n0):+.3f}"
+                          for k in sorted(p1.by_service, key=lambda k: -(p1.by_service[k] - p0.by_service.get(k, 0)))))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("mode", choices=("isl", "concurrency", "per-request"))
     p.add_argument("--isls", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
-    p.add_argument("--entries", type=int, default=4, help="isl: distinct prompts (default 4)")
+    p.add_argument("--entries", type=int, default=None,
+                   help="distinct prompts (isl: default 4; per-request: default 100, 0: one per request)")
     p.add_argument("--requests", type=int, default=None,
                    help="isl: requests per run (default 8); concurrency: requests (default 2 x concurrency)")
     p.add_argument("--concurrency", type=int, default=15_000)
@@ -153,15 +181,12 @@ def main() -> None:
     p.add_argument("--counts", type=int, nargs="+", default=[2000, 20_000], help="per-request: request counts")
     args = p.parse_args()
     if args.mode == "isl":
-        run_isl(args.isls, args.entries, args.requests or 8, args.ttft_ms if args.ttft_ms is not None else 50.0)
+        run_isl(args.isls, args.entries or 4, args.requests or 8, args.ttft_ms if args.ttft_ms is not None else 50.0)
     elif args.mode == "concurrency":
         run_concurrency(args.concurrency, args.requests or 2 * args.concurrency, args.workers, args.mock_workers,
                         args.ramp, args.ttft_ms if args.ttft_ms is not None else 30_000.0, args.itl_ms, args.osl)
     else:
-        sys.path.insert(0, str(Path(__file__).parent))
-        from memory import run_profile
-
-        run_profile(args.counts)
+        run_per_request(args.counts, 100 if args.entries is None else args.entries)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from aiperf.messages import (
 from aiperf.runtime import GiveUp, UnknownCommand, UserError
 from aiperf.runtime.errors import root_cause
 from aiperf.worker.clock import TRACK_WINDOW, ClockSample, OffsetTracker, estimate_offset, wait_until
-from aiperf.worker.main import connections_per_worker, raw_records_endpoint, request_headers
+from aiperf.worker.main import raw_records_endpoint, request_headers
 from aiperf.worker.service import Worker, WorkerSettings
 from tests._worker_fakes import FakeCreditLink, endpoint, running_worker
 
@@ -284,24 +284,3 @@ def test_offset_tracker_min_filter_over_a_sliding_window() -> None:
     # the remote clock steps: local = remote + 5000; after 3 credits the old delays are gone
     assert [tracker.observe(t, t + 5000 + 100) for t in (30, 40, 50)][-1] == 5000
 
-
-def test_connections_per_worker_is_a_share_of_the_largest_concurrency() -> None:
-    from aiperf.config import (
-        Benchmark,
-        CommsOptions,
-        ConcurrencyPhase,
-        PoissonPhase,
-        RunConfig,
-        ServiceCounts,
-    )
-
-    def config(*phases: object, workers: int) -> RunConfig:
-        return RunConfig(run_id="t", mode="profile", comms=CommsOptions(ipc_dir="/tmp"),
-                         services=ServiceCounts(workers_per_group=workers),
-                         benchmark=Benchmark(models=["m"], phases=list(phases)))
-
-    warmup = ConcurrencyPhase(name="warmup", concurrency=100, requests=100)
-    profiling = ConcurrencyPhase(concurrency=15_000, requests=30_000)
-    assert connections_per_worker(config(warmup, profiling, workers=4)) == 3750 + 937
-    assert connections_per_worker(config(profiling, workers=1)) == 15_000 + 3750
-    assert connections_per_worker(config(PoissonPhase(rate=10.0, requests=10), workers=2)) == 0  # uncapped

@@ -3,13 +3,16 @@
 Linux starts most sessions with a soft RLIMIT_NOFILE of 1024 and a hard limit far above it; a
 process may raise its own soft limit up to the hard one, and, like Go programs, a process that
 opens one socket per request in flight should. `ensure_open_files` does so and turns a hard limit
-too low for the requested load into one clear `UserError` instead of EMFILE mid-run.
+too low for the requested load into one clear `UserError` instead of EMFILE mid-run; the CLI
+checks it before starting anything (a worker inherits the hard limit), each worker again.
 """
 
 from __future__ import annotations
 
+import math
 import resource
 
+from aiperf.config import RunConfig
 from aiperf.runtime.errors import UserError
 
 FD_RESERVE = 256
@@ -17,6 +20,19 @@ FD_RESERVE = 256
 event loop, logs, the memory-mapped dataset, the interpreter's own files."""
 SOFT_CAP = 1 << 20
 """The soft limit is raised to the hard one, at most to this (an unlimited hard limit)."""
+WORKER_HINT = "add workers (--workers-max) or lower --concurrency"
+"""What a user can change instead of the limit, for `ensure_open_files` in a worker's place."""
+
+
+def connections_per_worker(config: RunConfig) -> int:
+    """Connections one worker may hold at once: its share of the largest phase concurrency (the
+    timing-manager gives each credit to the least-loaded worker), plus a quarter for uneven
+    shares; 0 when a phase has no concurrency cap (nothing to check)."""
+    caps = [phase.concurrency for phase in config.benchmark.phases]
+    if not caps or None in caps:
+        return 0
+    share = math.ceil(max(c for c in caps if c is not None) / max(config.services.total_workers, 1))
+    return share + share // 4
 
 
 def raise_open_files_limit() -> tuple[int, int]:
@@ -41,7 +57,7 @@ def ensure_open_files(connections: int, *, hint: str) -> int:
     soft, hard = raise_open_files_limit()
     needed = connections + FD_RESERVE
     if soft != resource.RLIM_INFINITY and soft < needed:
-        raise UserError(f"{connections} connections need about {needed} open files in this process, "
+        raise UserError(f"each worker process needs about {needed} open files ({connections} connections), "
                         f"but the open-file limit is {soft} (hard limit {hard}): raise it "
                         f"(`ulimit -Hn {needed}` as root, LimitNOFILE= in systemd, --ulimit nofile= "
                         f"in docker) or {hint}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import gc
 import json
-import math
 import os
 import sys
 from collections.abc import Mapping
@@ -22,10 +21,10 @@ from aiperf.comms import (
     PushSocket,
     probe_return_channel,
 )
-from aiperf.config import HttpOptions, RunConfig
+from aiperf.config import HttpOptions
 from aiperf.messages import CreditChannel, ServiceType
 from aiperf.runtime import Service, ServiceContext, UserError, service_main
-from aiperf.runtime.limits import ensure_open_files
+from aiperf.runtime.limits import WORKER_HINT, connections_per_worker, ensure_open_files
 from aiperf.worker.exchange import Transport
 from aiperf.worker.h1 import H1Transport
 from aiperf.worker.service import Worker, WorkerSettings
@@ -64,24 +63,13 @@ def request_headers(env: Mapping[str, str]) -> dict[str, str]:
     return headers
 
 
-def connections_per_worker(config: RunConfig) -> int:
-    """Connections one worker may hold at once: its share of the largest phase concurrency (the
-    timing-manager gives each credit to the least-loaded worker), plus a quarter for uneven
-    shares; 0 for a phase with no concurrency cap (nothing to check)."""
-    caps = [phase.concurrency for phase in config.benchmark.phases]
-    if not caps or None in caps:
-        return 0
-    share = math.ceil(max(c for c in caps if c is not None) / max(config.services.total_workers, 1))
-    return share + share // 4
-
-
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     """Wire the worker: DEALER on `credits` (identity = service id), PUSH (IMMEDIATE) on
     `credit_returns`, PUSH on `raw_records` to every record-processor of its group (round
     robin), and one pooled HTTP client (AIPERF_HTTP_CLIENT). Everything closes with `stack`."""
     config, addressing, group = ctx.config, ctx.addressing, ctx.group_id
     headers = request_headers(os.environ)
-    ensure_open_files(connections_per_worker(config), hint="add workers (--workers-max) or lower --concurrency")
+    ensure_open_files(connections_per_worker(config), hint=WORKER_HINT)
     credits = await stack.enter_async_context(DealerSocket[CreditChannel](
         ctx.zmq, identity=ctx.service_id, decode=CreditChannel, channel="credits",
         connect=[addressing.connect_endpoint(Channel.CREDITS)]))
