@@ -65,10 +65,10 @@ def profile(url: str, args: list[str], artifacts: str) -> tuple[RunPeaks, float,
     cmd = [sys.executable, "-m", "aiperf.cli", "profile", "--model", "m", "--url", url, "--endpoint-type", "chat",
            "--streaming", "--artifact-dir", artifacts, "--ui", "none", *args]
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     root, peaks = psutil.Process(proc.pid), RunPeaks()
     stderr: list[bytes] = []
-    reader = threading.Thread(target=lambda: stderr.append(proc.stderr.read() if proc.stderr else b""))
+    reader = threading.Thread(target=lambda: stderr.append(proc.stdout.read() if proc.stdout else b""))
     reader.start()
     while proc.poll() is None:
         try:
@@ -80,6 +80,9 @@ def profile(url: str, args: list[str], artifacts: str) -> tuple[RunPeaks, float,
     if proc.returncode:
         raise SystemExit(f"aiperf profile failed ({proc.returncode}): {b''.join(stderr).decode()[-2000:]}")
     summary = json.loads((Path(artifacts) / "profile_export_aiperf.json").read_text())
+    for line in b"".join(stderr).decode(errors="replace").splitlines():
+        if line.startswith(("CLIENT SATURATED", "client overhead")):
+            print(f"  aiperf: {line}")
     return peaks, time.monotonic() - started, summary
 
 
@@ -118,7 +121,8 @@ def run_concurrency(concurrency: int, requests: int, workers: int, mock_workers:
         with tempfile.TemporaryDirectory() as tmp:
             peaks, took, summary = profile(server.url, [
                 "--concurrency", str(concurrency), "--request-count", str(requests), "--workers-max", str(workers),
-                "--concurrency-ramp-duration", str(ramp_s), "--isl", "100", "--num-dataset-entries", "100"], tmp)
+                *(["--concurrency-ramp-duration", str(ramp_s)] if ramp_s > 0 else []),
+                "--isl", "100", "--num-dataset-entries", "100"], tmp)
     finally:
         server.stop()
     ok = int(_p(summary, "request_count", "avg"))
@@ -174,7 +178,7 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=15_000)
     p.add_argument("--workers", type=int, default=4, help="concurrency: worker processes (default 4)")
     p.add_argument("--mock-workers", type=int, default=2, help="concurrency: mock processes (default 2)")
-    p.add_argument("--ramp", type=float, default=15.0, help="concurrency: ramp seconds (default 15)")
+    p.add_argument("--ramp", type=float, default=15.0, help="concurrency: ramp seconds (default 15; 0: none)")
     p.add_argument("--ttft-ms", type=float, default=None, help="mock TTFT (isl: 50, concurrency: 30000)")
     p.add_argument("--itl-ms", type=float, default=250.0, help="concurrency: mock ITL (default 250)")
     p.add_argument("--osl", type=int, default=8, help="concurrency: output tokens (default 8)")
