@@ -283,4 +283,3 @@ def test_offset_tracker_min_filter_over_a_sliding_window() -> None:
         [1300, 1000, 1000]
     # the remote clock steps: local = remote + 5000; after 3 credits the old delays are gone
     assert [tracker.observe(t, t + 5000 + 100) for t in (30, 40, 50)][-1] == 5000
-
