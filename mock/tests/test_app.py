@@ -123,3 +123,18 @@ def test_token_text_and_prompt_counts() -> None:
     assert count_prompt([[1, 2, 3], "x y"]) == 5
     parts = [{"type": "text", "text": "c"}, {"type": "image_url"}]
     assert count_chat([{"role": "user", "content": "a b"}, {"role": "user", "content": parts}]) == 3
+
+
+def test_long_prompts_count_like_split_without_splitting() -> None:
+    # The Latin-1 fast path (a 1M-token context) and the split fallback (wider characters) agree
+    # with str.split on every whitespace str.split knows, ASCII and not.
+    import random
+
+    from aiperf.mock_server.tokens import count_words
+
+    rnd = random.Random(7)
+    for alphabet in (" \t\n\x0b\x0c\r\x1c\x1f\x85\xa0ab.\xe9", " \t\n\x85\xa0ab\u3000\u2003\u5b57", "ab "):
+        for _ in range(50):
+            text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(4000, 6000)))
+            assert count_words(text) == len(text.split())
+    assert count_words("x" * 5000) == 1 and count_words(" " * 5000) == 0

@@ -94,3 +94,23 @@ def test_wrong_path_gives_404_hint(tmp_path: Path) -> None:
                      artifacts=tmp_path / "a")
     assert run.code == 2, run.stderr
     assert "404" in one_error_line(run.stderr)
+
+
+def test_an_open_file_limit_too_low_for_the_concurrency_is_one_line(tmp_path: Path) -> None:
+    # a hard limit of 1024 cannot hold 5,000 connections in one worker: said before anything starts
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+    with socket.socket() as listener:  # reachable: the preflight only connects
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        result = subprocess.run(
+            [sys.executable, "-m", "aiperf.cli", "profile", "--model", "m", "--url", url, "--concurrency", "5000",
+             "--workers-max", "1", "--artifact-dir", str(tmp_path / "a")],
+            env=env(), preexec_fn=limit, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    line = one_error_line(result.stderr)
+    assert "each worker process needs about" in line and "(hard limit 1024)" in line and "--workers-max" in line

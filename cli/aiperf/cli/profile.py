@@ -31,7 +31,8 @@ from aiperf.config import (
     dump_run_config,
 )
 from aiperf.config.user_files import write_user_files
-from aiperf.runtime import addressing_of, configure_logging
+from aiperf.runtime import UserError, addressing_of, configure_logging
+from aiperf.runtime.limits import WORKER_HINT, connections_per_worker, ensure_open_files
 from aiperf.system_controller.profile_driver import ProfileDriver
 from aiperf.system_controller.report import report
 from aiperf.system_controller.runner import run_cancellable
@@ -135,6 +136,11 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
         runtime=RuntimeOptions(heartbeat_interval_s=1.0, log_level=log_level), dataset_dir=dataset_dir,
         metrics=metrics, http=http,
     )
+    try:  # the workers inherit this process's hard limit: one line now, not a lost worker later
+        ensure_open_files(connections_per_worker(config), hint=WORKER_HINT)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
     config_path = out / "run_config.json"
     dump_run_config(config, config_path)
     if secrets.api_key:

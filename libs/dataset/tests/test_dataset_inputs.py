@@ -38,3 +38,18 @@ def test_inputs_json_shape(tmp_path: Path) -> None:
 def test_inputs_json_empty(tmp_path: Path) -> None:
     path = write_inputs_json(tmp_path / "inputs.json", [], _payload)
     assert orjson.loads(path.read_bytes()) == {"data": []}
+
+
+def test_streamed_inputs_json_is_the_whole_document_dumped_at_once(tmp_path: Path) -> None:
+    # written one conversation at a time, byte for byte what one orjson.dumps of it all gives
+    import numpy as np
+
+    def payload(turn: Turn) -> dict[str, object]:
+        return {"messages": [{"role": "user", "content": turn.text}], "v": np.arange(2), "e": {}, "l": []}
+
+    for n in (0, 1, 3):
+        convs = [Conversation(id=f"s{i}", turns=[Turn(text=f"a\nb {i}", input_tokens=2), Turn(text="c", input_tokens=1)])
+                 for i in range(n)]
+        written = write_inputs_json(tmp_path / f"inputs{n}.json", convs, payload)
+        whole = {"data": [{"session_id": c.id, "payloads": [payload(t) for t in c.turns]} for c in convs]}
+        assert written.read_bytes() == orjson.dumps(whole, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)

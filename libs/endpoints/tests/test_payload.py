@@ -6,6 +6,7 @@ import orjson
 import pytest
 
 from aiperf.endpoints import EndpointType, PayloadBuilder, path_of
+from aiperf.endpoints.payload import LONG_PROMPT
 
 
 def _build(**kw: object) -> dict:
@@ -133,3 +134,16 @@ def test_for_model_sends_that_model_and_keeps_everything_else() -> None:
     pinned = PayloadBuilder(endpoint_type=EndpointType.COMPLETIONS, model="a", streaming=False,
                             extra_inputs={"model": "x"})
     assert orjson.loads(pinned.for_model("b").build("hi", max_tokens=None))["model"] == "x"  # --extra-inputs wins
+
+
+def test_bodies_are_orjsons_bytes_and_a_lone_surrogate_is_a_type_error() -> None:
+    # a long prompt is encoded by msgspec (a 1M-token one: one copy, ~2x faster): orjson's bytes
+    builder = PayloadBuilder(endpoint_type=EndpointType.CHAT, model="m", streaming=True)
+    prompt = "".join(chr(c) for c in range(0x3000) if not 0xD800 <= c <= 0xDFFF) * 6 + "\u2028\U0001f600"
+    assert len(prompt) >= LONG_PROMPT
+    history = [{"role": "assistant", "content": "x\ty"}]
+    body = builder.build(prompt, max_tokens=7, history=history, images=["data:image/png;base64,AA=="])
+    assert body == orjson.dumps(orjson.loads(body))
+    assert orjson.loads(body)["messages"][-1]["content"][0]["text"] == prompt
+    with pytest.raises(TypeError):
+        builder.build("a\ud800" * LONG_PROMPT, max_tokens=None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import resource
 import socket
 import sys
 import tempfile
@@ -131,6 +132,12 @@ def check_bindable(host: str, port: int) -> None:
             raise UsageError(f"cannot bind {host}:{port}: {exc.strerror}") from None
 
 
+MAX_CONNECTIONS_PER_WORKER = 1 << 16
+"""Granian's `backpressure`: connections one mock process serves at once. Its default, backlog /
+workers (2,048 with 2 processes), left a c=15,000 client's other connections in the listen queue
+until it overflowed (handshakes dropped, requests timing out after minutes)."""
+
+
 def serve(config: MockConfig) -> None:
     """Run granian with ``config`` until SIGINT/SIGTERM; blocks. Owns the shared counter file."""
     from granian import Granian
@@ -140,6 +147,7 @@ def serve(config: MockConfig) -> None:
     from aiperf.mock_server.stats import StatsBoard
     from aiperf.mock_server.wire import WireRelay
 
+    _raise_open_files_limit()
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
     fd, stats_path = tempfile.mkstemp(prefix="aiperf-mock-stats-", dir=shm)
     os.close(fd)
@@ -155,7 +163,7 @@ def serve(config: MockConfig) -> None:
         server = Granian(
             APP_FACTORY, address=address, port=port, interface=Interfaces.ASGINL,
             workers=config.workers, factory=True, http=HTTPModes.http1, websockets=False,
-            backlog=4096, log_level=LogLevels(config.log_level), log_access=False,
+            backlog=4096, backpressure=MAX_CONNECTIONS_PER_WORKER, log_level=LogLevels(config.log_level), log_access=False,
             # A forked worker that is signalled before it installs its own handlers still runs the
             # supervisor's (flag-setting) handler and would ignore SIGTERM; kill it instead of hanging.
             workers_kill_timeout=WORKER_KILL_TIMEOUT_S,
@@ -168,6 +176,18 @@ def serve(config: MockConfig) -> None:
             relay.stop()
             relay.board.close()
         StatsBoard.unlink(stats_path)
+
+
+def _raise_open_files_limit() -> None:
+    """Soft RLIMIT_NOFILE up to the hard limit (at most 2**20), inherited by granian's workers: one
+    descriptor per client connection, and 1024, a common soft default, is far below c=15,000."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass
 
 
 def _free_port() -> int:

@@ -46,8 +46,24 @@ def generated_text(n: int) -> str:
     return "".join(VOCAB) * full + "".join(VOCAB[:rest])
 
 
+_WORD_MAP = bytes(32 if chr(c).isspace() else 120 for c in range(256))
+"""Every Latin-1 character to ``b" "`` (what ``str.split()`` splits on) or ``b"x"`` (part of a word)."""
+_LONG_TEXT = 4096
+"""Characters from which a text is counted without splitting it (no object per word)."""
+
+
 def count_words(text: str) -> int:
-    """Prompt tokens of one string: its whitespace-separated word count."""
+    """Prompt tokens of one string: its whitespace-separated word count, as ``len(text.split())``.
+
+    A long Latin-1 text (a 1M-token agentic context of English) is counted with no object per
+    word, in a few ms instead of ``str.split``'s ~0.1-0.2 s, which the first token would wait for."""
+    if len(text) >= _LONG_TEXT:
+        try:
+            shape = text.encode("latin-1").translate(_WORD_MAP)
+        except UnicodeEncodeError:  # wider characters (CJK, ...): split
+            pass
+        else:
+            return shape.count(b" x") + (shape[:1] == b"x")
     return len(text.split())
 
 

@@ -24,6 +24,7 @@ from aiperf.comms import (
 from aiperf.config import HttpOptions
 from aiperf.messages import CreditChannel, ServiceType
 from aiperf.runtime import Service, ServiceContext, UserError, service_main
+from aiperf.runtime.limits import WORKER_HINT, connections_per_worker, ensure_open_files
 from aiperf.worker.exchange import Transport
 from aiperf.worker.h1 import H1Transport
 from aiperf.worker.service import Worker, WorkerSettings
@@ -68,6 +69,7 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     robin), and one pooled HTTP client (AIPERF_HTTP_CLIENT). Everything closes with `stack`."""
     config, addressing, group = ctx.config, ctx.addressing, ctx.group_id
     headers = request_headers(os.environ)
+    ensure_open_files(connections_per_worker(config), hint=WORKER_HINT)
     credits = await stack.enter_async_context(DealerSocket[CreditChannel](
         ctx.zmq, identity=ctx.service_id, decode=CreditChannel, channel="credits",
         connect=[addressing.connect_endpoint(Channel.CREDITS)]))
