@@ -119,6 +119,12 @@ def test_replay_exports_and_telemetry_flags(tmp_path: Any) -> None:
     fixed = built("--input-file", str(trace), "--custom-dataset-type", "mooncake_trace", "--fixed-schedule",
                   "--fixed-schedule-auto-offset").profiling
     assert fixed.auto_offset is True  # type: ignore[union-attr]
+    window = built("--input-file", str(trace), "--custom-dataset-type", "mooncake_trace", "--fixed-schedule",
+                   "--fixed-schedule-start-offset", "100", "--fixed-schedule-end-offset", "400").profiling
+    # AIPerf: a start offset turns auto_offset off (the replay's zero is the start offset)
+    assert (window.start_offset, window.end_offset, window.auto_offset) == (100, 400, False)  # type: ignore[union-attr]
+    end_only = built("--input-file", str(trace), "--fixed-schedule", "--fixed-schedule-end-offset", "7").profiling
+    assert (end_only.start_offset, end_only.end_offset, end_only.auto_offset) == (None, 7, True)  # type: ignore[union-attr]
     bench = built("--slice-duration", "2.5", "--profile-export-level", "summary",
                   "--server-metrics-formats", "csv", "--gpu-telemetry", "node1:9400", "http://n2:9401/metrics")
     assert bench.artifacts.slice_duration == 2.5 and bench.artifacts.export_level == "summary"
@@ -139,6 +145,13 @@ def test_replay_exports_and_telemetry_flags(tmp_path: Any) -> None:
     (["--input-file", "x.jsonl", "--isl", "8"],
      "error: --isl: only for synthetic prompts; a file dataset brings its own (as in AIPerf)\n"),
     (["--fixed-schedule-auto-offset"], "error: --fixed-schedule-auto-offset: only with --fixed-schedule"),
+    (["--fixed-schedule-end-offset", "5"], "error: --fixed-schedule-end-offset 5: only with --fixed-schedule"),
+    (["--input-file", "t.jsonl", "--fixed-schedule", "--fixed-schedule-start-offset", "-1"],
+     "error: --fixed-schedule-start-offset -1: must be >= 0 (ms)"),
+    (["--input-file", "t.jsonl", "--fixed-schedule", "--fixed-schedule-start-offset", "9",
+      "--fixed-schedule-end-offset", "5"], "error: --fixed-schedule-start-offset 9: after --fixed-schedule-end-offset 5"),
+    (["--input-file", "t.jsonl", "--fixed-schedule", "--fixed-schedule-auto-offset", "--fixed-schedule-start-offset",
+      "9"], "error: --fixed-schedule-start-offset: not with --fixed-schedule-auto-offset"),
     (["--server-metrics-formats", "parquet"],
      "error: --server-metrics-formats parquet: not supported (only the json and csv server-metrics exports"),
     (["--server-metrics-formats", "xml"], "error: --server-metrics-formats xml: unknown format (json, csv)"),
