@@ -144,6 +144,20 @@ PREFIX = "run1"
 """The export prefix of the `export-prefix` line."""
 
 
+def _files(folder: Path) -> dict[str, str]:
+    """Dataset files the lines name, written into `folder`."""
+    single = "".join(json.dumps({"text": f"question {i} about the quick brown fox"}) + "\n" for i in range(6))
+    multi = "".join(json.dumps({"session_id": f"s{i}", "turns": [{"text": f"hello {i}"}, {"text": "and then?"}]})
+                    + "\n" for i in range(3))
+    trace = "".join(json.dumps({"timestamp": 100 * i, "input_length": 16, "output_length": 8, "hash_ids": [i]})
+                    + "\n" for i in range(8))
+    out = {}
+    for name, text in (("single_turn", single), ("multi_turn", multi), ("trace", trace)):
+        (folder / f"{name}.jsonl").write_text(text)
+        out[name] = str(folder / f"{name}.jsonl")
+    return out
+
+
 def _served(url: str) -> int:
     """The requests `url`'s mock has received so far."""
     with urllib.request.urlopen(url + "/stats", timeout=30) as answer:
