@@ -164,6 +164,8 @@ def _until(ready: Callable[[float], bool], what: str, timeout_s: float, interval
         attempts += 1
         if ready(left):
             return
+        if attempts == 1:  # the one line a user sees at the default log level
+            log.warning("readiness.not_ready", waiting_for=what, timeout_s=timeout_s)
         sleep(min(interval_s, max(0.0, deadline - clock())))
 
 
