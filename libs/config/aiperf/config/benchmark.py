@@ -587,6 +587,8 @@ class Artifacts(_Spec, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.plot_required and not self.auto_plot:
             raise ValueError("plot_required: needs auto_plot")
+        if self.prefix is not None and (any(c in "/\\" or c.isspace() for c in self.prefix)):
+            raise ValueError(f"prefix {self.prefix!r}: a file name base, without / or spaces (e.g. run1)")
         if self.prefix is not None and not prefix_base(self.prefix):
             raise ValueError(f"prefix {self.prefix!r}: nothing left once the export suffix is taken off")
 
