@@ -26,8 +26,8 @@ import shlex
 import subprocess
 import sys
 import urllib.request
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 

@@ -17,6 +17,7 @@ server's own `/v1/models`. Standard library HTTP, in a thread: nothing is import
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -122,23 +123,25 @@ def wait_until_ready(endpoint: Endpoint, models: list[str], *, headers: Mapping[
     for index in range(len(endpoint.urls)):
         for model in models:
             if mode in ("models", "both"):
-                _until(lambda left, m=model: _models_ready(endpoint, index, m, headers, fetch, left, interval_s),
+                _until(functools.partial(_models_ready, endpoint, index, model, headers, fetch, interval_s),
                        f"model {model!r} at {models_url(endpoint, index)}", timeout_s, interval_s, clock, sleep)
             if mode in ("inference", "both"):
                 url, body = inference_probe(endpoint, model, index)
-                post_headers = {"Content-Type": "application/json", **headers}
+                _until(functools.partial(_inference_ready, url, body, headers, fetch, interval_s),
+                       f"{url} with model {model!r}", timeout_s, interval_s, clock, sleep)
 
-                def inference_ready(left: float, url: str = url, body: bytes = body) -> bool:
-                    answer = fetch(url, body, post_headers, min(max(interval_s, MIN_REQUEST_TIMEOUT_S["inference"]), left))
-                    ready = answer.status is not None and answer.status < 500
-                    log.info("readiness.probe", url=url, status=answer.status, error=answer.error, ready=ready)
-                    return ready
 
-                _until(inference_ready, f"{url} with model {model!r}", timeout_s, interval_s, clock, sleep)
+def _inference_ready(url: str, body: bytes, headers: Mapping[str, str], fetch: Fetch, interval_s: float,
+                     left: float) -> bool:
+    answer = fetch(url, body, {"Content-Type": "application/json", **headers},
+                   min(max(interval_s, MIN_REQUEST_TIMEOUT_S["inference"]), left))
+    ready = answer.status is not None and answer.status < 500
+    log.info("readiness.probe", url=url, status=answer.status, error=answer.error, ready=ready)
+    return ready
 
 
 def _models_ready(endpoint: Endpoint, index: int, model: str, headers: Mapping[str, str], fetch: Fetch,
-                  left: float, interval_s: float) -> bool:
+                  interval_s: float, left: float) -> bool:
     url = models_url(endpoint, index)
     request_timeout = min(max(interval_s, MIN_REQUEST_TIMEOUT_S["models"]), left)
     answer = fetch(url, None, headers, request_timeout)
