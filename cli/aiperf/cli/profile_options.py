@@ -114,7 +114,7 @@ class ProfileFlags:
     """Trace time (ms) to start the replay at: earlier requests are skipped, the replay's zero is
     this time (not with --fixed-schedule-auto-offset)."""
     fixed_schedule_end_offset: int | None = None
-    """Trace time (ms) to end the replay at: later requests are skipped (default: the last)."""
+    """Trace time (ms) to end the replay at: later requests are skipped (unset: the trace's last)."""
     isl: Annotated[int | None, Parameter(name=["--isl", "--synthetic-input-tokens-mean",
                                                "--prompt-input-tokens-mean"])] = None
     """Mean input tokens of synthetic prompts (default: 550)."""
