@@ -119,6 +119,12 @@ def test_replay_exports_and_telemetry_flags(tmp_path: Any) -> None:
     fixed = built("--input-file", str(trace), "--custom-dataset-type", "mooncake_trace", "--fixed-schedule",
                   "--fixed-schedule-auto-offset").profiling
     assert fixed.auto_offset is True  # type: ignore[union-attr]
+    window = built("--input-file", str(trace), "--custom-dataset-type", "mooncake_trace", "--fixed-schedule",
+                   "--fixed-schedule-start-offset", "100", "--fixed-schedule-end-offset", "400").profiling
+    # AIPerf: a start offset turns auto_offset off (the replay's zero is the start offset)
+    assert (window.start_offset, window.end_offset, window.auto_offset) == (100, 400, False)  # type: ignore[union-attr]
+    end_only = built("--input-file", str(trace), "--fixed-schedule", "--fixed-schedule-end-offset", "7").profiling
+    assert (end_only.start_offset, end_only.end_offset, end_only.auto_offset) == (None, 7, True)  # type: ignore[union-attr]
     bench = built("--slice-duration", "2.5", "--profile-export-level", "summary",
                   "--server-metrics-formats", "csv", "--gpu-telemetry", "node1:9400", "http://n2:9401/metrics")
     assert bench.artifacts.slice_duration == 2.5 and bench.artifacts.export_level == "summary"
@@ -126,6 +132,21 @@ def test_replay_exports_and_telemetry_flags(tmp_path: Any) -> None:
     assert bench.gpu_telemetry.enabled and bench.gpu_telemetry.urls == ["http://node1:9400", "http://n2:9401/metrics"]
     assert not built("--no-gpu-telemetry").gpu_telemetry.enabled
     assert built("--server-metrics-formats", "json", "csv", "json").server_metrics.formats == ["json", "csv"]
+    for spelling in ("--profile-export-prefix", "--profile-export-file"):
+        assert built(spelling, "run1.json").artifacts.prefix == "run1.json"
+    assert built().artifacts.prefix is None
+
+
+def test_wait_for_model_flags() -> None:
+    endpoint = built("--wait-for-model-timeout", "30", "--wait-for-model-mode", "both",
+                     "--wait-for-model-interval", "0.5").endpoint
+    assert (endpoint.wait_for_model_timeout, endpoint.wait_for_model_mode, endpoint.wait_for_model_interval) == \
+        (30.0, "both", 0.5)
+    default = built().endpoint
+    assert (default.wait_for_model_timeout, default.wait_for_model_mode, default.wait_for_model_interval) == \
+        (0.0, "inference", 5.0)
+    # AIPerf tolerates the defaults given without a timeout
+    assert built("--wait-for-model-mode", "inference", "--wait-for-model-interval", "5").endpoint == default
 
 
 @pytest.mark.parametrize(("argv", "error"), [
@@ -139,6 +160,21 @@ def test_replay_exports_and_telemetry_flags(tmp_path: Any) -> None:
     (["--input-file", "x.jsonl", "--isl", "8"],
      "error: --isl: only for synthetic prompts; a file dataset brings its own (as in AIPerf)\n"),
     (["--fixed-schedule-auto-offset"], "error: --fixed-schedule-auto-offset: only with --fixed-schedule"),
+    (["--fixed-schedule-end-offset", "5"], "error: --fixed-schedule-end-offset 5: only with --fixed-schedule"),
+    (["--wait-for-model-mode", "models"],
+     "error: --wait-for-model-mode: no effect unless --wait-for-model-timeout is positive"),
+    (["--wait-for-model-interval", "1", "--wait-for-model-mode", "both"],
+     "error: --wait-for-model-interval, --wait-for-model-mode: no effect unless --wait-for-model-timeout"),
+    (["--wait-for-model-timeout", "-1"], "error: --wait-for-model-timeout -1: must be >= 0 (0: no wait)"),
+    (["--wait-for-model-timeout", "5", "--wait-for-model-interval", "0"],
+     "error: --wait-for-model-interval 0: must be > 0"),
+    (["--profile-export-prefix", "a/b"], "error: --profile-export-prefix 'a/b': a file name base without / or spaces"),
+    (["--input-file", "t.jsonl", "--fixed-schedule", "--fixed-schedule-start-offset", "-1"],
+     "error: --fixed-schedule-start-offset -1: must be >= 0 (ms)"),
+    (["--input-file", "t.jsonl", "--fixed-schedule", "--fixed-schedule-start-offset", "9",
+      "--fixed-schedule-end-offset", "5"], "error: --fixed-schedule-start-offset 9: after --fixed-schedule-end-offset 5"),
+    (["--input-file", "t.jsonl", "--fixed-schedule", "--fixed-schedule-auto-offset", "--fixed-schedule-start-offset",
+      "9"], "error: --fixed-schedule-start-offset: not with --fixed-schedule-auto-offset"),
     (["--server-metrics-formats", "parquet"],
      "error: --server-metrics-formats parquet: not supported (only the json and csv server-metrics exports"),
     (["--server-metrics-formats", "xml"], "error: --server-metrics-formats xml: unknown format (json, csv)"),

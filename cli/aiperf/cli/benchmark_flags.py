@@ -38,7 +38,7 @@ from aiperf.config import (
     decode_benchmark,
     normalize,
 )
-from aiperf.config.benchmark import GOODPUT_METRICS
+from aiperf.config.benchmark import GOODPUT_METRICS, prefix_base
 from aiperf.config.loader import read_document, split_credentials
 from aiperf.config.sweep import Variation, apply_values, split_sweep_blocks
 
@@ -163,6 +163,13 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
         _sub(doc, "artifacts")["export_level"] = local.export_level
     if flags.slice_duration is not None:
         _sub(doc, "artifacts")["slice_duration"] = flags.slice_duration
+    if flags.profile_export_prefix is not None:
+        prefix = flags.profile_export_prefix
+        if not prefix or any(c in prefix for c in "/\\") or any(c.isspace() for c in prefix) \
+                or not prefix_base(prefix):
+            raise FlagError(f"--profile-export-prefix {prefix!r}: a file name base without / or spaces "
+                            "(e.g. run1; the files go into --artifact-dir)")
+        _sub(doc, "artifacts")["prefix"] = prefix
     for field, key in (("ui", "ui"), ("workers_max", "workers"), ("record_processors", "record_processors")):
         if (value := getattr(local, field)) is not None:
             _sub(doc, "runtime")[key] = value
@@ -196,6 +203,7 @@ def _endpoint(doc: dict[str, Any], flags: ProfileFlags, headers: dict[str, str])
     _set(endpoint, "streaming", flags.streaming)
     _set(endpoint, "timeout", flags.request_timeout_seconds)
     _set(endpoint, "connection_reuse", flags.connection_reuse_strategy)
+    _wait_for_model(endpoint, flags)
     _set(endpoint, "use_legacy_max_tokens", flags.use_legacy_max_tokens)
     _set(endpoint, "use_server_token_count", flags.use_server_token_count)
     if flags.extra_inputs is not None:
@@ -310,6 +318,24 @@ def _phases(doc: dict[str, Any], flags: ProfileFlags) -> None:
         if prof["type"] != "fixed_schedule":
             raise FlagError("--fixed-schedule-auto-offset: only with --fixed-schedule")
         prof["auto_offset"] = flags.fixed_schedule_auto_offset
+    for flag, key, value in (("--fixed-schedule-start-offset", "start_offset", flags.fixed_schedule_start_offset),
+                             ("--fixed-schedule-end-offset", "end_offset", flags.fixed_schedule_end_offset)):
+        if value is None:
+            continue
+        if prof["type"] != "fixed_schedule":
+            raise FlagError(f"{flag} {value}: only with --fixed-schedule")
+        if value < 0:
+            raise FlagError(f"{flag} {value}: must be >= 0 (ms)")
+        prof[key] = value
+    if flags.fixed_schedule_start_offset is not None:
+        if flags.fixed_schedule_auto_offset:
+            raise FlagError("--fixed-schedule-start-offset: not with --fixed-schedule-auto-offset (the replay "
+                            "starts at the start offset)")
+        prof["auto_offset"] = False
+    if prof.get("start_offset") is not None and prof.get("end_offset") is not None \
+            and prof["start_offset"] > prof["end_offset"]:
+        raise FlagError(f"--fixed-schedule-start-offset {prof['start_offset']}: after --fixed-schedule-end-offset "
+                        f"{prof['end_offset']}")
     if flags.arrival_smoothness is not None:
         if prof["type"] != "gamma":
             raise FlagError(f"--arrival-smoothness {flags.arrival_smoothness:g}: only with "
@@ -455,3 +481,22 @@ def _value_at(document: dict[str, Any], where: str) -> Any:
         if node is None:
             return None
     return node if not isinstance(node, dict | list) else None
+
+
+def _wait_for_model(endpoint: dict[str, Any], flags: ProfileFlags) -> None:
+    """`--wait-for-model-timeout/-mode/-interval` (AIPerf 0.13.0's readiness probe): a
+    negative timeout, a non-positive interval, or a mode or interval other than the default
+    without a positive timeout is an error, as in AIPerf."""
+    if flags.wait_for_model_timeout is not None and flags.wait_for_model_timeout < 0:
+        raise FlagError(f"--wait-for-model-timeout {flags.wait_for_model_timeout:g}: must be >= 0 (0: no wait)")
+    if flags.wait_for_model_interval is not None and flags.wait_for_model_interval <= 0:
+        raise FlagError(f"--wait-for-model-interval {flags.wait_for_model_interval:g}: must be > 0")
+    _set(endpoint, "wait_for_model_timeout", flags.wait_for_model_timeout)
+    _set(endpoint, "wait_for_model_interval", flags.wait_for_model_interval)
+    _set(endpoint, "wait_for_model_mode", flags.wait_for_model_mode)
+    if not endpoint.get("wait_for_model_timeout"):
+        unused = [flag for flag, value, default in (("--wait-for-model-interval", flags.wait_for_model_interval, 5.0),
+                                                    ("--wait-for-model-mode", flags.wait_for_model_mode, "inference"))
+                  if value is not None and value != default]
+        if unused:
+            raise FlagError(f"{', '.join(unused)}: no effect unless --wait-for-model-timeout is positive")

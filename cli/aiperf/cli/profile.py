@@ -89,8 +89,8 @@ def local_curve_keys(ipc_dir: str) -> str | None:
 def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_level: str = "warning",
                 auto_plot: bool = False, profile_startup: bool = False,
                 zygote: ZygoteProcess | None = None) -> int:
-    """Check what only this machine can tell (the input file exists, the server answers, the
-    artifact folder can be made), start the services, run the benchmark, print the results;
+    """Check what only this machine can tell (the input file exists, the server answers unless
+    `--wait-for-model-timeout` waits for it, the artifact folder can be made), start the services, run the benchmark, print the results;
     returns the exit code. `benchmark` is already validated. `auto_plot`: then plot the exports
     (`aiperf.cli.plot.auto_plot`) when a summary was written; that never changes the code.
     `profile_startup` prints where the time went (`StartupTrace`) on stderr at the end.
@@ -103,7 +103,8 @@ def run_profile(benchmark: Benchmark, *, secrets: Secrets, t0_wall_ns: int, log_
     if path is not None and not Path(path).expanduser().exists():
         print(f"error: --input-file {path}: no such file or folder", file=sys.stderr)
         return EXIT_USER_ERROR
-    for url in dict.fromkeys(u.rstrip("/") for u in benchmark.endpoint.urls):
+    waits = benchmark.endpoint.wait_for_model_timeout > 0  # --wait-for-model-timeout: the run waits for it
+    for url in dict.fromkeys(u.rstrip("/") for u in benchmark.endpoint.urls) if not waits else ():
         if (why := reachable(url)) is not None:
             print(f"error: cannot reach {url} ({why}); is the server running? (--url)", file=sys.stderr)
             return EXIT_USER_ERROR

@@ -100,6 +100,13 @@ class ProfileFlags:
     """Rate ramp of the warmup, seconds (default: --request-rate-ramp-duration); needs a warmup rate."""
     request_timeout_seconds: float | None = None
     """Per-request timeout (default: 21600.0)."""
+    wait_for_model_timeout: float | None = None
+    """Seconds to wait for every URL to be ready before the benchmark starts (0: no wait) (default: 0.0)."""
+    wait_for_model_mode: Literal["models", "inference", "both"] | None = None
+    """How readiness is probed: 'inference' posts a one-token request, 'models' polls /v1/models for
+    the model, 'both' does both (default: inference)."""
+    wait_for_model_interval: float | None = None
+    """Seconds between readiness probes (default: 5.0)."""
     request_cancellation_rate: float | None = None
     """Percent of requests to cancel on purpose, 0-100 (default: 0.0)."""
     request_cancellation_delay: float | None = None
@@ -108,6 +115,11 @@ class ProfileFlags:
     """Send each request at its trace timestamp (--input-file with timestamps) (default: false)."""
     fixed_schedule_auto_offset: bool | None = None
     """Replay timestamps relative to the earliest one (true, AIPerf's default) or as written (false)."""
+    fixed_schedule_start_offset: int | None = None
+    """Trace time (ms) to start the replay at: earlier requests are skipped, the replay's zero is
+    this time (not with --fixed-schedule-auto-offset)."""
+    fixed_schedule_end_offset: int | None = None
+    """Trace time (ms) to end the replay at: later requests are skipped (unset: the trace's last)."""
     isl: Annotated[int | None, Parameter(name=["--isl", "--synthetic-input-tokens-mean",
                                                "--prompt-input-tokens-mean"])] = None
     """Mean input tokens of synthetic prompts (default: 550)."""
@@ -222,6 +234,12 @@ class ProfileFlags:
     slice_duration: float | None = None
     """Also write the profiling metrics per window of this many seconds
     (profile_export_aiperf_timeslices.json/.csv)."""
+    profile_export_prefix: Annotated[str | None, Parameter(name=["--profile-export-prefix",
+                                                                 "--profile-export-file"])] = None
+    """Also name every export <prefix>.json, <prefix>.csv, <prefix>.jsonl, <prefix>_raw.jsonl,
+    <prefix>_timeslices.*, <prefix>_console.txt, <prefix>_gpu_telemetry.jsonl and
+    <prefix>_server_metrics.* (links; the standard names stay). A known suffix (run1.json,
+    run1_raw.jsonl) is taken off, as in AIPerf."""
 
 
 @Parameter(name="*")
@@ -256,6 +274,9 @@ FLAG_PATHS: dict[str, str] = {
     "endpoint_type": "endpoint.type",
     "streaming": "endpoint.streaming",
     "request_timeout_seconds": "endpoint.timeout",
+    "wait_for_model_timeout": "endpoint.wait_for_model_timeout",
+    "wait_for_model_mode": "endpoint.wait_for_model_mode",
+    "wait_for_model_interval": "endpoint.wait_for_model_interval",
     "extra_inputs": "endpoint.extra",
     "header": "endpoint.header_names",
     "connection_reuse_strategy": "endpoint.connection_reuse",
@@ -273,6 +294,8 @@ FLAG_PATHS: dict[str, str] = {
     "request_rate_mode": "phases.profiling.type",
     "fixed_schedule": "phases.profiling.type",
     "fixed_schedule_auto_offset": "phases.profiling.auto_offset",
+    "fixed_schedule_start_offset": "phases.profiling.start_offset",
+    "fixed_schedule_end_offset": "phases.profiling.end_offset",
     "arrival_smoothness": "phases.profiling.smoothness",
     "user_centric_rate": "phases.profiling.rate",
     "num_users": "phases.profiling.users",
@@ -332,6 +355,7 @@ FLAG_PATHS: dict[str, str] = {
     "keep_dataset_files": "artifacts.keep_dataset",
     "export_level": "artifacts.export_level",
     "slice_duration": "artifacts.slice_duration",
+    "profile_export_prefix": "artifacts.prefix",
     "ui": "runtime.ui",
     "workers_max": "runtime.workers",
     "record_processors": "runtime.record_processors",

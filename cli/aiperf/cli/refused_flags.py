@@ -32,7 +32,6 @@ _WANDB = "Weights & Biases upload is not built"
 _OTEL = "OpenTelemetry export is not built"
 _NETWORK = "network latency probing and network-adjusted metrics are not built"
 _ZMQ = "ZMQ addressing is chosen by aiperf"
-_WAIT = "waiting for the model to be ready is not built yet"
 _RESET = "KV-cache reset requests are not built"
 _PROFILER = "server profiler start/stop requests are not built"
 _SYSTEM = "system prompts are not built"
@@ -45,7 +44,6 @@ REFUSED: dict[str, dict[str, str]] = {
         "--num-warmup-sessions": NOT_BUILT_YET,
     },
     "Endpoint": {
-        "--wait-for-model-timeout": _WAIT, "--wait-for-model-mode": _WAIT, "--wait-for-model-interval": _WAIT,
         "--reset-kv-cache": _RESET, "--reset-kv-cache-timeout-seconds": _RESET, "--reset-kv-cache-path": _RESET,
         "--server-profiler": _PROFILER, "--server-profiler-timeout-seconds": _PROFILER,
         "--server-profiler-start-path": _PROFILER, "--server-profiler-stop-path": _PROFILER,
@@ -69,8 +67,6 @@ REFUSED: dict[str, dict[str, str]] = {
         "--user-context-prompt-length": "per-session user context prompts are not built",
     },
     "Trace replay": {
-        "--fixed-schedule-start-offset": "trace start/end offsets are not built yet",
-        "--fixed-schedule-end-offset": "trace start/end offsets are not built yet",
         "--replay-speedup": _BASETEN, "--max-idle-gap-cap-seconds": _BASETEN, "--open-loop-replay": _BASETEN,
         "--no-open-loop-replay": _BASETEN, "--open-loop-strict": _BASETEN, "--omit-kv-hints": _BASETEN,
         "--force-min-tokens": _BASETEN, "--no-force-min-tokens": _BASETEN,
@@ -106,8 +102,6 @@ REFUSED: dict[str, dict[str, str]] = {
         "--apply-chat-template": "chat-template token counting is not built",
     },
     "Output and exports": {
-        "--profile-export-prefix": "renaming the export files is not built",
-        "--profile-export-file": "renaming the export files is not built",
         "--plot-required": "a failed plot is a warning, never a failed run",
         "--export-outputs-json": "outputs.json is not built",
         "--otel-url": _OTEL, "--stream": _OTEL, "--otel-resource-attributes": _OTEL, "--gen-ai-provider": _OTEL,

@@ -187,6 +187,28 @@ def test_fixed_schedule_needs_every_timestamp() -> None:
         fixed_offsets_ns([1.0, None])
 
 
+async def test_fixed_schedule_window_replays_its_part_from_the_start_offset() -> None:
+    """AIPerf 0.13.0's --fixed-schedule-start/end-offset: entries outside [start, end] (ms,
+    inclusive) are skipped; the start offset is the replay's zero."""
+    stamps = [0.0, 100.0, 250.0, 400.0, 401.0]
+    rig = make_rig(profile(fixed_schedule=True, fixed_schedule_start_offset=100, fixed_schedule_end_offset=400),
+                   conversations=FakeConversations.single_turn(5, stamps), behaviour=lambda w, c: 0.05)
+    async with running(rig):
+        result = await rig.start()
+    credits = [s.credit for s in rig.workers.credits()]
+    assert [c.conversation_id for c in credits] == ["conv-1", "conv-2", "conv-3"]
+    assert result["phases"]["profiling"]["issued"] == 3
+
+
+def test_fixed_schedule_window_offsets() -> None:
+    stamps: list[float | None] = [50.0, 100.0, 250.0, 400.0]
+    assert fixed_offsets_ns(stamps, auto_offset=False, start_ms=100) == [(0, 1), (150 * MS, 2), (300 * MS, 3)]
+    assert fixed_offsets_ns(stamps, end_ms=100) == [(0, 0), (50 * MS, 1)]  # zero: the earliest kept
+    assert fixed_offsets_ns(stamps, auto_offset=False, end_ms=100) == [(50 * MS, 0), (100 * MS, 1)]
+    with pytest.raises(UserError, match=r"no trace timestamp lies in \[500, -\] ms \(the trace spans 50..400 ms\)"):
+        fixed_offsets_ns(stamps, auto_offset=False, start_ms=500)
+
+
 # -- multi-turn ---------------------------------------------------------------------------------
 
 

@@ -81,7 +81,12 @@ class Endpoint(_Spec, frozen=True, kw_only=True):
     come from the environment, never from this model. `connection_reuse` is how workers use
     their connections (AIPerf's): `pooled` (the default) shares them among all requests, `never`
     opens one per request and closes it after the response, `sticky-user-sessions` keeps one per
-    conversation for its turns and closes it after the final turn."""
+    conversation for its turns and closes it after the final turn. `wait_for_model_timeout` (s,
+    0: no wait) makes the run wait, before it configures anything, until every URL is ready, as
+    AIPerf 0.13.0's readiness probe does: `wait_for_model_mode` `inference` posts a one-token
+    request (any status below 500 is ready), `models` polls `/v1/models` for the model (a 404
+    there falls back to a plain GET of the URL), `both` does both; a try every
+    `wait_for_model_interval` s; the run fails when a URL is not ready in time."""
 
     urls: Annotated[list[Url], Meta(min_length=1, max_length=MAX_URLS)] = msgspec.field(
         default_factory=one_item_list("http://localhost:8000"))
@@ -95,6 +100,17 @@ class Endpoint(_Spec, frozen=True, kw_only=True):
     use_legacy_max_tokens: bool = False
     use_server_token_count: bool = False
     connection_reuse: Literal["pooled", "never", "sticky-user-sessions"] = "pooled"
+    wait_for_model_timeout: NonNegativeFloat = 0.0
+    wait_for_model_interval: PositiveFloat = 5.0
+    wait_for_model_mode: Literal["models", "inference", "both"] = "inference"
+
+    def __post_init__(self) -> None:
+        if self.wait_for_model_timeout == 0:
+            unused = [name for name, value, default in (("wait_for_model_interval", self.wait_for_model_interval, 5.0),
+                                                        ("wait_for_model_mode", self.wait_for_model_mode, "inference"))
+                      if value != default]
+            if unused:
+                raise ValueError(f"{', '.join(unused)}: no effect unless wait_for_model_timeout is positive (as in AIPerf)")
 
     @property
     def url(self) -> str:
@@ -469,11 +485,22 @@ class FixedSchedulePhase(_PhaseBase, tag="fixed_schedule", frozen=True, kw_only=
     """Each conversation starts at its trace timestamp, relative to the earliest
     (`auto_offset`, AIPerf's default) or to the phase start (timestamps as written); the trace
     decides when the phase ends (or `requests` or `duration`, when given, earlier). Needs a file
-    dataset with a timestamp on every entry."""
+    dataset with a timestamp on every entry. `start_offset`/`end_offset` (ms, inclusive) replay
+    only the conversations whose first timestamp lies in that window; with `start_offset` the
+    replay's zero is `start_offset` (so `auto_offset` must be false), as in AIPerf 0.13.0."""
 
     auto_offset: bool = True
+    start_offset: NonNegativeInt | None = None
+    end_offset: NonNegativeInt | None = None
 
     needs_stop_condition = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.auto_offset and self.start_offset is not None:
+            raise ValueError("start_offset: needs auto_offset false (the replay starts at start_offset)")
+        if self.start_offset is not None and self.end_offset is not None and self.start_offset > self.end_offset:
+            raise ValueError(f"start_offset {self.start_offset}: after end_offset {self.end_offset}")
 
 
 Phase = ConcurrencyPhase | PoissonPhase | GammaPhase | ConstantPhase | UserCentricPhase | FixedSchedulePhase
@@ -541,9 +568,14 @@ class Artifacts(_Spec, frozen=True, kw_only=True):
     `user_files` are written into the folder before the run starts (`UserFile`); `trace`
     writes each request's HTTP trace into its profile_export.jsonl line (`trace_data`, AIPerf's
     export shape; `--export-http-trace`), `show_trace_timing` adds the HTTP trace timing table
-    to the console output (`--show-trace-timing`)."""
+    to the console output (`--show-trace-timing`). `prefix` (AIPerf's `--profile-export-prefix`)
+    also names every export `<prefix>.json`, `<prefix>.csv`, `<prefix>.jsonl`, `<prefix>_raw.jsonl`,
+    `<prefix>_timeslices.*`, `<prefix>_console.txt`, `<prefix>_gpu_telemetry.jsonl`,
+    `<prefix>_server_metrics.*` (`prefixed_exports`): hard links to the standard names, which stay
+    (the results server, plots and Kubernetes harvest read those)."""
 
     dir: Annotated[str, Meta(min_length=1)] = "artifacts"
+    prefix: Annotated[str, Meta(min_length=1, max_length=200, pattern=r"^[^/\\\s]+$")] | None = None
     keep_dataset: bool = False
     export_level: ExportLevel = "records"
     trace: bool = False
@@ -556,6 +588,38 @@ class Artifacts(_Spec, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.plot_required and not self.auto_plot:
             raise ValueError("plot_required: needs auto_plot")
+        if self.prefix is not None and (any(c in "/\\" or c.isspace() for c in self.prefix)):
+            raise ValueError(f"prefix {self.prefix!r}: a file name base, without / or spaces (e.g. run1)")
+        if self.prefix is not None and not prefix_base(self.prefix):
+            raise ValueError(f"prefix {self.prefix!r}: nothing left once the export suffix is taken off")
+
+
+PREFIXED_EXPORTS = {
+    "profile_export_aiperf.json": ".json", "profile_export_aiperf.csv": ".csv", "profile_export.jsonl": ".jsonl",
+    "profile_export_raw.jsonl": "_raw.jsonl", "profile_export_aiperf_timeslices.json": "_timeslices.json",
+    "profile_export_aiperf_timeslices.csv": "_timeslices.csv", "profile_export_console.txt": "_console.txt",
+    "gpu_telemetry_export.jsonl": "_gpu_telemetry.jsonl", "server_metrics_export.json": "_server_metrics.json",
+    "server_metrics_export.csv": "_server_metrics.csv", "server_metrics_export.jsonl": "_server_metrics.jsonl",
+}
+"""Each standard export file name and the suffix its `--profile-export-prefix` name takes (AIPerf 0.13.0's)."""
+
+_PREFIX_SUFFIXES = ("_server_metrics.parquet", "_server_metrics.jsonl", "_server_metrics.json", "_server_metrics.csv",
+                    "_network_latency.jsonl", "_gpu_telemetry.jsonl", "_timeslices.csv", "_timeslices.json",
+                    "_console.txt", "_raw.jsonl", ".parquet", ".csv", ".json", ".jsonl")
+
+
+def prefix_base(prefix: str) -> str:
+    """`prefix` less one known export suffix (AIPerf's: `run1_raw.jsonl` and `run1.json` are `run1`)."""
+    for suffix in _PREFIX_SUFFIXES:
+        if prefix.endswith(suffix):
+            return prefix[: -len(suffix)]
+    return prefix
+
+
+def prefixed_exports(prefix: str) -> dict[str, str]:
+    """Standard export name -> its name under `prefix` (`PREFIXED_EXPORTS`)."""
+    base = prefix_base(prefix)
+    return {name: base + suffix for name, suffix in PREFIXED_EXPORTS.items()}
 
 
 ServerMetricsFormat = Literal["json", "csv"]

@@ -82,9 +82,6 @@ UNBUILT: dict[str, Unbuilt] = {
     "endpoint.request_content_type": Unbuilt("only JSON request bodies are built", _is("application/json")),
     "endpoint.session_header": Unbuilt("a session affinity header is not built"),
     "endpoint.uuid_and_strip": Unbuilt("multimodal UUID stripping is not built"),
-    "endpoint.wait_for_model_timeout": Unbuilt("waiting for the model to be ready is not built"),
-    "endpoint.wait_for_model_interval": Unbuilt("waiting for the model to be ready is not built", lambda v: True),
-    "endpoint.wait_for_model_mode": Unbuilt("waiting for the model to be ready is not built", lambda v: True),
     "endpoint.reset_kv_cache": Unbuilt("KV-cache reset requests are not built"),
     "endpoint.server_profiler": Unbuilt("server profiler start/stop requests are not built"),
     "endpoint.auth_type": Unbuilt("SigV4 request signing is not built"),
@@ -136,8 +133,6 @@ UNBUILT: dict[str, Unbuilt] = {
     "phases[].seamless": Unbuilt("seamless phase transitions (no drain between phases) are not built"),
     "phases[].timing_mode": Unbuilt("timing-mode overrides are not built"),
     "phases[].failed_request_threshold": Unbuilt("aborting on a failed-request ratio is not built"),
-    "phases[].start_offset": Unbuilt("trace start/end offsets are not built"),
-    "phases[].end_offset": Unbuilt("trace start/end offsets are not built"),
     "phases[].trajectory_start_min_ratio": Unbuilt(_AGENTIC, lambda v: True),
     "phases[].trajectory_start_max_ratio": Unbuilt(_AGENTIC, lambda v: True),
     "phases[].burst_phase_starts": Unbuilt(_AGENTIC),
@@ -150,7 +145,6 @@ UNBUILT: dict[str, Unbuilt] = {
         "control_max", "scale_strategy_type", "scale_step_policy", "scale_base_step",
         "scale_max_step_multiplier", "scale_step_percent")},
     # -- artifacts -------------------------------------------------------------------------------
-    "artifacts.prefix": Unbuilt("renaming the export files is not built"),
     "artifacts.export_outputs_json": Unbuilt("outputs.json is not built"),
     # -- tokenizer, runtime, server metrics ------------------------------------------------------
     "tokenizer.revision": Unbuilt("tokenizers are read from local files, never downloaded", _is("main")),

@@ -144,8 +144,13 @@ class TimingManager:
         if len(conversations) == 0:
             conversations.close()
             raise UserError(f"dataset {dataset_dir} has no conversations; check the input file")
-        if any(isinstance(p, FixedSchedulePhase) for p in self._phases):
-            fixed_offsets_ns(conversations.timestamps())  # validates: every entry timed
+        for phase in self._phases:
+            if isinstance(phase, FixedSchedulePhase):  # validates: every entry timed, the window not empty
+                try:
+                    fixed_offsets_ns(conversations.timestamps(), start_ms=phase.start_offset, end_ms=phase.end_offset)
+                except UserError:
+                    conversations.close()
+                    raise
         if self._conversations is not None:
             self._conversations.close()
         self._conversations = conversations

@@ -86,20 +86,42 @@ def _ramped_offsets_ns(rate: float, mode: RateMode, smoothness: float, rng: rand
             t = boundary
 
 
-def fixed_offsets_ns(timestamps_ms: Sequence[float | None], *, auto_offset: bool = True) -> list[tuple[int, int]]:
-    """(offset ns from the earliest timestamp, or from 0 without `auto_offset`, conversation
-    index), in send order (stable for equal times). Raises `UserError` when a conversation has no
-    timestamp."""
+def fixed_offsets_ns(timestamps_ms: Sequence[float | None], *, auto_offset: bool = True,
+                     start_ms: float | None = None, end_ms: float | None = None) -> list[tuple[int, int]]:
+    """(offset ns from the schedule's zero, conversation index), in send order (stable for equal
+    times), of the conversations whose timestamp lies in [`start_ms`, `end_ms`] (either bound
+    None: open). The zero is the earliest kept timestamp (`auto_offset`), else `start_ms`, else 0
+    (AIPerf 0.13.0's trace window). Raises `UserError` when a conversation has no timestamp, or
+    when a window is given and no timestamp lies in it."""
     missing = [i for i, ts in enumerate(timestamps_ms) if ts is None or math.isnan(ts)]
     if missing:
         raise UserError(f"--fixed-schedule: {len(missing)} conversation(s) have no timestamp "
                         f"(first: #{missing[0]}); use a dataset with a timestamp on every entry")
     stamps = [float(ts) for ts in timestamps_ms if ts is not None]
-    if not stamps:
+    kept = [i for i, ts in enumerate(stamps) if (start_ms is None or ts >= start_ms) and (end_ms is None or ts <= end_ms)]
+    if not kept:
+        if stamps and (start_ms is not None or end_ms is not None):
+            raise UserError(f"--fixed-schedule-start-offset/--fixed-schedule-end-offset: no trace timestamp lies in "
+                            f"[{_ms(start_ms)}, {_ms(end_ms)}] ms (the trace spans {min(stamps):g}..{max(stamps):g} ms)")
         return []
-    base = min(stamps) if auto_offset else 0.0
-    order = sorted(range(len(stamps)), key=lambda i: stamps[i])
+    base = schedule_zero_ms(stamps, auto_offset=auto_offset, start_ms=start_ms, end_ms=end_ms)
+    order = sorted(kept, key=lambda i: stamps[i])
     return [(round((stamps[i] - base) * 1_000_000), i) for i in order]
+
+
+def schedule_zero_ms(timestamps_ms: Sequence[float | None], *, auto_offset: bool = True,
+                     start_ms: float | None = None, end_ms: float | None = None) -> float:
+    """The trace time (ms) a fixed schedule replays at the phase start: the earliest timestamp
+    in the window (`auto_offset`), else `start_ms`, else 0."""
+    if not auto_offset:
+        return 0.0 if start_ms is None else float(start_ms)
+    kept = [float(ts) for ts in timestamps_ms if ts is not None and not math.isnan(ts)
+            and (start_ms is None or ts >= start_ms) and (end_ms is None or ts <= end_ms)]
+    return min(kept, default=0.0)
+
+
+def _ms(bound: float | None) -> str:
+    return "-" if bound is None else f"{bound:g}"
 
 
 def percentile(sorted_values: Sequence[int], q: float) -> int:

@@ -35,7 +35,7 @@ from aiperf.config import (
 from aiperf.issuing.issuer import CreditIssuer
 from aiperf.issuing.ledger import InFlight
 from aiperf.issuing.ports import TurnTiming
-from aiperf.issuing.schedule import NS_PER_S, RateMode, arrival_offsets_ns, fixed_offsets_ns
+from aiperf.issuing.schedule import NS_PER_S, RateMode, arrival_offsets_ns, fixed_offsets_ns, schedule_zero_ms
 
 
 class Strategy(Protocol):
@@ -50,8 +50,9 @@ def strategy_for(phase: Phase, *, seed: int | None) -> Strategy:
     if isinstance(phase, ConcurrencyPhase):
         return ClosedLoop(users=phase.concurrency, ramp_s=ramp_s)
     if isinstance(phase, FixedSchedulePhase):
-        return Paced(fixed=True, arrivals=TraceArrivals(auto_offset=phase.auto_offset), auto_offset=phase.auto_offset,
-                     cap_ramp_s=ramp_s)
+        window = {"start_ms": phase.start_offset, "end_ms": phase.end_offset}
+        return Paced(fixed=True, arrivals=TraceArrivals(auto_offset=phase.auto_offset, **window),
+                     auto_offset=phase.auto_offset, cap_ramp_s=ramp_s, **window)
     if isinstance(phase, UserCentricPhase):
         return UserCentric(users=phase.users, rate=phase.rate)
     assert isinstance(phase, RatePhase)
@@ -154,14 +155,16 @@ class Arrivals(Protocol):
 
 
 class TraceArrivals:
-    """Arrivals of a fixed-schedule phase: the trace timestamps (`UserError` when one is missing),
-    relative to the earliest (`auto_offset`) or to 0."""
+    """Arrivals of a fixed-schedule phase: the trace timestamps in the window [`start_ms`,
+    `end_ms`] (`UserError` when one is missing), relative to the earliest (`auto_offset`), to
+    `start_ms`, or to 0 (`fixed_offsets_ns`)."""
 
-    def __init__(self, *, auto_offset: bool) -> None:
-        self._auto_offset = auto_offset
+    def __init__(self, *, auto_offset: bool, start_ms: float | None = None, end_ms: float | None = None) -> None:
+        self._auto_offset, self._start_ms, self._end_ms = auto_offset, start_ms, end_ms
 
     def __call__(self, count: int, stamps: list[float | None], /) -> Iterator[tuple[int, int]]:
-        return iter(fixed_offsets_ns(stamps, auto_offset=self._auto_offset))
+        return iter(fixed_offsets_ns(stamps, auto_offset=self._auto_offset, start_ms=self._start_ms,
+                                     end_ms=self._end_ms))
 
 
 class RateArrivals:
@@ -189,8 +192,9 @@ class Paced:
     with `auto_offset`)."""
 
     def __init__(self, *, fixed: bool, arrivals: Arrivals, auto_offset: bool = True,
-                 cap_ramp_s: float | None = None) -> None:
+                 cap_ramp_s: float | None = None, start_ms: float | None = None, end_ms: float | None = None) -> None:
         self.fixed, self._arrivals, self._auto_offset = fixed, arrivals, auto_offset
+        self._start_ms, self._end_ms = start_ms, end_ms
         self._cap_ramp_s = cap_ramp_s
 
     async def run(self, issuer: CreditIssuer) -> None:
@@ -226,7 +230,7 @@ class Paced:
     async def _follow_up(self, issuer: CreditIssuer, entry: InFlight, turns: Sequence[TurnTiming],
                          t0: int, stamps: list[float | None]) -> None:
         ledger = issuer.ledger
-        base_ms = min((t for t in stamps if t is not None), default=0.0) if self._auto_offset else 0.0
+        base_ms = schedule_zero_ms(stamps, auto_offset=self._auto_offset, start_ms=self._start_ms, end_ms=self._end_ms)
         for turn in range(1, len(turns)):
             await entry.done.wait()
             if entry.outcome == "lost":

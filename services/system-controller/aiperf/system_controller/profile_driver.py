@@ -36,6 +36,7 @@ from aiperf.metrics import RAW_JSONL, RawPartMismatch, join_parts
 from aiperf.runtime import CommandError
 from aiperf.runtime.control_server import ControlServer
 from aiperf.system_controller.plan import plan_services
+from aiperf.system_controller.readiness import NotReady, wait_for_model
 from aiperf.system_controller.service import RunFailed
 
 log = structlog.get_logger("aiperf.system_controller.profile")
@@ -113,6 +114,11 @@ class ProfileDriver:
                     cancelled: anyio.Event) -> SystemState:
         self._control = control
         timeout = self._config.runtime.command_timeout_s
+        benchmark = self._config.benchmark
+        try:
+            await wait_for_model(benchmark.endpoint, list(benchmark.models))
+        except NotReady as exc:
+            raise RunFailed(str(exc)) from None
         await self._configure(control)
         if self._before_start is not None:
             await self._before_start()

@@ -4,10 +4,13 @@ system-controller's own entry point (Kubernetes), so both report the same way.""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 
 from aiperf.config import RunConfig
+from aiperf.config.benchmark import prefixed_exports
 from aiperf.config.markers import END_MARKER, READY_MARKER
 from aiperf.messages import Finalized, SystemState
 from aiperf.metrics import RAW_JSONL, write_atomic
@@ -51,6 +54,12 @@ def report(config: RunConfig, verdict: Verdict, outcome: ProfileOutcome) -> int:
         return 1
     if results is not None and verdict.state in (SystemState.DONE, SystemState.CANCELLED):
         try:
+            link_prefixed_exports(config)
+        except OSError as exc:
+            print(f"error: cannot name the exports with --profile-export-prefix in {config.artifact_dir}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
+            return 1
+        try:
             _write_ready_marker(config, verdict)
         except OSError as exc:
             print(f"error: cannot write the results-ready marker in {config.artifact_dir}: "
@@ -75,6 +84,28 @@ def _all_failed_hint(config: RunConfig, results: Finalized | None) -> str | None
     if codes <= {401, 403}:
         return "every request was refused (HTTP 401/403): check --api-key and --header"
     return None
+
+
+def link_prefixed_exports(config: RunConfig) -> list[str]:
+    """With `artifacts.prefix` (`--profile-export-prefix`): each export written under its
+    standard name also gets its prefixed name (`prefixed_exports`), a hard link (a copy where
+    links are not possible); returns the names made. Raises `OSError`."""
+    prefix = config.benchmark.artifacts.prefix
+    if prefix is None:
+        return []
+    made = []
+    folder = Path(config.artifact_dir)
+    for standard, prefixed in prefixed_exports(prefix).items():
+        source, target = folder / standard, folder / prefixed
+        if not source.is_file() or source == target:
+            continue
+        target.unlink(missing_ok=True)
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+        made.append(prefixed)
+    return made
 
 
 def _write_ready_marker(config: RunConfig, verdict: Verdict) -> None:
