@@ -12,7 +12,7 @@ from aiperf.cli.main import main
 from aiperf.cli.profile_args import FlagError
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 from aiperf.cli.sweep_options import SWEEPABLE, MultiRunFlags, prepare_profile_argv, sweep_parameters
-from aiperf.cli.sweep_run import plan_setup, run_benchmark_of, wants_plan
+from aiperf.cli.sweep_run import link_aiperf_layout, plan_setup, run_benchmark_of, wants_plan
 from aiperf.config import ConfigError, PhaseKind, PoissonPhase
 
 SWEEP_YAML = """\
@@ -63,6 +63,24 @@ def test_a_cli_sweep_plans_each_variation_with_the_flag_semantics() -> None:
     second = run_benchmark_of(setup, later)
     assert second.warmup is None and second.random_seed == 42
     assert second.artifacts.dir == "/tmp/x/profile_runs/trial_0002/request_rate_2.0"
+
+
+def test_aiperfs_folders_link_to_ours_after_a_sweep(tmp_path: Path) -> None:
+    """AIPerf 0.13.0 writes a one-trial sweep's runs in `<label>/` and its aggregate in
+    `sweep_aggregate/`: links there reach our folders (relative, so the tree can move); a path
+    that exists already and a folder never written are left alone."""
+    multi = MultiRunFlags(sweep_values=["concurrency=1,2"])
+    setup = plan_setup(ProfileFlags(model=["m"]), LocalFlags(ui="none", artifact_dir=str(tmp_path)), multi,
+                       config_file=None)
+    for run in setup.plan.runs:
+        (tmp_path / run.artifact_subdir).mkdir(parents=True)
+        (tmp_path / run.artifact_subdir / "profile_export_aiperf.json").write_text(run.artifact_subdir)
+    (tmp_path / "concurrency_2").mkdir()  # something of the user's: kept
+    assert link_aiperf_layout(setup) == ["concurrency_1"]  # no aggregate folder was written
+    assert (tmp_path / "concurrency_1" / "profile_export_aiperf.json").read_text() == \
+        "profile_runs/trial_0001/concurrency_1"
+    assert not Path((tmp_path / "concurrency_1").readlink()).is_absolute()
+    assert not (tmp_path / "concurrency_2").is_symlink() and not (tmp_path / "sweep_aggregate").exists()
 
 
 def test_a_config_sweep_and_flags_combine(tmp_path: Path) -> None:

@@ -111,11 +111,7 @@ LINES: dict[str, str] = {
 CI = ("closed-loop", "warmup-count", "multi-turn", "trace-replay", "goodput")
 """The quick subset (`AIPERF_COMMAND_MATRIX=quick`)."""
 
-GAPS = {
-    "sweep": "layout: AIPerf 0.13.0's CLI sweep writes DIR/concurrency_N/ and DIR/sweep_aggregate/, "
-             "ours DIR/profile_runs/trial_0001/concurrency_N/ and DIR/aggregate/sweep_aggregate/",
-    "multi-run": "layout: AIPerf 0.13.0 writes DIR/profile_runs/run_000N/, ours DIR/profile_runs/trial_000N/",
-}
+GAPS: dict[str, str] = {}
 """Lines that show a difference not fixed yet (strict xfail: a fix makes them fail until removed)."""
 
 SELECTED = [pytest.param(line, marks=pytest.mark.xfail(reason=GAPS[line], strict=True)) if line in GAPS else line
@@ -132,12 +128,15 @@ what a line measures."""
 class Side:
     """One tool's run of a line: exit code, output tail, the requests its mock received, each
     run folder's summary (`profile_export_aiperf.json`, or the `--profile-export-prefix` name)
-    by path relative to the artifact dir, and the prefixed file names written."""
+    by path relative to the artifact dir (ours: read at AIPerf's paths, where a sweep or repeated
+    runs leave links to our folders), how many run folders it wrote, and the prefixed file
+    names written."""
 
     code: int
     tail: str
     served: int
     exports: dict[str, dict[str, Any]]
+    runs: int
     prefixed: list[str]
 
 
@@ -165,11 +164,21 @@ def _served(url: str) -> int:
         return int(json.loads(answer.read())["requests"])
 
 
+def _summary_name(line: str) -> str:
+    return f"{PREFIX}.json" if "--profile-export-prefix" in LINES[line] else "profile_export_aiperf.json"
+
+
 def _exports(artifacts: Path, line: str) -> dict[str, dict[str, Any]]:
-    """Each run folder's summary (AIPerf's per-phase `phases/<phase>/` copies left out: not built)."""
-    name = f"{PREFIX}.json" if "--profile-export-prefix" in LINES[line] else "profile_export_aiperf.json"
+    """Each run folder's summary (AIPerf's per-phase `phases/<phase>/` copies left out: not built;
+    folders reached through links are not searched)."""
     return {str(p.parent.relative_to(artifacts)): json.loads(p.read_text())
-            for p in sorted(artifacts.rglob(name)) if "phases" not in p.parts}
+            for p in sorted(artifacts.rglob(_summary_name(line))) if "phases" not in p.parts}
+
+
+def _exports_at(artifacts: Path, line: str, folders: list[str]) -> dict[str, dict[str, Any]]:
+    """The summaries at `folders` (AIPerf's run folders) under `artifacts`, where there is one."""
+    found = {folder: artifacts / folder / _summary_name(line) for folder in folders}
+    return {folder: json.loads(path.read_text()) for folder, path in found.items() if path.is_file()}
 
 
 def _prefixed(artifacts: Path) -> list[str]:
@@ -225,10 +234,11 @@ def _run_line(setting: Setting, line: str, attempt: str) -> tuple[Side, Side]:
     theirs = setting.oracle.run("profile", *_argv(line, theirs_url, tokenizer, files), "--artifact-dir",
                                 str(theirs_dir), cwd=work, timeout=300, env=AIPERF_ENV)
     ours_out, _ = ours.communicate(timeout=300)
+    their_exports = _exports(theirs_dir, line)
     return (Side(theirs.returncode, (theirs.stdout + theirs.stderr)[-3000:], _served(theirs_url) - before[0],
-                 _exports(theirs_dir, line), _prefixed(theirs_dir)),
-            Side(ours.returncode, ours_out[-3000:], _served(ours_url) - before[1], _exports(ours_dir, line),
-                 _prefixed(ours_dir)))
+                 their_exports, len(their_exports), _prefixed(theirs_dir)),
+            Side(ours.returncode, ours_out[-3000:], _served(ours_url) - before[1],
+                 _exports_at(ours_dir, line, list(their_exports)), len(_exports(ours_dir, line)), _prefixed(ours_dir)))
 
 
 def _stat(export: dict[str, Any], tag: str, stat: str) -> float | None:
@@ -243,6 +253,7 @@ def _same_counts(line: str, theirs: Side, ours: Side) -> None:
     assert ours.code == 0, f"ours failed on {line}: {ours.tail}"
     assert ours.served == theirs.served, (ours.served, theirs.served)
     assert list(ours.exports) == list(theirs.exports), (list(ours.exports), list(theirs.exports))
+    assert ours.runs == theirs.runs, (ours.runs, theirs.runs)
     assert ours.prefixed == theirs.prefixed
     for folder, expected in theirs.exports.items():
         got = ours.exports[folder]

@@ -189,6 +189,7 @@ def run_sweep(flags: ProfileFlags, local: LocalFlags, multi: MultiRunFlags, *, c
             return outcome.exit_code
     try:
         write_aggregates(setup, outcomes)
+        link_aiperf_layout(setup)
     except OSError as exc:
         print(f"error: cannot write the aggregates in {setup.artifact_dir}: {exc.strerror or exc}", file=sys.stderr)
         return 1
@@ -225,6 +226,22 @@ def write_aggregates(setup: SweepSetup, outcomes: dict[str, RunOutcome]) -> None
     write_json(path.with_suffix(".json"), sweep)
     path.with_suffix(".csv").write_text(sweep_csv(sweep))
     print("\n" + sweep_table(sweep))
+
+
+def link_aiperf_layout(setup: SweepSetup) -> list[str]:
+    """Relative symlinks at AIPerf 0.13.0's paths to the folders this plan wrote
+    (`Plan.aiperf_aliases`), so scripts written for AIPerf's layout find the same files; an
+    alias whose path exists already, or whose folder was not written, is skipped. Returns the
+    aliases made; raises `OSError` when one cannot be made."""
+    made = []
+    for alias, target in setup.plan.aiperf_aliases().items():
+        link, folder = setup.artifact_dir / alias, setup.artifact_dir / target
+        if link.exists() or link.is_symlink() or not folder.is_dir():
+            continue
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(folder, link.parent), target_is_directory=True)
+        made.append(alias)
+    return made
 
 
 def sweep_table(doc: dict[str, Any]) -> str:

@@ -61,6 +61,19 @@ def test_plan_without_a_sweep() -> None:
     assert plan.runs_of(None) == plan.runs
 
 
+def test_aiperf_aliases_name_aiperfs_folders_where_ours_differ() -> None:
+    sweep = variations({"concurrency": [1, 2]}, SweepType.GRID)
+    assert build_plan(variations=sweep, multi_run=MultiRun(num_runs=1)).aiperf_aliases() == {
+        "sweep_aggregate": "aggregate/sweep_aggregate",
+        "concurrency_1": "profile_runs/trial_0001/concurrency_1",
+        "concurrency_2": "profile_runs/trial_0001/concurrency_2"}
+    # several trials of a sweep: AIPerf's REPEATED layout is ours; only its aggregate folder differs
+    assert build_plan(variations=sweep, multi_run=MultiRun(num_runs=2)).aiperf_aliases() == {
+        "sweep_aggregate": "aggregate/sweep_aggregate"}
+    assert build_plan(variations=[], multi_run=MultiRun(num_runs=2)).aiperf_aliases() == {
+        "profile_runs/run_0001": "profile_runs/trial_0001", "profile_runs/run_0002": "profile_runs/trial_0002"}
+
+
 def test_seeds() -> None:
     assert trial_seed(3, None, MultiRun()) == DEFAULT_SEED
     assert trial_seed(3, 7, MultiRun()) == 7

@@ -218,6 +218,20 @@ class Plan:
         """`aggregate/<label>` (a sweep) or `aggregate` (repeated runs of one benchmark)."""
         return "aggregate" if variation is None else f"aggregate/{variation.label}"
 
+    def aiperf_aliases(self) -> dict[str, str]:
+        """Where AIPerf 0.13.0 puts what this plan writes, where that differs (alias -> our
+        folder, both relative to the artifact dir): a sweep of one trial writes each variation
+        in `<label>/` and the sweep aggregate in `sweep_aggregate/`; repeated runs without a
+        sweep write `profile_runs/run_000N/`. (A sweep of several trials has our layout.)"""
+        aliases: dict[str, str] = {}
+        if self.variations:
+            aliases["sweep_aggregate"] = "aggregate/sweep_aggregate"
+            if self.multi_run.num_runs == 1:
+                aliases.update({r.variation.label: r.artifact_subdir for r in self.runs if r.variation is not None})
+        elif self.multi_run.num_runs > 1:
+            aliases.update({f"profile_runs/run_{r.trial:04d}": r.artifact_subdir for r in self.runs})
+        return aliases
+
     def runs_of(self, variation: Variation | None) -> list[PlannedRun]:
         """The trials of `variation`, in trial order."""
         return [r for r in self.runs if r.variation == variation]
