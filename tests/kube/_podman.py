@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import yaml
 
 from aiperf.cli.benchmark_flags import build_benchmark
@@ -99,6 +100,15 @@ def podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
         raise RuntimeError(f"podman {' '.join(args)} failed ({result.returncode}): "
                            f"{result.stderr.strip()[-2000:]}")
     return result
+
+
+PODMAN_E2E = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.environ.get("AIPERF_PODMAN_E2E") != "1",
+                       reason="plays real pods under podman: set AIPERF_PODMAN_E2E=1 after building the "
+                              "images (tests/kube/run_podman_e2e.sh does both)"),
+]
+"""The marks of every test module of the podman tier (`pytestmark = PODMAN_E2E`)."""
 
 
 def missing_images() -> list[str]:

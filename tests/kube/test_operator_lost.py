@@ -30,7 +30,7 @@ from kube._operator import (
     status,
     terminal,
 )
-from kube._podman import missing_images, podman
+from kube._podman import PODMAN_E2E, podman
 
 from aiperf.crd.model import JOB_KIND
 from aiperf.kube.containers import CONTROL_PLANE_CONTAINER
@@ -39,29 +39,11 @@ from aiperf.kuberun.status_push import HEARTBEAT_ANNOTATION
 from aiperf.operator.startup import StartupThresholds
 from aiperf.testing.fake_kube import FakeKube
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.anyio,
-    pytest.mark.skipif(os.environ.get("AIPERF_PODMAN_E2E") != "1",
-                       reason="plays real pods under podman: set AIPERF_PODMAN_E2E=1 after building the "
-                              "images (tests/kube/run_podman_e2e.sh does both)"),
-]
+pytestmark = [*PODMAN_E2E, pytest.mark.anyio]
 HEARTBEAT_LOST_S = 60.0
 """The watchdog's bound in these tests: the controller pushes its status every 5 s, but on the
 loaded 2-core CI host a controller still starting its services was seen silent for over 15 s
 (the operator's default is 120 s)."""
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _images() -> None:
-    missing = missing_images()
-    if missing:
-        pytest.fail(f"AIPERF_PODMAN_E2E=1 but images are missing: {', '.join(missing)}")
 
 
 def submit(kube: FakeKube, name: str, *, requests: int, **spec: object) -> None:

@@ -31,7 +31,7 @@ from kube._operator import (
     status,
     terminal,
 )
-from kube._podman import MOCK_ALIAS, MOCK_PORT, missing_images, podman
+from kube._podman import MOCK_ALIAS, MOCK_PORT, PODMAN_E2E, podman
 
 from aiperf.cli.main import main
 from aiperf.crd.model import JOB_KIND, SWEEP_KIND
@@ -42,25 +42,7 @@ from aiperf.results.index import ResultsIndex
 from aiperf.testing.fake_kube import FakeKube
 from aiperf.testing.fake_kube_select import Selector
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.anyio,
-    pytest.mark.skipif(os.environ.get("AIPERF_PODMAN_E2E") != "1",
-                       reason="plays real pods under podman: set AIPERF_PODMAN_E2E=1 after building the "
-                              "images (tests/kube/run_podman_e2e.sh does both)"),
-]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _images() -> None:
-    missing = missing_images()
-    if missing:
-        pytest.fail(f"AIPERF_PODMAN_E2E=1 but images are missing: {', '.join(missing)}")
+pytestmark = [*PODMAN_E2E, pytest.mark.anyio]
 
 
 @pytest.mark.timeout(900)

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 import pytest
-from kube._podman import STARTUP_S, PodRun, missing_images
+from kube._podman import PODMAN_E2E, STARTUP_S, PodRun
 
 from aiperf.cli.profile_options import LocalFlags, ProfileFlags
 from aiperf.config import RuntimeOptions
@@ -29,20 +29,7 @@ MOCK = ("--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "16")
 ITL_TOLERANCE_MS = 1.0
 TTFT_TOLERANCE_MS = 10.0
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.environ.get("AIPERF_PODMAN_E2E") != "1",
-                       reason="plays real pods under podman: set AIPERF_PODMAN_E2E=1 after building the "
-                              "images (tests/kube/run_podman_e2e.sh does both)"),
-]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _images() -> None:
-    missing = missing_images()
-    if missing:
-        pytest.fail(f"AIPERF_PODMAN_E2E=1 but images are missing: {', '.join(missing)} "
-                    "(run scripts/images/ci.sh and ./pants package mock:image)")
+pytestmark = PODMAN_E2E
 
 
 def _no_results_hint(run_log: str) -> str:
