@@ -14,7 +14,6 @@ Opt-in like test_operator_pods.py (AIPERF_PODMAN_E2E=1 after the images are buil
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

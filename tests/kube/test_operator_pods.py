@@ -11,7 +11,6 @@ Opt-in like test_podman_pods.py (AIPERF_PODMAN_E2E=1 after the images are built)
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 

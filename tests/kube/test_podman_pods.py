@@ -16,7 +16,6 @@ TCP connection instead of loopback, and the worker container runs under a 500m C
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
