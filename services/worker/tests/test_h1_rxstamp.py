@@ -45,9 +45,14 @@ def _pair() -> tuple[socket.socket, socket.socket]:
     return client, server
 
 
+UNTIL_S = 30.0
+"""Deadline of `_until`: a condition the loop never meets fails the test, it does not hang it."""
+
+
 async def _until(condition: object) -> None:
-    while not condition():  # type: ignore[operator]
-        await asyncio.sleep(0)
+    async with asyncio.timeout(UNTIL_S):
+        while not condition():  # type: ignore[operator]
+            await asyncio.sleep(0)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="kernel receive timestamps are Linux's")
