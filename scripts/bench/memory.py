@@ -30,21 +30,55 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import psutil
 
 MIB = 1 << 20
 
 
-def _tree_rss(root: psutil.Process) -> int:
-    total = 0
-    for p in [root, *root.children(recursive=True)]:
+class RunPeaks:
+    """Peak RSS over time of a process tree: summed, and per service (the module after
+    `aiperf.boot` in a service's command line; the largest instance of each)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.by_service: dict[str, int] = {}
+
+    def sample(self, root: psutil.Process) -> None:
+        total = 0
+        for p in [root, *root.children(recursive=True)]:
+            try:
+                rss, cmd = p.memory_info().rss, p.cmdline()
+            except psutil.Error:
+                continue
+            total += rss
+            name = "zygote" if "--zygote" in cmd else next(
+                (c.removeprefix("aiperf.").removesuffix(".main") for c in cmd if c.endswith(".main")), "cli")
+            self.by_service[name] = max(self.by_service.get(name, 0), rss)
+        self.total = max(self.total, total)
+
+
+def watch_run(proc: subprocess.Popen[bytes], output: IO[bytes] | None, sample: Callable[[], None]) -> str:
+    """Call `sample` every 50 ms until `proc` exits (a vanished process between two calls is
+    skipped), reading its `output` pipe meanwhile (a full pipe would stall it); that output's
+    text. `SystemExit` naming the failure when `proc` exits non-zero."""
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.append(output.read() if output else b""))
+    reader.start()
+    while proc.poll() is None:
         try:
-            total += p.memory_info().rss
+            sample()
         except psutil.Error:
             pass
-    return total
+        time.sleep(0.05)
+    reader.join()
+    text = b"".join(chunks).decode(errors="replace")
+    if proc.returncode:
+        raise SystemExit(f"aiperf profile failed ({proc.returncode}): {text[-2000:]}")
+    return text
 
 
 def profile_peak(url: str, count: int, artifacts: str) -> tuple[int, float]:
@@ -54,20 +88,9 @@ def profile_peak(url: str, count: int, artifacts: str) -> tuple[int, float]:
            "--artifact-dir", artifacts, "--ui", "none"]
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    root, peak = psutil.Process(proc.pid), 0
-    stderr: list[bytes] = []
-    reader = threading.Thread(target=lambda: stderr.append(proc.stderr.read() if proc.stderr else b""))
-    reader.start()
-    while proc.poll() is None:
-        try:
-            peak = max(peak, _tree_rss(root))
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
-    reader.join()
-    if proc.returncode:
-        raise SystemExit(f"aiperf profile failed ({proc.returncode}): {b''.join(stderr).decode()[-2000:]}")
-    return peak, time.monotonic() - started
+    root, peaks = psutil.Process(proc.pid), RunPeaks()
+    watch_run(proc, proc.stderr, lambda: peaks.sample(root))
+    return peaks.total, time.monotonic() - started
 
 
 def run_profile(counts: list[int]) -> None:

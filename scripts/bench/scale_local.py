@@ -29,35 +29,13 @@ import json
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import psutil
+from memory import RunPeaks, watch_run
 
 MIB = 1 << 20
-
-
-class RunPeaks:
-    """Peak RSS over time of a process tree: summed, and per service (the module after
-    `aiperf.boot` in a service's command line; the largest instance of each)."""
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.by_service: dict[str, int] = {}
-
-    def sample(self, root: psutil.Process) -> None:
-        total = 0
-        for p in [root, *root.children(recursive=True)]:
-            try:
-                rss, cmd = p.memory_info().rss, p.cmdline()
-            except psutil.Error:
-                continue
-            total += rss
-            name = "zygote" if "--zygote" in cmd else next(
-                (c.removeprefix("aiperf.").removesuffix(".main") for c in cmd if c.endswith(".main")), "cli")
-            self.by_service[name] = max(self.by_service.get(name, 0), rss)
-        self.total = max(self.total, total)
 
 
 def profile(url: str, args: list[str], artifacts: str) -> tuple[RunPeaks, float, dict[str, dict[str, float]]]:
@@ -67,20 +45,9 @@ def profile(url: str, args: list[str], artifacts: str) -> tuple[RunPeaks, float,
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     root, peaks = psutil.Process(proc.pid), RunPeaks()
-    stderr: list[bytes] = []
-    reader = threading.Thread(target=lambda: stderr.append(proc.stdout.read() if proc.stdout else b""))
-    reader.start()
-    while proc.poll() is None:
-        try:
-            peaks.sample(root)
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
-    reader.join()
-    if proc.returncode:
-        raise SystemExit(f"aiperf profile failed ({proc.returncode}): {b''.join(stderr).decode()[-2000:]}")
+    output = watch_run(proc, proc.stdout, lambda: peaks.sample(root))
     summary = json.loads((Path(artifacts) / "profile_export_aiperf.json").read_text())
-    for line in b"".join(stderr).decode(errors="replace").splitlines():
+    for line in output.splitlines():
         if line.startswith(("CLIENT SATURATED", "client overhead")):
             print(f"  aiperf: {line}")
     return peaks, time.monotonic() - started, summary
