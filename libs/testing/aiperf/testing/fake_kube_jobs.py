@@ -261,11 +261,7 @@ class JobLayer:
                     "name": name, "namespace": ns, "labels": {**(template.get("metadata") or {}).get("labels", {}),
                                                               **labels},
                     "ownerReferences": [controller_reference(jobset)]}}
-                try:
-                    self._store.create(JOBS, ns, job)
-                    created += 1
-                except ApiError as exc:
-                    created += self._failed(jobset, "JobSet", "FailedCreateJob", exc)
+                created += self._create(JOBS, job, owner=jobset, kind="JobSet", reason="FailedCreateJob")
         return created
 
     def _ensure_pods(self, job: Obj) -> int:
@@ -284,12 +280,17 @@ class JobLayer:
                 "labels": {**(pod_meta.get("labels") or {}), COMPLETION_INDEX: str(index)},
                 "annotations": {**(pod_meta.get("annotations") or {}), COMPLETION_INDEX: str(index)},
                 "ownerReferences": [controller_reference(job)]}}
-            try:
-                self._store.create(PODS, ns, pod)
-                created += 1
-            except ApiError as exc:
-                created += self._failed(job, "Job", "FailedCreate", exc)
+            created += self._create(PODS, pod, owner=job, kind="Job", reason="FailedCreate")
         return created
+
+    def _create(self, info: KindInfo, obj: Obj, *, owner: Obj, kind: str, reason: str) -> int:
+        """Create `obj` through admission, or record its refusal (`_failed`); 1 when it or a new
+        refusal Event was written (a change), else 0."""
+        try:
+            self._store.create(info, obj["metadata"]["namespace"], obj)
+            return 1
+        except ApiError as exc:
+            return self._failed(owner, kind, reason, exc)
 
     def _failed(self, owner: Obj, kind: str, reason: str, exc: ApiError) -> int:
         """Record the refusal as a Warning Event on `owner`, once per distinct message (the
