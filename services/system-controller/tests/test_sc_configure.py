@@ -158,12 +158,14 @@ async def test_before_start_holds_the_first_phase_until_it_returns(router: FakeR
     states: list[SystemState] = []
     release = anyio.Event()
     seen_at_wait: list[int] = []
+    waiting, finished = anyio.Event(), anyio.Event()
 
     async def set_state(state: SystemState) -> None:
         states.append(state)
 
     async def before_start() -> None:
         seen_at_wait.append(len(router.sent))
+        waiting.set()
         await release.wait()
 
     async with anyio.create_task_group() as tg:
@@ -175,18 +177,17 @@ async def test_before_start_holds_the_first_phase_until_it_returns(router: FakeR
         async def drive() -> None:
             done.append(await ProfileDriver(config=config(kubernetes=False), before_start=before_start)
                         .drive(control, set_state, anyio.Event()))
+            finished.set()
 
         tg.start_soon(drive)
         with anyio.fail_after(5):
-            while not seen_at_wait:
-                await anyio.sleep(0.01)
+            await waiting.wait()
         await anyio.wait_all_tasks_blocked()
         assert states == [] and not any(isinstance(c, ProfileStart) for _, c in router.sent)
         assert sum(isinstance(c, ProfileConfigure) for _, c in router.sent[:seen_at_wait[0]]) > 0
         release.set()
         with anyio.fail_after(5):
-            while not done:
-                await anyio.sleep(0.01)
+            await finished.wait()
         tg.cancel_scope.cancel()
     assert done == [SystemState.DONE] and states[0] is SystemState.READY
 
