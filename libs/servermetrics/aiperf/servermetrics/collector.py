@@ -164,7 +164,7 @@ class ServerMetricsCollector:
         if phase is None or phase.end_round is not None:
             return
         phase.end_ns = self._wall()
-        answered = {url for r in self.rounds for url, got in r.results.items() if isinstance(got, dict)}
+        answered = {url for url, info in self.info.items() if info.fetches > info.failures}
         for _ in range(END_ATTEMPTS):
             phase.end_round = await self.scrape()
             if all(isinstance(got, dict) for url, got in self.rounds[phase.end_round].results.items()
