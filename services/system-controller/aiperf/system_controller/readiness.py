@@ -37,7 +37,6 @@ log = structlog.get_logger("aiperf.system_controller.readiness")
 
 PROMPT = "Lo"
 """The probe's prompt (AIPerf's)."""
-DEFAULT_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "embeddings": "/v1/embeddings"}
 MIN_REQUEST_TIMEOUT_S = {"models": 5.0, "inference": 30.0}
 """Floors of one probe request's timeout (AIPerf's): max(interval, floor), capped by the time left."""
 
@@ -88,12 +87,14 @@ def probe_headers(env: Mapping[str, str]) -> dict[str, str]:
 
 def inference_probe(endpoint: Endpoint, model: str, index: int) -> tuple[str, bytes]:
     """The request URL and JSON body of the one-token probe of URL `index`."""
+    from aiperf.endpoints import path_of  # the endpoint kinds' default paths (the worker's too)
+
     kind = str(endpoint.type)
     body: dict[str, Any] = {"input": PROMPT} if kind == "embeddings" else (
         {"prompt": PROMPT, "max_tokens": 1} if kind == "completions" else
         {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1})
     body["model"] = model
-    return endpoint.request_url(DEFAULT_PATHS.get(kind, DEFAULT_PATHS["chat"]), index), json.dumps(body).encode()
+    return endpoint.request_url(path_of(kind), index), json.dumps(body).encode()
 
 
 def models_url(endpoint: Endpoint, index: int) -> str:
