@@ -123,7 +123,8 @@ class ServerMetricsCollector:
                 text = await self._fetch(url, timeout_s=self._timeout)
             results[url] = parse_metrics(text)
         except (OSError, TimeoutError, FetchError, ExpositionError) as exc:
-            why = str(exc) or type(exc).__name__
+            # The socket's timeout ("timed out") and ours (an empty TimeoutError) race: one word.
+            why = "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
             results[url] = info.last_error = why
             info.failures += 1
             if url not in self._warned:
