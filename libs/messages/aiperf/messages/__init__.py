@@ -64,6 +64,15 @@ from aiperf.messages.events import (
     WorkerGroupReady,
     topic_of,
 )
+from aiperf.messages.pods import (
+    PodCancel,
+    PodCounts,
+    PodDownstream,
+    PodHello,
+    PodPhaseStart,
+    PodReport,
+    PodUpstream,
+)
 from aiperf.messages.load import LAG_BUCKETS, ClientLoad, lag_bucket, lag_bucket_upper_ns
 from aiperf.messages.records import (
     ErrorDetails,
@@ -76,6 +85,7 @@ from aiperf.messages.records import (
 )
 
 __all__ = [
+    "PodCancel", "PodCounts", "PodDownstream", "PodHello", "PodPhaseStart", "PodReport", "PodUpstream",
     "LAG_BUCKETS", "ClientLoad", "lag_bucket", "lag_bucket_upper_ns",
     "Ack", "BuildDataset", "CancelCredits", "Command", "CommandFailed", "Credit", "CreditAudit", "CreditChannel",
     "CreditReturn", "CreditReturnChannel", "CreditUpstream", "CreditsLost", "DatasetBuilt",
