@@ -88,10 +88,12 @@ def pod_counts(requests: int, rate: float, elapsed: float) -> PodCounts:
     return PodCounts(issued=issued, ok=done - failed, failed=failed, in_flight=issued - done)
 
 
-def fake_pods(pods_ep: str, first: int, count: int, go: mp.synchronize.Event, stop: mp.synchronize.Event) -> None:
+def fake_pods(pods_ep: str, first: int, count: int, ready: mp.synchronize.Semaphore, go: mp.synchronize.Event,
+              stop: mp.synchronize.Event) -> None:
     """Pods `first`.. `first + count - 1`: on `go` a DEALER each and a `PodHello`; then per
     `PodPhaseStart` counters from the elapsed time, a report every second and a final total."""
     enc, dec = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(PodDownstream)
+    ready.release()
     go.wait()
     ctx = zmq.Context()
     dealers = []
@@ -130,11 +132,12 @@ def fake_pods(pods_ep: str, first: int, count: int, go: mp.synchronize.Event, st
     ctx.destroy(linger=0)
 
 
-def fake_workers(credits_ep: str, returns_ep: str, first: int, count: int, go: mp.synchronize.Event,
-                 stop: mp.synchronize.Event) -> None:
+def fake_workers(credits_ep: str, returns_ep: str, first: int, count: int, ready: mp.synchronize.Semaphore,
+                 go: mp.synchronize.Event, stop: mp.synchronize.Event) -> None:
     """Workers `first`..: on `go` a DEALER (credits) and a PUSH (returns) each, a `TimePing`,
     and `WorkerConnected` once its `TimePong` came."""
     enc, dec = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(TimePong)
+    ready.release()
     go.wait()
     ctx = zmq.Context()
     dealers, pushes = {}, {}
@@ -165,14 +168,17 @@ def fake_workers(credits_ep: str, returns_ep: str, first: int, count: int, go: m
 
 def _spawn(target: object, total: int, processes: int, *args: object) -> tuple[list[mp.Process], object, object]:
     spawn = mp.get_context("spawn")
-    go, stop = spawn.Event(), spawn.Event()
+    ready, go, stop = spawn.Semaphore(0), spawn.Event(), spawn.Event()
     procs, first = [], 0
     for p in range(processes):
         count = total // processes + (1 if p < total % processes else 0)
-        procs.append(spawn.Process(target=target, args=(*args, first, count, go, stop)))
+        procs.append(spawn.Process(target=target, args=(*args, first, count, ready, go, stop)))
         first += count
     for proc in procs:
         proc.start()
+    for _ in procs:  # every peer imported and waits for go
+        if not ready.acquire(timeout=60):
+            raise RuntimeError("a peer process did not start within 60 s")
     return procs, go, stop
 
 
@@ -197,7 +203,6 @@ async def pods_run(args: argparse.Namespace, folder: str) -> dict[str, float]:
             coordinator = PodCoordinator(router=router, phases=[phase], seed=1, expected_pods=args.pods,
                                          registration_timeout_s=60, lost_after_s=10)
             procs, go, stop = _spawn(fake_pods, args.pods, args.processes, pods_ep)
-            await anyio.sleep(2.0)  # the peers imported and wait for go
             async with anyio.create_task_group() as tg:
                 await tg.start(coordinator.run)
                 t0 = time.perf_counter()
@@ -235,7 +240,6 @@ async def workers_registration(args: argparse.Namespace, folder: str) -> float:
                                events=controller._NoEvents(),
                                open_conversations=lambda _: controller._Conversations(1000), audit_interval_s=None)
             procs, go, stop = _spawn(fake_workers, args.workers, args.processes, credits_ep, returns_ep)
-            await anyio.sleep(2.0)
             async with anyio.create_task_group() as tg:
                 await tg.start(tm.run)
                 t0 = time.perf_counter()
