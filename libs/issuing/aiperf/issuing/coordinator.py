@@ -26,7 +26,15 @@ from aiperf.config import Phase
 from aiperf.issuing.ports import Clock, Sleep
 from aiperf.issuing.slices import encode_slice, slice_phase
 from aiperf.messages import Phase as PhaseTag
-from aiperf.messages import PodCancel, PodCounts, PodDownstream, PodHello, PodPhaseStart, PodReport, PodUpstream
+from aiperf.messages import (
+    PodCancel,
+    PodCounts,
+    PodDownstream,
+    PodHello,
+    PodPhaseStart,
+    PodReport,
+    PodUpstream,
+)
 from aiperf.runtime import GiveUp
 
 log = structlog.get_logger("aiperf.issuing.pods")

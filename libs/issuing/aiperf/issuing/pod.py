@@ -21,7 +21,15 @@ from aiperf.issuing.ledger import PhaseLedger
 from aiperf.issuing.ports import Conversations, Sleep, TurnTiming
 from aiperf.issuing.schedule import fixed_offsets_ns, schedule_zero_ms
 from aiperf.issuing.slices import PhaseSlice, decode_slice
-from aiperf.messages import PhaseAccounting, PodCancel, PodCounts, PodDownstream, PodHello, PodPhaseStart, PodReport
+from aiperf.messages import (
+    PhaseAccounting,
+    PodCancel,
+    PodCounts,
+    PodDownstream,
+    PodHello,
+    PodPhaseStart,
+    PodReport,
+)
 
 log = structlog.get_logger("aiperf.issuing.pods")
 

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from aiperf.config import ConcurrencyPhase, FixedSchedulePhase, Phase, RatePhase, UserCentricPhase
+from aiperf.config import FixedSchedulePhase, Phase, RatePhase, UserCentricPhase
 
 
 class PhaseSlice(msgspec.Struct, frozen=True, kw_only=True):

@@ -64,6 +64,7 @@ from aiperf.messages.events import (
     WorkerGroupReady,
     topic_of,
 )
+from aiperf.messages.load import LAG_BUCKETS, ClientLoad, lag_bucket, lag_bucket_upper_ns
 from aiperf.messages.pods import (
     PodCancel,
     PodCounts,
@@ -73,7 +74,6 @@ from aiperf.messages.pods import (
     PodReport,
     PodUpstream,
 )
-from aiperf.messages.load import LAG_BUCKETS, ClientLoad, lag_bucket, lag_bucket_upper_ns
 from aiperf.messages.records import (
     ErrorDetails,
     HttpTrace,
