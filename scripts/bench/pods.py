@@ -36,6 +36,9 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from multiprocessing.context import SpawnProcess
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
 import anyio
@@ -124,7 +127,7 @@ def fake_pods(pods_ep: str, first: int, count: int, ready: mp.synchronize.Semaph
             final = counts.ok + counts.failed == requests
             if final or now >= due:
                 state[4], state[5] = due + REPORT_EVERY_S, seq + 1
-                name = sock.getsockopt(zmq.IDENTITY).decode()
+                name = bytes(sock.getsockopt(zmq.IDENTITY)).decode()
                 sock.send(enc.encode(PodReport(pod_id=name, phase_index=int(index), seq=int(seq) + 1,
                                                counts=counts, final=final)))
                 if final:
@@ -166,7 +169,8 @@ def fake_workers(credits_ep: str, returns_ep: str, first: int, count: int, ready
     ctx.destroy(linger=0)
 
 
-def _spawn(target: object, total: int, processes: int, *args: object) -> tuple[list[mp.Process], object, object]:
+def _spawn(target: Callable[..., None], total: int, processes: int,
+           *args: object) -> tuple[list[SpawnProcess], Event, Event]:
     spawn = mp.get_context("spawn")
     ready, go, stop = spawn.Semaphore(0), spawn.Event(), spawn.Event()
     procs, first = [], 0
@@ -182,7 +186,7 @@ def _spawn(target: object, total: int, processes: int, *args: object) -> tuple[l
     return procs, go, stop
 
 
-async def _join(procs: list[mp.Process]) -> None:
+async def _join(procs: list[SpawnProcess]) -> None:
     for proc in procs:
         await anyio.to_thread.run_sync(proc.join, 20)
         if proc.is_alive():
@@ -206,7 +210,7 @@ async def pods_run(args: argparse.Namespace, folder: str) -> dict[str, float]:
             async with anyio.create_task_group() as tg:
                 await tg.start(coordinator.run)
                 t0 = time.perf_counter()
-                go.set()  # type: ignore[attr-defined]
+                go.set()
                 await coordinator.wait_registered()
                 out["pods_registered_s"] = time.perf_counter() - t0
                 await anyio.sleep(0.5)
@@ -214,7 +218,7 @@ async def pods_run(args: argparse.Namespace, folder: str) -> dict[str, float]:
                 totals = await coordinator.start()
                 out["phase_wall_s"], out["phase_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
                 tg.cancel_scope.cancel()
-            stop.set()  # type: ignore[attr-defined]
+            stop.set()
             await _join(procs)
     book = totals.phases[0]
     per_pod = [pod_counts(s, args.rate_per_pod, 1e9) for s in [requests // args.pods] * args.pods]
@@ -243,11 +247,11 @@ async def workers_registration(args: argparse.Namespace, folder: str) -> float:
             async with anyio.create_task_group() as tg:
                 await tg.start(tm.run)
                 t0 = time.perf_counter()
-                go.set()  # type: ignore[attr-defined]
+                go.set()
                 await tm.configure("unused")
                 elapsed = time.perf_counter() - t0
                 tg.cancel_scope.cancel()
-            stop.set()  # type: ignore[attr-defined]
+            stop.set()
             await _join(procs)
     return elapsed
 
