@@ -19,6 +19,7 @@ from aiperf.issuing.engine import TimingManager
 from aiperf.issuing.pod import PodIssuer
 from aiperf.issuing.ports import TurnTiming
 from aiperf.messages import (
+    CancelCredits,
     Credit,
     CreditChannel,
     CreditReturn,
@@ -62,23 +63,32 @@ class NoEvents:
         pass
 
 
-async def fake_worker(ctx: zmq.asyncio.Context, folder: str, worker_id: str, seen: list[Credit], *,
+async def fake_worker(ctx: zmq.asyncio.Context, folder: str, worker_id: str, seen: list[Credit], hold: bool, *,
                       task_status: anyio.abc.TaskStatus[None]) -> None:
-    """Announce itself, then return every credit at once (every 10th fails)."""
+    """Announce itself, then return every credit at once (every 10th fails); with `hold`, keep
+    them until a `CancelCredits` and return them cancelled."""
     async with (DealerSocket[CreditChannel](ctx, identity=worker_id, decode=CreditChannel, channel="credits",
                                             connect=[f"ipc://{folder}/credits.ipc"]) as credits,
                 PushSocket(ctx, channel="credit_returns", connect=[f"ipc://{folder}/returns.ipc"]) as push):
         await push.send(WorkerConnected(worker_id=worker_id))
         task_status.started()
+        held: list[Credit] = []
         while True:
             message = await credits.recv()
             if isinstance(message, Credit):
                 seen.append(message)
-                await push.send(CreditReturn.of(message, worker_id=worker_id, ok=message.num % 10 != 9))
+                if hold:
+                    held.append(message)
+                else:
+                    await push.send(CreditReturn.of(message, worker_id=worker_id, ok=message.num % 10 != 9))
+            elif isinstance(message, CancelCredits):
+                for credit in held:
+                    await push.send(CreditReturn.of(credit, worker_id=worker_id, ok=False, cancelled=True))
+                held.clear()
 
 
-async def pod(ctx: zmq.asyncio.Context, ipc_dir: str, pod_id: str, seen: list[Credit], issuers: list[PodIssuer], *,
-              task_status: anyio.abc.TaskStatus[None]) -> None:
+async def pod(ctx: zmq.asyncio.Context, ipc_dir: str, pod_id: str, seen: list[Credit], issuers: list[PodIssuer],
+              hold: bool = False, *, task_status: anyio.abc.TaskStatus[None]) -> None:
     """A pod: its engine on its own sockets, two local workers, a `PodIssuer` to the coordinator."""
     folder = f"{ipc_dir}/{pod_id}"
     await anyio.Path(folder).mkdir()
@@ -91,7 +101,7 @@ async def pod(ctx: zmq.asyncio.Context, ipc_dir: str, pod_id: str, seen: list[Cr
                                registration_timeout_s=10, credits=credits, returns=returns, events=NoEvents(),
                                open_conversations=lambda _: Dataset(), audit_interval_s=None)
         for w in range(2):
-            await tg.start(fake_worker, ctx, folder, f"{pod_id}-w{w}", seen)
+            await tg.start(fake_worker, ctx, folder, f"{pod_id}-w{w}", seen, hold)
         issuer = PodIssuer(pod_id=pod_id, engine=engine, link=link, report_interval_s=0.01)
         issuers.append(issuer)
         await tg.start(issuer.run, "unused")
@@ -136,3 +146,32 @@ async def test_two_pods_issue_the_whole_plan_between_them(ipc_dir: str) -> None:
     assert len(sched) == 9
     gaps = [b - a for a, b in itertools.pairwise(sched)]
     assert all(g > 0 for g in gaps)  # one timeline across the pods, not two from their own zeros
+
+
+async def test_a_cancel_reaches_the_pods_engines_and_their_credits_come_back_cancelled(ipc_dir: str) -> None:
+    seen: dict[str, list[Credit]] = {"pod-0": [], "pod-1": []}
+    issuers: list[PodIssuer] = []
+    ctx = zmq.asyncio.Context()
+    try:
+        async with router(ctx, ipc_dir) as sock, anyio.create_task_group() as tg:
+            coordinator = PodCoordinator(router=sock, phases=PLAN[1:2], seed=None, expected_pods=2,
+                                         registration_timeout_s=10, check_every_s=0.05)
+            await tg.start(coordinator.run)
+            with anyio.fail_after(30):
+                for pod_id, credits in seen.items():
+                    await tg.start(pod, ctx, ipc_dir, pod_id, credits, issuers, True)
+                await coordinator.wait_registered()
+
+                async def cancel_once_all_out() -> None:  # each pod's 2 users hold a credit
+                    while sum(map(len, seen.values())) < 4:
+                        await anyio.sleep(0.01)
+                    coordinator.cancel("user")
+
+                tg.start_soon(cancel_once_all_out)
+                totals = await coordinator.start()
+            tg.cancel_scope.cancel()
+    finally:
+        ctx.destroy(linger=0)
+    assert totals.cancelled and totals.stopped_reason == "user"
+    assert totals.phases[0].counts == PodCounts(issued=4, cancelled=4)
+    assert all(issuer.accountings[0].cancelled == 2 for issuer in issuers)
