@@ -50,7 +50,7 @@ def phases(draw: st.DrawFn) -> Phase:
     return cls(rate=rate, rate_ramp=ramp, concurrency_ramp=ramp if concurrency else None, **common)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(phase=phases(), pods=st.integers(min_value=1, max_value=2000), seed=st.none() | st.integers(0, 2**40))
 def test_the_shares_add_up_to_the_whole(phase: Phase, pods: int, seed: int | None) -> None:
     slices = slice_phase(phase, pods, seed=seed)
@@ -74,8 +74,9 @@ def test_the_shares_add_up_to_the_whole(phase: Phase, pods: int, seed: int | Non
         assert (s.phase.concurrency_ramp, s.phase.cancellation) == (phase.concurrency_ramp, phase.cancellation)
         if s.phase.prefill_concurrency is not None:
             assert s.phase.concurrency is not None and s.phase.prefill_concurrency <= s.phase.concurrency
-        assert decode_slice(encode_slice(s)) == s  # what travels to the pod
     assert all(s.phase is None for s in slices[active:])
+    for s in {slices[0].pod: slices[0], slices[-1].pod: slices[-1]}.values():
+        assert decode_slice(encode_slice(s)) == s  # what travels to the pod
     if isinstance(phase, FixedSchedulePhase):  # entry k goes to exactly one pod
         owners = [[s.pod for s in slices[:active] if k % s.entry_stride == s.entry_offset] for k in range(3 * active)]
         assert all(len(o) == 1 for o in owners)
