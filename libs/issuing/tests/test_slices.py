@@ -81,6 +81,11 @@ def test_the_shares_add_up_to_the_whole(phase: Phase, pods: int, seed: int | Non
         owners = [[s.pod for s in slices[:active] if k % s.entry_stride == s.entry_offset] for k in range(3 * active)]
         assert all(len(o) == 1 for o in owners)
     assert [s.seed for s in slices] == [pod_seed(seed, p) for p in range(pods)]
+    if isinstance(phase, ConstantPhase) and phase.rate_ramp is None:  # staggered: one arrival every 1/rate
+        arrivals = sorted(s.offset_s + j / s.rate for s in slices[:active] if s.rate for j in range(3))
+        assert all(math.isclose(t, n / phase.rate, rel_tol=1e-9, abs_tol=1e-12) for n, t in enumerate(arrivals))
+    else:
+        assert all(s.offset_s == 0 for s in slices)
 
 
 @given(whole=st.integers(0, 10**9), parts=st.integers(1, 5000))

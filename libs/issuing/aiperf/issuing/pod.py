@@ -154,6 +154,8 @@ class PodIssuer:
         else:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._report_while_running, index)
+                if piece.offset_s > 0:
+                    await self._sleep(piece.offset_s)
                 accounting = await self._engine.run_phase(phase, conversations=conversations, seed=piece.seed)
                 tg.cancel_scope.cancel()
             self.accountings[index] = accounting

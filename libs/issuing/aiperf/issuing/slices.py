@@ -22,6 +22,9 @@ Contract of `slice_phase(phase, pods)` (and `slice_phases`, the same per phase):
   sorted by timestamp), entry k goes to pod `k % active` (`PhaseSlice.entry_offset`,
   `entry_stride`); each pod keeps the whole schedule's zero, so the union of the pods' sends
   is the whole schedule (`aiperf.issuing.pod.slice_conversations`).
+- A constant rate (no ramp) is staggered: active pod k starts `offset_s = k / rate` after
+  the phase start, so the pods' arrivals together are exactly `1 / rate` apart, not
+  `active` at once (each pod's arrivals are `active / rate` apart).
 - `PhaseSlice.seed` is the pod's seed, derived from the run's seed and the pod index
   (`pod_seed`; None stays None: fresh randomness), so pods do not draw the same arrivals.
 """
@@ -33,7 +36,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from aiperf.config import FixedSchedulePhase, Phase, RatePhase, UserCentricPhase
+from aiperf.config import ConstantPhase, FixedSchedulePhase, Phase, RatePhase, UserCentricPhase
 
 
 class PhaseSlice(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,7 +44,8 @@ class PhaseSlice(msgspec.Struct, frozen=True, kw_only=True):
     pod runs (its budgets replaced by its shares), or None when the pod has nothing to do in
     it; the share fields say the same in numbers (0 for a pod that does nothing; None where
     the plan sets no such budget). A fixed schedule's pod sends entries `entry_offset`,
-    `entry_offset + entry_stride`, ... of the schedule's send order."""
+    `entry_offset + entry_stride`, ... of the schedule's send order. The pod starts the phase
+    `offset_s` seconds after it is told to (a staggered constant rate)."""
 
     pod: int
     pods: int
@@ -56,6 +60,7 @@ class PhaseSlice(msgspec.Struct, frozen=True, kw_only=True):
     entry_offset: int = 0
     entry_stride: int = 1
     seed: int | None = None
+    offset_s: float = 0.0
 
 
 def share(whole: int, parts: int, index: int) -> int:
@@ -91,6 +96,13 @@ def active_pods(phase: Phase, pods: int) -> int:
     return min([pods, *_int_budgets(phase).values()])
 
 
+def _stagger_s(phase: Phase, pod: int, active: int) -> float:
+    """When active pod `pod` starts a constant-rate phase: `pod / rate` (0 otherwise)."""
+    if isinstance(phase, ConstantPhase) and phase.rate_ramp is None and pod < active:
+        return pod / phase.rate
+    return 0.0
+
+
 def slice_phase(phase: Phase, pods: int, *, seed: int | None = None) -> list[PhaseSlice]:
     """`phase` divided among `pods` pods (the module's contract); `seed` is the run's seed."""
     active = active_pods(phase, pods)
@@ -115,7 +127,8 @@ def slice_phase(phase: Phase, pods: int, *, seed: int | None = None) -> list[Pha
         out.append(PhaseSlice(pod=pod, pods=pods, active=active, phase=own, rate=rate,
                               entry_offset=pod if isinstance(phase, FixedSchedulePhase) else 0,
                               entry_stride=active if isinstance(phase, FixedSchedulePhase) else 1,
-                              seed=pod_seed(seed, pod), **fields))  # type: ignore[arg-type]
+                              seed=pod_seed(seed, pod), offset_s=_stagger_s(phase, pod, active),
+                              **fields))  # type: ignore[arg-type]
     return out
 
 
