@@ -142,3 +142,45 @@ def test_stale_unknown_and_late_reports_change_nothing() -> None:
     coordinator.take(b"a", PodHello(pod_id="a", workers=1))
     coordinator.take(b"x", PodReport(pod_id="x", phase_index=0, seq=1, counts=PodCounts(issued=1)))  # no phase yet
     assert coordinator.ignored == 1 and list(coordinator.pods) == ["a"]
+
+
+class MemoryRouter:
+    """The coordinator's router port in memory: records what it sends, receives nothing."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes, object]] = []
+
+    async def send(self, peer: bytes, message: object) -> None:
+        self.sent.append((peer, message))
+
+    async def recv(self) -> tuple[bytes, object]:
+        await anyio.sleep_forever()
+        raise AssertionError
+
+
+async def test_loss_is_judged_on_the_injected_clock() -> None:
+    """A pod is lost once silent for more than `lost_after_s` of the coordinator's clock; a pod
+    that keeps reporting is not, however long the phase runs."""
+    now = [0]
+    memory = MemoryRouter()
+    coordinator: PodCoordinator
+
+    async def sleep(seconds: float) -> None:  # every check advances the clock by its interval,
+        now[0] += round(seconds * 1e9)        # and pod-0 reports in between
+        seq = now[0] // 10**9
+        final = seq >= 30
+        counts = PodCounts(issued=1, ok=1) if final else PodCounts(issued=1, in_flight=1)
+        coordinator.take(b"pod-0", PodReport(pod_id="pod-0", phase_index=0, seq=seq, counts=counts, final=final))
+        await anyio.sleep(0)
+
+    coordinator = PodCoordinator(router=memory, phases=PLAN[:1], seed=None, expected_pods=2,  # type: ignore[arg-type]
+                                 registration_timeout_s=1, lost_after_s=5.0, check_every_s=1.0,
+                                 clock=lambda: now[0], sleep=sleep)
+    for pod_id in ("pod-0", "pod-1"):
+        coordinator.take(pod_id.encode(), PodHello(pod_id=pod_id, workers=1))
+    with anyio.fail_after(10):
+        book = await coordinator.run_phase(0)
+    assert [type(m).__name__ for _, m in memory.sent] == ["PodPhaseStart", "PodPhaseStart"]
+    assert book.lost_pods == ["pod-1"] and coordinator.live_pods == ["pod-0"]
+    assert book.per_pod["pod-1"] == PodCounts() and book.counts == PodCounts(issued=1, ok=1)
+    assert book.reports == 30  # pod-0 reported through 30 s of the injected clock and stayed
