@@ -88,7 +88,7 @@ def pod_counts(requests: int, rate: float, elapsed: float) -> PodCounts:
     issued = min(requests, int(rate * elapsed))
     done = min(requests, int(rate * max(0.0, elapsed - LATENCY_S)))
     failed = done // FAIL_EVERY
-    return PodCounts(issued=issued, ok=done - failed, failed=failed, in_flight=issued - done)
+    return PodCounts(issued=issued, ok=done - failed, failed=failed, in_flight=issued - done, sent=done)
 
 
 def fake_pods(pods_ep: str, first: int, count: int, ready: mp.synchronize.Semaphore, go: mp.synchronize.Event,
@@ -223,7 +223,7 @@ async def pods_run(args: argparse.Namespace, folder: str) -> dict[str, float]:
     book = totals.phases[0]
     per_pod = [pod_counts(s, args.rate_per_pod, 1e9) for s in [requests // args.pods] * args.pods]
     expected = PodCounts(issued=sum(c.issued for c in per_pod), ok=sum(c.ok for c in per_pod),
-                         failed=sum(c.failed for c in per_pod))
+                         failed=sum(c.failed for c in per_pod), sent=sum(c.sent for c in per_pod))
     out.update(requests=requests, reports=book.reports, exact=float(book.counts == expected and
                                                                      book.counts.issued == requests),
                lost_pods=len(book.lost_pods), issued=book.counts.issued, ok=book.counts.ok, failed=book.counts.failed)

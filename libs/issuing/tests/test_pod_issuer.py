@@ -129,13 +129,19 @@ async def test_two_pods_issue_the_whole_plan_between_them(ipc_dir: str) -> None:
 
     warmup, profiling, replay = totals.phases
     assert not totals.cancelled
-    assert warmup.counts == PodCounts(issued=5, ok=5)  # nums 0-2 and 0-1: none is a 10th
-    assert profiling.counts == PodCounts(issued=31, ok=29, failed=2)  # pod-0: nums 0-15, pod-1: 0-14; num 9 fails
-    assert replay.counts == PodCounts(issued=9, ok=9)
+    accounting = totals.accounting()  # what ProfileFinished would carry: the replay replaced profiling
+    assert list(accounting.phases) == [Phase.WARMUP, Phase.PROFILING] and not accounting.cancelled
+    last = accounting.phases[Phase.PROFILING]
+    assert (last.issued, last.returned, last.ok, last.lost) == (9, 9, 9, 0)
+    assert replay.start_ns < last.end_ns and last.start_wall_ns < last.end_wall_ns
+    assert warmup.counts == PodCounts(issued=5, ok=5, sent=5)  # nums 0-2 and 0-1: none is a 10th
+    assert profiling.counts == PodCounts(issued=31, ok=29, failed=2, sent=31)  # pod-0: nums 0-15, pod-1: 0-14; num 9 fails
+    assert replay.counts == PodCounts(issued=9, ok=9, sent=9)
     for book in totals.phases:  # the coordinator's per-pod counters are the pods' own books
         for issuer in issuers:
             own = issuer.accountings[book.index]
-            assert book.per_pod[issuer.pod_id] == PodCounts(issued=own.issued, ok=own.ok, failed=own.failed)
+            assert book.per_pod[issuer.pod_id] == PodCounts(issued=own.issued, ok=own.ok, failed=own.failed,
+                                                            sent=own.sent)
     by_phase = {(pod_id, c.phase, c.conversation_id) for pod_id, credits in seen.items() for c in credits}
     assert len([c for credits in seen.values() for c in credits if c.phase is Phase.WARMUP]) == 5
     replayed = sorted(((pod_id, cid) for pod_id, phase, cid in by_phase if phase is Phase.PROFILING
@@ -173,5 +179,8 @@ async def test_a_cancel_reaches_the_pods_engines_and_their_credits_come_back_can
     finally:
         ctx.destroy(linger=0)
     assert totals.cancelled and totals.stopped_reason == "user"
-    assert totals.phases[0].counts == PodCounts(issued=4, cancelled=4)
+    assert totals.phases[0].counts.issued == totals.phases[0].counts.cancelled == 4
     assert all(issuer.accountings[0].cancelled == 2 for issuer in issuers)
+    run = totals.accounting()
+    assert run.cancelled and run.stopped_reason == "user" and run.phases[Phase.PROFILING].stopped_reason == "user"
+    assert run.phases[Phase.PROFILING].returned == 4

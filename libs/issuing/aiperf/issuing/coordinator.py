@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
+import msgspec
 import structlog
 from anyio.abc import TaskStatus
 
@@ -27,6 +28,7 @@ from aiperf.issuing.ports import Clock, Sleep
 from aiperf.issuing.slices import encode_slice, slice_phase
 from aiperf.messages import Phase as PhaseTag
 from aiperf.messages import (
+    PhaseAccounting,
     PodCancel,
     PodCounts,
     PodDownstream,
@@ -34,12 +36,13 @@ from aiperf.messages import (
     PodPhaseStart,
     PodReport,
     PodUpstream,
+    RunAccounting,
 )
 from aiperf.runtime import GiveUp
 
 log = structlog.get_logger("aiperf.issuing.pods")
 
-FIELDS = ("issued", "ok", "failed", "cancelled", "lost", "in_flight")
+FIELDS = ("issued", "ok", "failed", "cancelled", "lost", "in_flight", "sent")
 NO_PODS = "no pods left"
 
 
@@ -80,6 +83,10 @@ class PodPhaseTotals:
     final: set[str] = field(default_factory=set)
     lost_pods: list[str] = field(default_factory=list)
     reports: int = 0
+    start_ns: int = 0
+    end_ns: int = 0
+    start_wall_ns: int = 0
+    end_wall_ns: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
 
     @property
@@ -99,6 +106,16 @@ class PodPhaseTotals:
         if not self.pending:
             self.done.set()
 
+    def accounting(self, stopped_reason: str = "") -> PhaseAccounting:
+        """The phase as the timing-manager accounts for one (`PhaseAccounting`): the pods'
+        sums, `returned = ok + failed + cancelled`, the coordinator's start and end times; no
+        schedule lag (the pods keep theirs)."""
+        c = self.counts
+        return PhaseAccounting(issued=c.issued, returned=c.ok + c.failed + c.cancelled, sent=c.sent, ok=c.ok,
+                               failed=c.failed, cancelled=c.cancelled, lost=c.lost + c.in_flight,
+                               start_ns=self.start_ns, end_ns=self.end_ns, start_wall_ns=self.start_wall_ns,
+                               end_wall_ns=self.end_wall_ns, stopped_reason=stopped_reason)
+
 
 @dataclass(kw_only=True)
 class PodRunTotals:
@@ -109,22 +126,31 @@ class PodRunTotals:
     cancelled: bool
     stopped_reason: str = ""
 
+    def accounting(self) -> RunAccounting:
+        """The run as `ProfileFinished` carries it: one `PhaseAccounting` per phase (by its
+        kind, as the timing-manager keys them; a later phase of the same kind replaces an
+        earlier one), the early-stop reason on the last."""
+        phases = {book.phase: book.accounting(self.stopped_reason if i == len(self.phases) - 1 else "")
+                  for i, book in enumerate(self.phases)}
+        return RunAccounting(phases=phases, cancelled=self.cancelled, stopped_reason=self.stopped_reason)
+
 
 class PodCoordinator:
     """Registers pods, cuts each phase of `phases` among them and adds up their reports.
 
     `run` serves the pods' messages until cancelled (ready at once); `wait_registered` waits
     for `expected_pods`; `start` runs every phase and returns the totals. `clock` (monotonic
-    ns) and `sleep` are the ports of the engine (`aiperf.issuing.ports`). A pod silent for
-    `lost_after_s` during a phase is declared lost (checked every `check_every_s`)."""
+    ns), `wall_clock` and `sleep` are the ports of the engine (`aiperf.issuing.ports`). A pod
+    silent for `lost_after_s` during a phase is declared lost (checked every `check_every_s`)."""
 
     def __init__(self, *, router: PodRouter, phases: Sequence[Phase], seed: int | None, expected_pods: int,
                  registration_timeout_s: float, lost_after_s: float = 10.0, check_every_s: float = 1.0,
-                 clock: Clock = time.monotonic_ns, sleep: Sleep = anyio.sleep) -> None:
+                 clock: Clock = time.perf_counter_ns, wall_clock: Clock = time.time_ns,
+                 sleep: Sleep = anyio.sleep) -> None:
         self._router, self._phases, self._seed = router, list(phases), seed
         self._expected, self._registration_timeout_s = expected_pods, registration_timeout_s
         self._lost_after_ns, self._check_every_s = round(lost_after_s * 1e9), check_every_s
-        self._clock, self._sleep = clock, sleep
+        self._clock, self._wall_clock, self._sleep = clock, wall_clock, sleep
         self.pods: dict[str, _Pod] = {}
         self.phases: list[PodPhaseTotals] = []
         self.ignored = 0
@@ -215,7 +241,8 @@ class PodCoordinator:
         while len(self.phases) <= index:
             self.phases.append(book)
         self.phases[index] = book
-        now = self._clock()
+        now = book.start_ns = self._clock()
+        book.start_wall_ns = self._wall_clock()
         for piece, pod_id in zip(slice_phase(phase, len(pods), seed=self._seed), pods, strict=True):
             self.pods[pod_id].last_heard_ns = now
             try:
@@ -230,6 +257,7 @@ class PodCoordinator:
             tg.start_soon(self._pass_cancel, book)
             await book.done.wait()
             tg.cancel_scope.cancel()
+        book.end_ns, book.end_wall_ns = self._clock(), self._wall_clock()
         log.info("pods.phase_complete", phase=phase.name, lost_pods=len(book.lost_pods),
                  **{name: getattr(book.counts, name) for name in FIELDS})
         return book
@@ -265,8 +293,7 @@ class PodCoordinator:
         pod = self.pods[pod_id]
         pod.lost = True
         last = book.per_pod.get(pod_id, PodCounts())
-        book.take(pod_id, PodCounts(issued=last.issued, ok=last.ok, failed=last.failed, cancelled=last.cancelled,
-                                    lost=last.lost + last.in_flight, in_flight=0))
+        book.take(pod_id, msgspec.structs.replace(last, lost=last.lost + last.in_flight, in_flight=0))
         book.lost_pods.append(pod_id)
         log.warning("pods.pod_lost", pod=pod_id, phase=str(book.phase), lost=last.in_flight)
         book.settle()

@@ -88,13 +88,13 @@ def slice_schedule(conversations: Conversations, piece: PhaseSlice) -> tuple[Fix
 def counts_of(ledger: PhaseLedger) -> PodCounts:
     """A ledger's counters as a pod reports them."""
     return PodCounts(issued=ledger.issued, ok=ledger.ok, failed=ledger.failed, cancelled=ledger.cancelled,
-                     lost=ledger.lost, in_flight=len(ledger.in_flight))
+                     lost=ledger.lost, in_flight=len(ledger.in_flight), sent=ledger.sent)
 
 
 def counts_of_accounting(accounting: PhaseAccounting) -> PodCounts:
     """A settled phase's accounting as the pod's final counters (nothing in flight)."""
     return PodCounts(issued=accounting.issued, ok=accounting.ok, failed=accounting.failed,
-                     cancelled=accounting.cancelled, lost=accounting.lost, in_flight=0)
+                     cancelled=accounting.cancelled, lost=accounting.lost, in_flight=0, sent=accounting.sent)
 
 
 class PodIssuer:

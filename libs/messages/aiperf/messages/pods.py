@@ -16,8 +16,9 @@ from aiperf.messages.base import Message, Phase
 
 class PodCounts(msgspec.Struct, frozen=True, kw_only=True):
     """A pod's credits of one phase so far: `issued` to its workers, of which `ok`, `failed`,
-    `cancelled` came back, `lost` were written off and `in_flight` are still out. Once a pod's
-    phase is over, `issued == ok + failed + cancelled + lost` and `in_flight == 0`."""
+    `cancelled` came back, `lost` were written off and `in_flight` are still out; `sent`: of
+    those that came back, how many had their request sent. Once a pod's phase is over,
+    `issued == ok + failed + cancelled + lost` and `in_flight == 0`."""
 
     issued: int = 0
     ok: int = 0
@@ -25,6 +26,7 @@ class PodCounts(msgspec.Struct, frozen=True, kw_only=True):
     cancelled: int = 0
     lost: int = 0
     in_flight: int = 0
+    sent: int = 0
 
 
 class PodHello(Message, frozen=True, kw_only=True):
