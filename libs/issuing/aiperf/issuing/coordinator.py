@@ -103,7 +103,8 @@ class PodPhaseTotals:
         self.per_pod[pod_id] = counts
 
     def settle(self) -> None:
-        if not self.pending:
+        """Set `done` once every pod is final or lost (O(1): the two are disjoint)."""
+        if len(self.final) + len(self.lost_pods) >= len(self.pods):
             self.done.set()
 
     def accounting(self, stopped_reason: str = "") -> PhaseAccounting:
