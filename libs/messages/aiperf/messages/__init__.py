@@ -71,9 +71,9 @@ from aiperf.messages.records import (
     MetricRecord,
     MetricRecordBatch,
     RawRecordChannel,
-    RecordChannel,
     RequestRecord,
 )
+from aiperf.messages.shards import AggregateShard, ColumnBytes, MetricShard, RecordChannel
 
 __all__ = [
     "LAG_BUCKETS", "ClientLoad", "lag_bucket", "lag_bucket_upper_ns",
@@ -87,4 +87,6 @@ __all__ = [
     "ServiceFailed", "ServiceState", "ServiceStatus", "ServiceType", "Shutdown", "SystemState",
     "SystemStateChanged", "TimePing", "TimePong", "ToController", "ToService", "UploadRawRecords", "WorkerConnected",
     "WorkerGroupReady", "WorkerLeaving", "WorkerLost", "topic_of",
+    # sharded aggregation (aiperf.messages.shards)
+    "AggregateShard", "ColumnBytes", "MetricShard",
 ]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from aiperf.messages import ErrorDetails, MetricRecord, Phase
+from aiperf.messages import AggregateShard, ColumnBytes, ErrorDetails, MetricRecord, Phase
 from aiperf.metrics.catalog import RECORD_METRICS, SPECS, SUMMARY_ORDER, spec_of
 from aiperf.metrics.sweepline import Timeline, sweep_metrics
 from aiperf.metrics.weighted import TimeWeightedStats
@@ -132,7 +132,7 @@ _U32_END = 1 << 32
 
 class Column:
     """One metric's values, appended in arrival order, kept compact and exact: 4 bytes per value
-    while every value is a whole number in [0, 2^32) (times in ns under 4.3 s, counts, byte
+    while every value is a whole number in [0, 2^32) and not -0.0 (times in ns under 4.3 s, counts, byte
     sizes), 8 (float64) from the first value that is not (the earlier ones are converted, which
     is exact). NaN marks a missing value (and switches to float64).
 
@@ -192,7 +192,7 @@ class Column:
             a = np.frombuffer(wide, dtype=np.float64)
             if a.size and a.min() >= 0.0 and a.max() < _U32_END:  # False with a NaN
                 narrow = a.astype(np.uint32)
-                if (narrow == a).all():  # whole numbers
+                if (narrow == a).all() and not np.signbit(a).any():  # whole numbers, no -0.0
                     data.frombytes(narrow.tobytes())
                     return
             data = self._widen()
@@ -201,6 +201,17 @@ class Column:
     def values(self) -> np.ndarray:
         """The values as float64."""
         return np.asarray(self.data, dtype=np.float64)
+
+    def extend_typed(self, other: array[int] | array[float]) -> None:
+        """Append the typed array `other` ("I" or "d"), leaving the same typed array as
+        appending its values one by one: uint32 while both are, else float64 (exact)."""
+        data = self.data
+        if other.typecode == data.typecode:
+            data.extend(other)  # type: ignore[arg-type]
+            return
+        if data.typecode == "I":
+            data = self._widen()
+        data.frombytes(np.asarray(other, dtype=np.float64).tobytes())
 
 
 class _Rows:
@@ -246,6 +257,19 @@ class _Rows:
             isls(float(isl) if isinstance(isl, int | float) else math.nan)
             osls(float(osl) if isinstance(osl, int | float) else math.nan)
             icls(icl)
+
+    def shard_fields(self) -> dict[str, bytes]:
+        """The six columns as raw bytes, keyed `row_<name>` (`AggregateShard`'s fields)."""
+        return {f"row_{name}": getattr(self, name).tobytes() for name in self.__slots__}
+
+    def merge_fields(self, shard: AggregateShard) -> None:
+        """Append the rows of `shard` after these; `ValueError` (nothing appended) when its six
+        columns do not hold the same whole number of rows."""
+        sizes = {len(getattr(shard, f"row_{name}")) for name in self.__slots__}
+        if len(sizes) != 1 or sizes.pop() % 8:
+            raise ValueError("a shard's row columns differ in length")
+        for name in self.__slots__:
+            getattr(self, name).frombytes(getattr(shard, f"row_{name}"))
 
     def timeline(self, icl: np.ndarray) -> Timeline:
         start = np.asarray(self.start, np.int64)
@@ -328,6 +352,62 @@ class Aggregator:
             else:
                 self._extend_scalar(tag, n, (value,))
         self._n = n + 1
+
+    def shard(self) -> AggregateShard:
+        """The whole state as a message that can travel (each column as raw bytes) for `merge`."""
+        def col(c: Column) -> ColumnBytes:
+            data = c.data
+            return ColumnBytes(typecode=data.typecode, data=data.tobytes())
+
+        return AggregateShard(
+            success_count=self._n, scalars={t: col(c) for t, c in self._scalars.items()},
+            lists={t: col(c) for t, c in self._lists.items()}, **self._rows.shard_fields(),
+            error_isl=self._error_isl.tobytes(), errors=list(self._errors.items()),
+            cancelled=self._cancelled, warmup=self._warmup,
+            min_start_wall_ns=int(self._min_start_wall) if math.isfinite(self._min_start_wall) else None,
+            max_end_wall_ns=int(self._max_end_wall) if math.isfinite(self._max_end_wall) else None)
+
+    def merge(self, shard: AggregateShard) -> None:
+        """Take the records that `shard` (another aggregator's `shard()`) stands for after the
+        ones taken so far, leaving exactly the state that `add` on each of its records in turn
+        leaves: the same column values and widths, rows, counts, error counter and its order.
+        So merging the shards of consecutive parts of a record stream, in order, gives the very
+        summary of one aggregator fed the whole stream, bit for bit; in any other order, every
+        order statistic (count, min, max, percentiles, the counts and integer totals) is still
+        the same bit for bit, and the float sums (avg, sum, std, the time-weighted curves at
+        instants shared by three or more events) may differ in the last bits, as they do today
+        with the arrival order of records from several record-processors. Costs per column
+        (a buffer copy each), not per value. Raises `ValueError` for a malformed shard (a column
+        of an unknown type or cut bytes)."""
+        scalars = {tag: _typed(cb) for tag, cb in shard.scalars.items()}
+        lists = {tag: _typed(cb) for tag, cb in shard.lists.items()}
+        error_isl = _typed(ColumnBytes(typecode="d", data=shard.error_isl))
+        if any(len(v) > shard.success_count for v in scalars.values()):
+            raise ValueError("a shard's scalar column is longer than its success count")
+        self._rows.merge_fields(shard)
+        n = self._n
+        for tag, values in scalars.items():
+            col = self._scalars.get(tag)
+            if col is None:
+                col = self._scalars[tag] = Column()
+            if len(col) < n:
+                col.pad(n)
+            col.extend_typed(values)
+        for tag, values in lists.items():
+            lst = self._lists.get(tag)
+            if lst is None:
+                lst = self._lists[tag] = Column()
+            lst.extend_typed(values)
+        self._error_isl.extend(error_isl)
+        for error, count in shard.errors:
+            self._errors[error] += count
+        self._cancelled += shard.cancelled
+        self._warmup += shard.warmup
+        self._n = n + shard.success_count
+        if shard.min_start_wall_ns is not None:
+            self._min_start_wall = min(self._min_start_wall, shard.min_start_wall_ns)
+        if shard.max_end_wall_ns is not None:
+            self._max_end_wall = max(self._max_end_wall, shard.max_end_wall_ns)
 
     def add_batch(self, records: Sequence[MetricRecord]) -> None:
         """Take `records` in order, leaving exactly the state that `add` on each in turn leaves
@@ -523,6 +603,16 @@ class Aggregator:
                 ok = values >= threshold if spec.larger_is_better else values <= threshold
             good &= ok & ~np.isnan(values)
         return int(good.sum())
+
+
+def _typed(cb: ColumnBytes) -> array[int] | array[float]:
+    if cb.typecode not in ("I", "d"):
+        raise ValueError(f"a shard column of type {cb.typecode!r}; expected 'I' or 'd'")
+    out: array[int] | array[float] = array(cb.typecode)
+    if len(cb.data) % out.itemsize:
+        raise ValueError(f"a shard column of {len(cb.data)} bytes is not a whole number of values")
+    out.frombytes(cb.data)
+    return out
 
 
 _GOODPUT_TAGS = frozenset(s.tag for s in RECORD_METRICS) - {"inter_chunk_latency", "error_isl"}
