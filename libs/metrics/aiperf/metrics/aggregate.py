@@ -202,16 +202,17 @@ class Column:
         """The values as float64."""
         return np.asarray(self.data, dtype=np.float64)
 
-    def extend_typed(self, other: array[int] | array[float]) -> None:
-        """Append the typed array `other` ("I" or "d"), leaving the same typed array as
-        appending its values one by one: uint32 while both are, else float64 (exact)."""
+    def extend_raw(self, typecode: str, raw: bytes) -> None:
+        """Append the values in `raw`, a typed array's bytes (`typecode` "I" or "d", checked by
+        the caller), leaving the same typed array as appending them one by one: uint32 while
+        both are, else float64 (exact). One buffer copy when the types agree."""
         data = self.data
-        if other.typecode == data.typecode:
-            data.extend(other)  # type: ignore[arg-type]
-            return
-        if data.typecode == "I":
-            data = self._widen()
-        data.frombytes(np.asarray(other, dtype=np.float64).tobytes())
+        if typecode == data.typecode:
+            data.frombytes(raw)
+        elif typecode == "d":  # float64 values after uint32 ones: the column widens
+            self._widen().frombytes(raw)
+        else:  # uint32 values after float64 ones
+            data.frombytes(np.frombuffer(raw, dtype=np.uint32).astype(np.float64).tobytes())
 
 
 class _Rows:
@@ -379,26 +380,25 @@ class Aggregator:
         with the arrival order of records from several record-processors. Costs per column
         (a buffer copy each), not per value. Raises `ValueError` for a malformed shard (a column
         of an unknown type or cut bytes)."""
-        scalars = {tag: _typed(cb) for tag, cb in shard.scalars.items()}
-        lists = {tag: _typed(cb) for tag, cb in shard.lists.items()}
-        error_isl = _typed(ColumnBytes(typecode="d", data=shard.error_isl))
-        if any(len(v) > shard.success_count for v in scalars.values()):
+        for cb in (*shard.lists.values(), ColumnBytes(typecode="d", data=shard.error_isl)):
+            _check(cb)
+        if any(_check(cb) > shard.success_count for cb in shard.scalars.values()):
             raise ValueError("a shard's scalar column is longer than its success count")
         self._rows.merge_fields(shard)
         n = self._n
-        for tag, values in scalars.items():
+        for tag, cb in shard.scalars.items():
             col = self._scalars.get(tag)
             if col is None:
                 col = self._scalars[tag] = Column()
             if len(col) < n:
                 col.pad(n)
-            col.extend_typed(values)
-        for tag, values in lists.items():
+            col.extend_raw(cb.typecode, cb.data)
+        for tag, cb in shard.lists.items():
             lst = self._lists.get(tag)
             if lst is None:
                 lst = self._lists[tag] = Column()
-            lst.extend_typed(values)
-        self._error_isl.extend(error_isl)
+            lst.extend_raw(cb.typecode, cb.data)
+        self._error_isl.frombytes(shard.error_isl)
         for error, count in shard.errors:
             self._errors[error] += count
         self._cancelled += shard.cancelled
@@ -605,14 +605,17 @@ class Aggregator:
         return int(good.sum())
 
 
-def _typed(cb: ColumnBytes) -> array[int] | array[float]:
-    if cb.typecode not in ("I", "d"):
+_ITEMSIZE = {"I": 4, "d": 8}
+
+
+def _check(cb: ColumnBytes) -> int:
+    """The number of values in a shard's column; `ValueError` for an unknown type or cut bytes."""
+    size = _ITEMSIZE.get(cb.typecode)
+    if size is None:
         raise ValueError(f"a shard column of type {cb.typecode!r}; expected 'I' or 'd'")
-    out: array[int] | array[float] = array(cb.typecode)
-    if len(cb.data) % out.itemsize:
+    if len(cb.data) % size:
         raise ValueError(f"a shard column of {len(cb.data)} bytes is not a whole number of values")
-    out.frombytes(cb.data)
-    return out
+    return len(cb.data) // size
 
 
 _GOODPUT_TAGS = frozenset(s.tag for s in RECORD_METRICS) - {"inter_chunk_latency", "error_isl"}
