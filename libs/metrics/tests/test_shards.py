@@ -168,3 +168,28 @@ def test_a_malformed_shard_is_refused_and_leaves_the_aggregator_as_it_was(bad: A
     with pytest.raises(ValueError, match="shard"):
         agg.merge(bad)
     assert _state(agg) == before
+
+
+def test_a_shard_builder_hands_out_each_phase_once_with_its_counts_and_lines() -> None:
+    from aiperf.metrics import ShardBuilder, record_lines
+
+    ok = [MetricRecord(phase=Phase.PROFILING, credit_num=i, worker_id="w", conversation_id="c",
+                       start_wall_ns=T0 + i, end_wall_ns=T0 + i + MS, metrics={"request_latency": MS + i},
+                       metadata={"request_start_ns": T0 - 5 + i}) for i in range(5)]
+    warm = [MetricRecord(phase=Phase.WARMUP, credit_num=9, worker_id="w", conversation_id="c")]
+    failed = [MetricRecord(phase=Phase.PROFILING, credit_num=7, worker_id="w", conversation_id="c",
+                           error=ErrorDetails(code=500, type="e", message="x"), response_error=True)]
+    stream = ok[:2] + warm + ok[2:] + failed
+    builder = ShardBuilder(jsonl=True)
+    builder.add_batch(stream)
+    assert builder.pending == {Phase.PROFILING: 6, Phase.WARMUP: 1}
+    prof = builder.take(Phase.PROFILING)
+    assert prof is not None and builder.take(Phase.PROFILING) is None
+    assert (prof.records, prof.errors, prof.response_errors, prof.first_start_wall_ns) == (6, 1, 1, T0 - 5)
+    assert prof.jsonl == record_lines(ok[:2]) + record_lines(ok[2:] + failed)
+    warmup = builder.take(Phase.WARMUP)
+    assert warmup is not None and warmup.shard.warmup == 1 and builder.pending == {}
+    merged = Aggregator()
+    merged.merge(prof.shard)
+    merged.merge(warmup.shard)
+    assert _state(merged) == _state(_fed(ok + failed + warm))

@@ -29,7 +29,7 @@ from aiperf.messages import (
     RecordChannel,
     RunAccounting,
 )
-from aiperf.metrics import Aggregator, record_lines
+from aiperf.metrics import ShardBuilder
 from aiperf.records_manager.service import RECORDS_JSONL, SUMMARY_CSV, SUMMARY_JSON, RecordsManager
 from aiperf.testing.fixtures import ipc_dir, zctx
 
@@ -63,17 +63,11 @@ def _records() -> list[MetricRecord]:
 
 def _shard(records: list[MetricRecord]) -> MetricShard:
     """What a record-processor in sharded mode sends for `records` (one phase)."""
-    agg = Aggregator()
-    agg.add_batch(records)
-    loads: dict[str, ClientLoad] = {}
-    for r in records:
-        if r.client_load is not None and (r.worker_id not in loads or r.client_load.ticks >= loads[r.worker_id].ticks):
-            loads[r.worker_id] = r.client_load
-    starts = [r.start_wall_ns for r in records if r.start_wall_ns]
-    return MetricShard(phase=records[0].phase, records=len(records), shard=agg.shard(),
-                       errors=sum(r.error is not None for r in records),
-                       response_errors=sum(r.response_error for r in records),
-                       first_start_wall_ns=min(starts, default=0), client_loads=loads, jsonl=record_lines(records))
+    builder = ShardBuilder(jsonl=True)
+    builder.add_batch(records)
+    shard = builder.take(records[0].phase)
+    assert shard is not None and not builder.pending
+    return shard
 
 
 class _Progress:
