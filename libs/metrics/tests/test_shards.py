@@ -13,7 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiperf.messages import AggregateShard, ColumnBytes, ErrorDetails, MetricRecord, MetricShard, Phase, RecordChannel
+from aiperf.messages import (
+    AggregateShard,
+    ColumnBytes,
+    ErrorDetails,
+    MetricRecord,
+    MetricShard,
+    Phase,
+    RecordChannel,
+)
 from aiperf.metrics import Aggregator, MetricStats, Summary
 from aiperf.metrics.catalog import spec_of
 
