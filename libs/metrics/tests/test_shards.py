@@ -168,6 +168,8 @@ def test_percentiles_of_many_shards_are_numpys_over_the_concatenated_values() ->
     AggregateShard(success_count=1, scalars={"request_latency": ColumnBytes(typecode="d", data=b"\0" * 7)}),
     AggregateShard(success_count=0, scalars={"request_latency": ColumnBytes(typecode="I", data=b"\0" * 4)}),
     AggregateShard(success_count=1, row_start=b"\0" * 8),
+    AggregateShard(success_count=1, lists={"inter_chunk_latency": ColumnBytes(typecode="I", data=b"\0" * 4)}),
+    AggregateShard(success_count=-1),
 ])
 def test_a_malformed_shard_is_refused_and_leaves_the_aggregator_as_it_was(bad: AggregateShard) -> None:
     agg = _fed([MetricRecord(phase=Phase.PROFILING, credit_num=1, worker_id="w", conversation_id="c",

@@ -151,7 +151,10 @@ async def test_a_malformed_shard_is_skipped_and_the_next_one_taken(zctx: zmq.asy
                                                                    tmp_path: Path) -> None:
     addressing = Addressing(ipc_dir=ipc_dir)
     good = _shard(_records()[WARMUP:WARMUP + 5])
-    bad = msgspec.structs.replace(good, shard=msgspec.structs.replace(good.shard, row_start=b"\0"))
+    bad = [msgspec.structs.replace(good, shard=msgspec.structs.replace(good.shard, row_start=b"\0")),
+           msgspec.structs.replace(good, records=6),  # counts that disagree with the aggregate
+           msgspec.structs.replace(good, phase=Phase.WARMUP),
+           msgspec.structs.replace(good, errors=good.errors + 1)]
     progress = _Progress()
     async with PullSocket[MetricRecordBatch | MetricShard](
             zctx, decode=RecordChannel, channel="records", bind=addressing.bind_endpoints(Channel.RECORDS)) as pull:
@@ -161,8 +164,9 @@ async def test_a_malformed_shard_is_skipped_and_the_next_one_taken(zctx: zmq.asy
             await tg.start(rm.run)
             async with PushSocket(zctx, channel="records", linger_ms=1000,
                                   connect=[addressing.connect_endpoint(Channel.RECORDS)]) as push:
-                await push.send(bad)
+                for message in bad:
+                    await push.send(message)
                 await push.send(good)
             await progress.wait(Phase.PROFILING, 5)
             tg.cancel_scope.cancel()
-    assert progress.completed[Phase.PROFILING] == 5
+    assert progress.completed == {Phase.PROFILING: 5}

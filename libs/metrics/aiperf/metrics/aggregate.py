@@ -264,11 +264,7 @@ class _Rows:
         return {f"row_{name}": getattr(self, name).tobytes() for name in self.__slots__}
 
     def merge_fields(self, shard: AggregateShard) -> None:
-        """Append the rows of `shard` after these; `ValueError` (nothing appended) when its six
-        columns do not hold the same whole number of rows."""
-        sizes = {len(getattr(shard, f"row_{name}")) for name in self.__slots__}
-        if len(sizes) != 1 or sizes.pop() % 8:
-            raise ValueError("a shard's row columns differ in length")
+        """Append the rows of `shard` (checked by `check_shard`) after these."""
         for name in self.__slots__:
             getattr(self, name).frombytes(getattr(shard, f"row_{name}"))
 
@@ -380,10 +376,7 @@ class Aggregator:
         with the arrival order of records from several record-processors. Costs per column
         (a buffer copy each), not per value. Raises `ValueError` for a malformed shard (a column
         of an unknown type or cut bytes)."""
-        for cb in (*shard.lists.values(), ColumnBytes(typecode="d", data=shard.error_isl)):
-            _check(cb)
-        if any(_check(cb) > shard.success_count for cb in shard.scalars.values()):
-            raise ValueError("a shard's scalar column is longer than its success count")
+        check_shard(shard)
         self._rows.merge_fields(shard)
         n = self._n
         for tag, cb in shard.scalars.items():
@@ -606,6 +599,26 @@ class Aggregator:
 
 
 _ITEMSIZE = {"I": 4, "d": 8}
+
+
+def check_shard(shard: AggregateShard) -> None:
+    """Raise `ValueError` (one line) unless `shard` is what an `Aggregator.shard()` can be: typed
+    columns of whole values, scalar columns no longer than the success count, six row columns
+    of one length, each row's ICL count matching the ICL column, no negative count. A shard
+    comes off the network in Kubernetes: `merge` checks it before taking anything."""
+    for cb in (*shard.lists.values(), ColumnBytes(typecode="d", data=shard.error_isl)):
+        _check(cb)
+    if any(_check(cb) > shard.success_count for cb in shard.scalars.values()):
+        raise ValueError("a shard's scalar column is longer than its success count")
+    sizes = {len(getattr(shard, f"row_{name}")) for name in _Rows.__slots__}
+    if len(sizes) != 1 or sizes.pop() % 8:
+        raise ValueError("a shard's row columns differ in length or are cut")
+    icl_counts = np.frombuffer(shard.row_icl_count, dtype=np.int64)
+    icl = shard.lists.get("inter_chunk_latency")
+    if (icl_counts < 0).any() or int(icl_counts.sum()) != (0 if icl is None else _check(icl)):
+        raise ValueError("a shard's rows do not own its inter_chunk_latency values")
+    if min(shard.success_count, shard.cancelled, shard.warmup, *(n for _, n in shard.errors)) < 0:
+        raise ValueError("a shard with a negative count")
 
 
 def _check(cb: ColumnBytes) -> int:

@@ -186,6 +186,7 @@ class RecordsManager:
         """Merge a record-processor's shard and count its records as `_take_batch` counts them;
         a malformed one is logged and skipped (nothing of it taken)."""
         try:
+            check_counts(shard)
             self._aggregator.merge(shard.shard)
         except ValueError as exc:
             log.warning("records.bad_shard", phase=shard.phase, records=shard.records, reason=str(exc))
@@ -320,6 +321,20 @@ class RecordsManager:
             files=[SUMMARY_JSON, SUMMARY_CSV, *([RECORDS_JSONL] if self._writer is not None else []),
                    CONSOLE_TXT, *sliced],
             accounting=msgspec.structs.replace(accounting, phases=phases))
+
+
+def check_counts(shard: MetricShard) -> None:
+    """Raise `ValueError` unless the shard's counts agree: its aggregate holds exactly `records`
+    records, all warmup ones for the warmup phase and none for the profiling phase, and (profiling)
+    `errors` of them failed, `response_errors` of those in the response."""
+    agg = shard.shard
+    failed = sum(n for _, n in agg.errors)
+    if agg.success_count + failed + agg.cancelled + agg.warmup != shard.records:
+        raise ValueError(f"a shard of {shard.records} records whose aggregate holds another number")
+    if agg.warmup != (shard.records if shard.phase == Phase.WARMUP else 0):
+        raise ValueError(f"a {shard.phase} shard whose aggregate holds records of the other phase")
+    if (shard.phase == Phase.PROFILING and shard.errors != failed) or not 0 <= shard.response_errors <= shard.errors:
+        raise ValueError("a shard whose error counts disagree with its aggregate")
 
 
 def render_table(summary: Summary, width: int = 120, *, trace_timing: bool = False) -> str:
