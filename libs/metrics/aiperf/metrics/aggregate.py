@@ -373,7 +373,8 @@ class Aggregator:
         order statistic (count, min, max, percentiles, the counts and integer totals) is still
         the same bit for bit, and the float sums (avg, sum, std, the time-weighted curves at
         instants shared by three or more events) may differ in the last bits, as they do today
-        with the arrival order of records from several record-processors. Costs per column
+        with the arrival order of records from several record-processors (and errors of equal count
+        may be listed in another order). Costs per column
         (a buffer copy each), not per value. Raises `ValueError` for a malformed shard (a column
         of an unknown type or cut bytes)."""
         check_shard(shard)
