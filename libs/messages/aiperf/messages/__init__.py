@@ -80,9 +80,9 @@ from aiperf.messages.records import (
     MetricRecord,
     MetricRecordBatch,
     RawRecordChannel,
-    RecordChannel,
     RequestRecord,
 )
+from aiperf.messages.shards import AggregateShard, ColumnBytes, MetricShard, RecordChannel
 
 __all__ = [
     "PodCancel", "PodCounts", "PodDownstream", "PodHello", "PodPhaseStart", "PodReport", "PodUpstream",
@@ -97,4 +97,6 @@ __all__ = [
     "ServiceFailed", "ServiceState", "ServiceStatus", "ServiceType", "Shutdown", "SystemState",
     "SystemStateChanged", "TimePing", "TimePong", "ToController", "ToService", "UploadRawRecords", "WorkerConnected",
     "WorkerGroupReady", "WorkerLeaving", "WorkerLost", "topic_of",
+    # sharded aggregation (aiperf.messages.shards)
+    "AggregateShard", "ColumnBytes", "MetricShard",
 ]

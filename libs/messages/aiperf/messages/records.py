@@ -135,4 +135,3 @@ class MetricRecordBatch(Message, frozen=True, kw_only=True):
 
 
 RawRecordChannel = RequestRecord
-RecordChannel = MetricRecordBatch

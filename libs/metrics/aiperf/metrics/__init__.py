@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from aiperf.metrics.console import render_console_table, render_console_tables
     from aiperf.metrics.raw_jsonl import RAW_JSONL, RawPartMismatch, RawPartWriter, join_parts, raw_json
     from aiperf.metrics.record import compute_metrics
-    from aiperf.metrics.record_jsonl import JsonlRecordWriter, record_json
+    from aiperf.metrics.record_jsonl import JsonlRecordWriter, record_json, record_lines
     from aiperf.metrics.saturation import client_saturation, saturation_line
+    from aiperf.metrics.shards import ShardBuilder
     from aiperf.metrics.summary_csv import summary_csv, write_summary_csv
     from aiperf.metrics.summary_json import EXTENSIONS_KEY, summary_document, write_summary_json
 
@@ -47,9 +48,9 @@ _SUBMODULE = {
     "JsonlRecordWriter": "record_jsonl", "MetricSpec": "catalog", "MetricStats": "aggregate",
     "OslMismatchThresholds": "aggregate", "PERCENTILES": "aggregate", "RAW_JSONL": "raw_jsonl",
     "RECORD_METRICS": "catalog", "RawPartMismatch": "raw_jsonl", "RawPartWriter": "raw_jsonl",
-    "SPECS": "catalog", "STAT_KEYS": "aggregate", "SWEEP_METRICS": "catalog", "Summary": "aggregate",
+    "SPECS": "catalog", "ShardBuilder": "shards", "STAT_KEYS": "aggregate", "SWEEP_METRICS": "catalog", "Summary": "aggregate",
     "client_saturation": "saturation", "compute_metrics": "record", "join_parts": "raw_jsonl",
-    "raw_json": "raw_jsonl", "record_json": "record_jsonl", "render_console_table": "console",
+    "raw_json": "raw_jsonl", "record_json": "record_jsonl", "record_lines": "record_jsonl", "render_console_table": "console",
     "render_console_tables": "console", "saturation_line": "saturation", "spec_of": "catalog",
     "summary_csv": "summary_csv", "summary_document": "summary_json", "write_atomic": "atomic",
     "write_summary_csv": "summary_csv", "write_summary_json": "summary_json",
@@ -75,8 +76,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DERIVED_METRICS", "EXTENSIONS_KEY", "PERCENTILES", "RAW_JSONL", "RECORD_METRICS", "SPECS", "STAT_KEYS",
     "SWEEP_METRICS", "Aggregator", "JsonlRecordWriter", "MetricSpec", "MetricStats",
-    "OslMismatchThresholds", "RawPartMismatch", "RawPartWriter", "Summary", "compute_metrics",
-    "join_parts", "raw_json", "record_json", "render_console_table",
+    "OslMismatchThresholds", "RawPartMismatch", "RawPartWriter", "ShardBuilder", "Summary", "compute_metrics",
+    "join_parts", "raw_json", "record_json", "record_lines", "render_console_table",
     "render_console_tables", "spec_of", "summary_csv", "summary_document", "write_atomic",
     "write_summary_csv", "write_summary_json", "client_saturation", "saturation_line",
 ]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from aiperf.messages import ErrorDetails, MetricRecord, Phase
+from aiperf.messages import AggregateShard, ColumnBytes, ErrorDetails, MetricRecord, Phase
 from aiperf.metrics.catalog import RECORD_METRICS, SPECS, SUMMARY_ORDER, spec_of
 from aiperf.metrics.sweepline import Timeline, sweep_metrics
 from aiperf.metrics.weighted import TimeWeightedStats
@@ -132,7 +132,7 @@ _U32_END = 1 << 32
 
 class Column:
     """One metric's values, appended in arrival order, kept compact and exact: 4 bytes per value
-    while every value is a whole number in [0, 2^32) (times in ns under 4.3 s, counts, byte
+    while every value is a whole number in [0, 2^32) and not -0.0 (times in ns under 4.3 s, counts, byte
     sizes), 8 (float64) from the first value that is not (the earlier ones are converted, which
     is exact). NaN marks a missing value (and switches to float64).
 
@@ -192,7 +192,7 @@ class Column:
             a = np.frombuffer(wide, dtype=np.float64)
             if a.size and a.min() >= 0.0 and a.max() < _U32_END:  # False with a NaN
                 narrow = a.astype(np.uint32)
-                if (narrow == a).all():  # whole numbers
+                if (narrow == a).all() and not np.signbit(a).any():  # whole numbers, no -0.0
                     data.frombytes(narrow.tobytes())
                     return
             data = self._widen()
@@ -201,6 +201,18 @@ class Column:
     def values(self) -> np.ndarray:
         """The values as float64."""
         return np.asarray(self.data, dtype=np.float64)
+
+    def extend_raw(self, typecode: str, raw: bytes) -> None:
+        """Append the values in `raw`, a typed array's bytes (`typecode` "I" or "d", checked by
+        the caller), leaving the same typed array as appending them one by one: uint32 while
+        both are, else float64 (exact). One buffer copy when the types agree."""
+        data = self.data
+        if typecode == data.typecode:
+            data.frombytes(raw)
+        elif typecode == "d":  # float64 values after uint32 ones: the column widens
+            self._widen().frombytes(raw)
+        else:  # uint32 values after float64 ones
+            data.frombytes(np.frombuffer(raw, dtype=np.uint32).astype(np.float64).tobytes())
 
 
 class _Rows:
@@ -246,6 +258,15 @@ class _Rows:
             isls(float(isl) if isinstance(isl, int | float) else math.nan)
             osls(float(osl) if isinstance(osl, int | float) else math.nan)
             icls(icl)
+
+    def shard_fields(self) -> dict[str, bytes]:
+        """The six columns as raw bytes, keyed `row_<name>` (`AggregateShard`'s fields)."""
+        return {f"row_{name}": getattr(self, name).tobytes() for name in self.__slots__}
+
+    def merge_fields(self, shard: AggregateShard) -> None:
+        """Append the rows of `shard` (checked by `check_shard`) after these."""
+        for name in self.__slots__:
+            getattr(self, name).frombytes(getattr(shard, f"row_{name}"))
 
     def timeline(self, icl: np.ndarray) -> Timeline:
         start = np.asarray(self.start, np.int64)
@@ -328,6 +349,59 @@ class Aggregator:
             else:
                 self._extend_scalar(tag, n, (value,))
         self._n = n + 1
+
+    def shard(self) -> AggregateShard:
+        """The whole state as a message that can travel (each column as raw bytes) for `merge`."""
+        def col(c: Column) -> ColumnBytes:
+            data = c.data
+            return ColumnBytes(typecode=data.typecode, data=data.tobytes())
+
+        return AggregateShard(
+            success_count=self._n, scalars={t: col(c) for t, c in self._scalars.items()},
+            lists={t: col(c) for t, c in self._lists.items()}, **self._rows.shard_fields(),
+            error_isl=self._error_isl.tobytes(), errors=list(self._errors.items()),
+            cancelled=self._cancelled, warmup=self._warmup,
+            min_start_wall_ns=int(self._min_start_wall) if math.isfinite(self._min_start_wall) else None,
+            max_end_wall_ns=int(self._max_end_wall) if math.isfinite(self._max_end_wall) else None)
+
+    def merge(self, shard: AggregateShard) -> None:
+        """Take the records that `shard` (another aggregator's `shard()`) stands for after the
+        ones taken so far, leaving exactly the state that `add` on each of its records in turn
+        leaves: the same column values and widths, rows, counts, error counter and its order.
+        So merging the shards of consecutive parts of a record stream, in order, gives the very
+        summary of one aggregator fed the whole stream, bit for bit; in any other order, every
+        order statistic (count, min, max, percentiles, the counts and integer totals) is still
+        the same bit for bit, and the float sums (avg, sum, std, the time-weighted curves at
+        instants shared by three or more events) may differ in the last bits, as they do today
+        with the arrival order of records from several record-processors (and errors of equal count
+        may be listed in another order). Costs per column
+        (a buffer copy each), not per value. Raises `ValueError` for a malformed shard (a column
+        of an unknown type or cut bytes)."""
+        check_shard(shard)
+        self._rows.merge_fields(shard)
+        n = self._n
+        for tag, cb in shard.scalars.items():
+            col = self._scalars.get(tag)
+            if col is None:
+                col = self._scalars[tag] = Column()
+            if len(col) < n:
+                col.pad(n)
+            col.extend_raw(cb.typecode, cb.data)
+        for tag, cb in shard.lists.items():
+            lst = self._lists.get(tag)
+            if lst is None:
+                lst = self._lists[tag] = Column()
+            lst.extend_raw(cb.typecode, cb.data)
+        self._error_isl.frombytes(shard.error_isl)
+        for error, count in shard.errors:
+            self._errors[error] += count
+        self._cancelled += shard.cancelled
+        self._warmup += shard.warmup
+        self._n = n + shard.success_count
+        if shard.min_start_wall_ns is not None:
+            self._min_start_wall = min(self._min_start_wall, shard.min_start_wall_ns)
+        if shard.max_end_wall_ns is not None:
+            self._max_end_wall = max(self._max_end_wall, shard.max_end_wall_ns)
 
     def add_batch(self, records: Sequence[MetricRecord]) -> None:
         """Take `records` in order, leaving exactly the state that `add` on each in turn leaves
@@ -523,6 +597,39 @@ class Aggregator:
                 ok = values >= threshold if spec.larger_is_better else values <= threshold
             good &= ok & ~np.isnan(values)
         return int(good.sum())
+
+
+_ITEMSIZE = {"I": 4, "d": 8}
+
+
+def check_shard(shard: AggregateShard) -> None:
+    """Raise `ValueError` (one line) unless `shard` is what an `Aggregator.shard()` can be: typed
+    columns of whole values, scalar columns no longer than the success count, six row columns
+    of one length, each row's ICL count matching the ICL column, no negative count. A shard
+    comes off the network in Kubernetes: `merge` checks it before taking anything."""
+    for cb in (*shard.lists.values(), ColumnBytes(typecode="d", data=shard.error_isl)):
+        _check(cb)
+    if any(_check(cb) > shard.success_count for cb in shard.scalars.values()):
+        raise ValueError("a shard's scalar column is longer than its success count")
+    sizes = {len(getattr(shard, f"row_{name}")) for name in _Rows.__slots__}
+    if len(sizes) != 1 or sizes.pop() % 8:
+        raise ValueError("a shard's row columns differ in length or are cut")
+    icl_counts = np.frombuffer(shard.row_icl_count, dtype=np.int64)
+    icl = shard.lists.get("inter_chunk_latency")
+    if (icl_counts < 0).any() or int(icl_counts.sum()) != (0 if icl is None else _check(icl)):
+        raise ValueError("a shard's rows do not own its inter_chunk_latency values")
+    if min(shard.success_count, shard.cancelled, shard.warmup, *(n for _, n in shard.errors)) < 0:
+        raise ValueError("a shard with a negative count")
+
+
+def _check(cb: ColumnBytes) -> int:
+    """The number of values in a shard's column; `ValueError` for an unknown type or cut bytes."""
+    size = _ITEMSIZE.get(cb.typecode)
+    if size is None:
+        raise ValueError(f"a shard column of type {cb.typecode!r}; expected 'I' or 'd'")
+    if len(cb.data) % size:
+        raise ValueError(f"a shard column of {len(cb.data)} bytes is not a whole number of values")
+    return len(cb.data) // size
 
 
 _GOODPUT_TAGS = frozenset(s.tag for s in RECORD_METRICS) - {"inter_chunk_latency", "error_isl"}

@@ -112,6 +112,12 @@ class JsonlRecordWriter:
             self._file.write(record_lines(records))
             self._count += len(records)
 
+    def write_lines(self, lines: bytes, count: int) -> None:
+        """Append `count` lines already rendered by `record_lines` (a shard's), as they are."""
+        if lines:
+            self._file.write(lines)
+            self._count += count
+
     def flush(self) -> None:
         """Push buffered lines to the OS."""
         self._file.flush()

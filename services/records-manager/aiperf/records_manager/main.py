@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from aiperf.comms import Channel, Publisher, PullSocket
-from aiperf.messages import MetricRecordBatch, RecordChannel, ServiceType
+from aiperf.messages import MetricRecordBatch, MetricShard, RecordChannel, ServiceType
 from aiperf.metrics import OslMismatchThresholds
 from aiperf.records_manager.service import RecordsManager
 from aiperf.runtime import Service, ServiceContext, service_main
@@ -18,7 +18,7 @@ from aiperf.servermetrics.identity import probe_identity
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     """Wire the records-manager: `records` PULL (dual bind), an event-bus publisher, and the
     probe of what the server is."""
-    records = await stack.enter_async_context(PullSocket[MetricRecordBatch](
+    records = await stack.enter_async_context(PullSocket[MetricRecordBatch | MetricShard](
         ctx.zmq, decode=RecordChannel, channel="records",
         bind=ctx.addressing.bind_endpoints(Channel.RECORDS)))
     events = await stack.enter_async_context(Publisher(

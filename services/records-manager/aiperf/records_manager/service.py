@@ -28,6 +28,7 @@ from aiperf.messages import (
     Finalized,
     MetricRecord,
     MetricRecordBatch,
+    MetricShard,
     Phase,
     PhaseAccounting,
     ProfileConfigure,
@@ -77,7 +78,7 @@ class ExportError(Exception):
 class RecordSource(Protocol):
     """Where metric records come from (a `PullSocket` in production); may raise `BadMessage`."""
 
-    async def recv(self) -> MetricRecordBatch: ...
+    async def recv(self) -> MetricRecordBatch | MetricShard: ...
 
 
 class EventSink(Protocol):
@@ -86,7 +87,11 @@ class EventSink(Protocol):
 
 class RecordsManager:
     """Consumes every `MetricRecord` of run `run_id` measuring `benchmark`; they come in
-    `MetricRecordBatch`es, each record taken in order as if it had come alone.
+    `MetricRecordBatch`es, each record taken in order as if it had come alone, or aggregated in
+    `MetricShard`s, each merged into the aggregator and counted (progress, accounting) as its
+    `records` records, its rendered jsonl lines appended as they are. Timeslices
+    (`slice_duration`) need the records themselves: a shard's records are left out of them
+    (logged once).
 
     Records are written to `profile_export.jsonl` as they arrive (the file is complete even
     if the run is cancelled), unless the benchmark's export level is `summary`. `Finalize` waits (bounded) for one record per returned credit,
@@ -121,6 +126,7 @@ class RecordsManager:
         self._first_start_wall_ns = math.inf
         self._arrived = anyio.Event()
         self._loads: dict[str, ClientLoad] = {}
+        self._shards_unsliced = False
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Receive records and publish progress until cancelled; closes the jsonl file. An
@@ -137,7 +143,10 @@ class RecordsManager:
                     except BadMessage as exc:  # the socket listens on the network in Kubernetes
                         log.warning("records.bad_message", channel=exc.channel, reason=exc.reason)
                         continue
-                    self._take_batch(batch.records)
+                    if isinstance(batch, MetricShard):
+                        self._take_shard(batch)
+                    else:
+                        self._take_batch(batch.records)
                     self._arrived.set()
                     self._arrived = anyio.Event()
         finally:
@@ -172,6 +181,33 @@ class RecordsManager:
             if isinstance(start, int) and start and start < first_start:
                 first_start = start
         self._first_start_wall_ns = first_start
+
+    def _take_shard(self, shard: MetricShard) -> None:
+        """Merge a record-processor's shard and count its records as `_take_batch` counts them;
+        a malformed one is logged and skipped (nothing of it taken)."""
+        try:
+            check_counts(shard)
+            self._aggregator.merge(shard.shard)
+        except ValueError as exc:
+            log.warning("records.bad_shard", phase=shard.phase, records=shard.records, reason=str(exc))
+            return
+        if self._slices is not None and not self._shards_unsliced:
+            self._shards_unsliced = True
+            log.warning("records.shards_not_in_timeslices", reason="a shard carries no per-record times")
+        if self._writer is not None:
+            try:
+                self._writer.write_lines(shard.jsonl, shard.records)
+            except OSError as exc:
+                self._give_up_records(exc)
+        self._seen[shard.phase] += shard.records
+        self._errors[shard.phase] += shard.errors
+        self._response_errors[shard.phase] += shard.response_errors
+        for worker, load in shard.client_loads.items():
+            known = self._loads.get(worker)
+            if known is None or load.ticks >= known.ticks:
+                self._loads[worker] = load
+        if shard.first_start_wall_ns and shard.first_start_wall_ns < self._first_start_wall_ns:
+            self._first_start_wall_ns = shard.first_start_wall_ns
 
     async def _identify_server(self, identify: Callable[[], dict[str, Any]]) -> None:
         try:
@@ -285,6 +321,20 @@ class RecordsManager:
             files=[SUMMARY_JSON, SUMMARY_CSV, *([RECORDS_JSONL] if self._writer is not None else []),
                    CONSOLE_TXT, *sliced],
             accounting=msgspec.structs.replace(accounting, phases=phases))
+
+
+def check_counts(shard: MetricShard) -> None:
+    """Raise `ValueError` unless the shard's counts agree: its aggregate holds exactly `records`
+    records, all warmup ones for the warmup phase and none for the profiling phase, and (profiling)
+    `errors` of them failed, `response_errors` of those in the response."""
+    agg = shard.shard
+    failed = sum(n for _, n in agg.errors)
+    if agg.success_count + failed + agg.cancelled + agg.warmup != shard.records:
+        raise ValueError(f"a shard of {shard.records} records whose aggregate holds another number")
+    if agg.warmup != (shard.records if shard.phase == Phase.WARMUP else 0):
+        raise ValueError(f"a {shard.phase} shard whose aggregate holds records of the other phase")
+    if (shard.phase == Phase.PROFILING and shard.errors != failed) or not 0 <= shard.response_errors <= shard.errors:
+        raise ValueError("a shard whose error counts disagree with its aggregate")
 
 
 def render_table(summary: Summary, width: int = 120, *, trace_timing: bool = False) -> str:
