@@ -262,6 +262,11 @@ class LocalFlags:
     record_processors: Annotated[int | None, Parameter(
         name=["--record-processors", "--record-processor-service-count"])] = None
     """Record-processor processes (default: workers / 4, at least 1)."""
+    issuing: Annotated[Literal["central", "per_pod"] | None, Parameter(name=["--issuing"])] = None
+    """Who issues the credits: central (the timing-manager sends every request's credit: the
+    default) or per_pod (each worker pod's worker-group-manager issues its own workers' credits
+    from its slice of the plan; the timing-manager only hands out slices and adds up counters,
+    for runs with many worker pods). Same requests, results and exports either way."""
 
 
 FLAG_PATHS: dict[str, str] = {
@@ -359,6 +364,7 @@ FLAG_PATHS: dict[str, str] = {
     "ui": "runtime.ui",
     "workers_max": "runtime.workers",
     "record_processors": "runtime.record_processors",
+    "issuing": "runtime.issuing",
 }
 """Which `Benchmark` field each flag sets (`phases.<kind>` is the phase of that kind, `dataset`
 the one dataset). Several flags may set one field (`phases.profiling.type`)."""

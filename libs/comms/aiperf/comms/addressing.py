@@ -23,6 +23,7 @@ class Channel(enum.Enum):
     CREDIT_RETURNS = ("credit_returns", 5565)
     RECORDS = ("records", 5557)
     RAW_RECORDS = ("raw_records", 0)
+    PODS = ("pods", 5566)
 
     def __init__(self, label: str, default_port: int) -> None:
         self.label = label
@@ -67,6 +68,13 @@ class Addressing:
             port = self.port(channel)
             endpoints.append(f"tcp://{self.tcp_bind_host}:{port if port else '*'}")
         return endpoints
+
+    def pod_local(self, channel: Channel, group_id: str) -> str:
+        """The IPC endpoint of `channel` inside worker pod (group) `group_id`: with per-pod
+        issuing (`runtime.issuing: per_pod`) the group's worker-group-manager binds `credits`
+        and `credit_returns` here and the group's workers connect here, never over TCP (in
+        Kubernetes the pod's containers share the IPC folder)."""
+        return self.ipc(channel, index=f"pod-{group_id or 'g0'}")
 
     def connect_endpoint(self, channel: Channel, index: int | str | None = None) -> str:
         """The one endpoint a connector of `channel` uses."""

@@ -660,7 +660,11 @@ class Runtime(_Spec, frozen=True, kw_only=True):
     the concurrency; in a cluster: the total) and `record_processors` (None: workers / 4, at
     least 1); `ui` None picks dashboard on a terminal, none elsewhere. In a cluster only:
     `workers_per_pod` (None: 10), `record_processors_per_pod` (None: workers per pod / 4, at
-    least 1) and `workers_min` (the run starts once this many workers are ready; None: all)."""
+    least 1) and `workers_min` (the run starts once this many workers are ready; None: all).
+    `issuing`: who issues the credits: `central` (the timing-manager, per request: the
+    default) or `per_pod` (each worker pod's worker-group-manager issues its own workers'
+    credits from its slice of the plan and the timing-manager only coordinates the pods:
+    docs/scale.md, "Sharded credit issuing")."""
 
     workers: PositiveInt | None = None
     record_processors: PositiveInt | None = None
@@ -668,6 +672,7 @@ class Runtime(_Spec, frozen=True, kw_only=True):
     workers_per_pod: PerPod | None = None
     record_processors_per_pod: PerPod | None = None
     workers_min: PositiveInt | None = None
+    issuing: Literal["central", "per_pod"] = "central"
 
 
 ModelSelectionStrategy = Literal["round_robin", "random", "weighted"]

@@ -24,11 +24,15 @@ from anyio.abc import TaskStatus
 
 from aiperf.comms import BadMessage, PeerUnreachable
 from aiperf.config import Phase
-from aiperf.issuing.ports import Clock, Sleep
+from aiperf.issuing.ports import Clock, EventSink, Sleep
 from aiperf.issuing.slices import encode_slice, slice_phase
 from aiperf.messages import Phase as PhaseTag
 from aiperf.messages import (
+    Event,
     PhaseAccounting,
+    PhaseComplete,
+    PhaseSendingComplete,
+    PhaseStarted,
     PodCancel,
     PodCounts,
     PodDownstream,
@@ -36,6 +40,7 @@ from aiperf.messages import (
     PodPhaseStart,
     PodReport,
     PodUpstream,
+    PodWorkerLost,
     RunAccounting,
 )
 from aiperf.runtime import GiveUp
@@ -142,13 +147,17 @@ class PodCoordinator:
     `run` serves the pods' messages until cancelled (ready at once); `wait_registered` waits
     for `expected_pods`; `start` runs every phase and returns the totals. `clock` (monotonic
     ns), `wall_clock` and `sleep` are the ports of the engine (`aiperf.issuing.ports`). A pod
-    silent for `lost_after_s` during a phase is declared lost (checked every `check_every_s`)."""
+    silent for `lost_after_s` during a phase is declared lost (checked every `check_every_s`).
+    With `events`, each phase publishes what the per-request engine does (`PhaseStarted` once
+    the slices are out; `PhaseSendingComplete` and `PhaseComplete` with the pods' totals once
+    every pod is final or lost), so the rest of a run cannot tell the two apart."""
 
     def __init__(self, *, router: PodRouter, phases: Sequence[Phase], seed: int | None, expected_pods: int,
                  registration_timeout_s: float, lost_after_s: float = 10.0, check_every_s: float = 1.0,
                  clock: Clock = time.perf_counter_ns, wall_clock: Clock = time.time_ns,
-                 sleep: Sleep = anyio.sleep) -> None:
+                 sleep: Sleep = anyio.sleep, events: EventSink | None = None) -> None:
         self._router, self._phases, self._seed = router, list(phases), seed
+        self._events = events
         self._expected, self._registration_timeout_s = expected_pods, registration_timeout_s
         self._lost_after_ns, self._check_every_s = round(lost_after_s * 1e9), check_every_s
         self._clock, self._wall_clock, self._sleep = clock, wall_clock, sleep
@@ -252,6 +261,8 @@ class PodCoordinator:
             except PeerUnreachable:
                 self._declare_lost(book, pod_id)
         log.info("pods.phase_started", phase=phase.name, pods=len(pods))
+        await self._publish(PhaseStarted(phase=book.phase, started_at_ns=book.start_ns,
+                                         expected_credits=phase.requests, expected_duration_s=phase.duration))
         book.settle()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._watch, book)
@@ -261,6 +272,10 @@ class PodCoordinator:
         book.end_ns, book.end_wall_ns = self._clock(), self._wall_clock()
         log.info("pods.phase_complete", phase=phase.name, lost_pods=len(book.lost_pods),
                  **{name: getattr(book.counts, name) for name in FIELDS})
+        done = book.accounting()
+        await self._publish(PhaseSendingComplete(phase=book.phase, issued=done.issued, at_ns=book.end_ns))
+        await self._publish(PhaseComplete(phase=book.phase, issued=done.issued, returned=done.returned,
+                                          lost=done.lost, at_ns=book.end_ns))
         return book
 
     def cancel(self, reason: str) -> None:
@@ -270,6 +285,27 @@ class PodCoordinator:
             return
         self._cancel_reason = reason
         self._cancel.set()
+
+    async def worker_lost(self, worker_id: str) -> int:
+        """Pass a dead worker on to every live pod (`PodWorkerLost`, O(pods), rare): the pod
+        that issues to it writes its in-flight credits off, and they reach the totals in that
+        pod's counters. Returns how many pods were told."""
+        told = 0
+        for pod_id in self.live_pods:
+            try:
+                await self._router.send(pod_id.encode(), PodWorkerLost(worker_id=worker_id))
+                told += 1
+            except PeerUnreachable:
+                log.warning("pods.worker_lost_unreachable", pod=pod_id, worker=worker_id)
+        return told
+
+    async def _publish(self, event: Event) -> None:
+        if self._events is None:
+            return
+        try:
+            await self._events.publish(event)
+        except Exception as exc:  # best effort, as the engine's events
+            log.warning("pods.publish_failed", event=type(event).__name__, error=str(exc))
 
     async def _watch(self, book: PodPhaseTotals) -> None:
         """Every `check_every_s`: declare the pods silent for `lost_after_s` lost (O(pods))."""

@@ -29,6 +29,7 @@ from aiperf.messages import (
     PodHello,
     PodPhaseStart,
     PodReport,
+    PodWorkerLost,
 )
 
 log = structlog.get_logger("aiperf.issuing.pods")
@@ -105,7 +106,8 @@ class PodIssuer:
     then obeys the controller until cancelled: a `PodPhaseStart` runs that slice (one at a
     time, in order) with a `PodReport` every `report_interval_s` and a final one; a pod with
     nothing to do in a phase reports a zero total at once. `PodCancel` cancels the engine's
-    run (what is in flight is cancelled; the final report follows). `accountings` keeps each
+    run (what is in flight is cancelled; the final report follows); `PodWorkerLost` of one of
+    the pod's workers writes its credits off (`TimingManager.worker_lost`). `accountings` keeps each
     phase's engine accounting by phase index."""
 
     def __init__(self, *, pod_id: str, engine: TimingManager, link: CoordinatorLink,
@@ -115,11 +117,20 @@ class PodIssuer:
         self.accountings: dict[int, PhaseAccounting] = {}
         self._seq = 0
 
-    async def run(self, dataset_dir: str, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Serve the engine and the controller until cancelled; ready once registered."""
+    @property
+    def engine(self) -> TimingManager:
+        """The engine that issues this pod's credits."""
+        return self._engine
+
+    async def run(self, dataset_dir: str, *, serve_engine: bool = True,
+                  task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve the engine and the controller until cancelled; ready once registered.
+        `serve_engine=False`: the caller already runs `engine.run` (the worker-group-manager
+        answers its workers' pings before the dataset is known)."""
         send, receive = anyio.create_memory_object_stream[PodPhaseStart](max_buffer_size=64)
         async with anyio.create_task_group() as tg:
-            await tg.start(self._engine.run)
+            if serve_engine:
+                await tg.start(self._engine.run)
             workers = await self._engine.configure(dataset_dir)
             await self._link.send(PodHello(pod_id=self.pod_id, workers=workers))
             log.info("pods.registered", pod=self.pod_id, workers=workers)
@@ -133,6 +144,9 @@ class PodIssuer:
                             await send.send(message)
                         case PodCancel(reason=reason):
                             self._engine.cancel(reason or "PodCancel")
+                        case PodWorkerLost(worker_id=worker_id):
+                            if worker_id in self._engine.pool.workers:
+                                self._engine.worker_lost(worker_id)
 
     async def _run_phases(self, starts: anyio.abc.ObjectReceiveStream[PodPhaseStart]) -> None:
         async with starts:

@@ -73,6 +73,7 @@ from aiperf.messages.pods import (
     PodPhaseStart,
     PodReport,
     PodUpstream,
+    PodWorkerLost,
 )
 from aiperf.messages.records import (
     ErrorDetails,
@@ -86,6 +87,7 @@ from aiperf.messages.shards import AggregateShard, ColumnBytes, MetricShard, Rec
 
 __all__ = [
     "PodCancel", "PodCounts", "PodDownstream", "PodHello", "PodPhaseStart", "PodReport", "PodUpstream",
+    "PodWorkerLost",
     "LAG_BUCKETS", "ClientLoad", "lag_bucket", "lag_bucket_upper_ns",
     "Ack", "BuildDataset", "CancelCredits", "Command", "CommandFailed", "Credit", "CreditAudit", "CreditChannel",
     "CreditReturn", "CreditReturnChannel", "CreditUpstream", "CreditsLost", "DatasetBuilt",

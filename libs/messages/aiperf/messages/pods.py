@@ -4,7 +4,8 @@ controller's cost is per pod and per report, never per request (docs/scale.md).
 
 A pod says `PodHello` once; when a phase starts the controller sends every pod a
 `PodPhaseStart` with its slice; the pod sends a `PodReport` now and then while the phase runs
-and a final one (`final=True`) when its share is settled; `PodCancel` stops the pods early.
+and a final one (`final=True`) when its share is settled; `PodCancel` stops the pods early;
+`PodWorkerLost` passes a dead worker on to its pod.
 """
 
 from __future__ import annotations
@@ -63,5 +64,13 @@ class PodCancel(Message, frozen=True, kw_only=True):
     reason: str = ""
 
 
+class PodWorkerLost(Message, frozen=True, kw_only=True):
+    """Controller -> every live pod: worker `worker_id` died (its heartbeats stopped); the pod
+    that issues to it declares its in-flight credits lost and stops dispatching to it (the
+    others ignore it). The lost credits reach the controller in the pod's counters."""
+
+    worker_id: str
+
+
 PodUpstream = PodHello | PodReport
-PodDownstream = PodPhaseStart | PodCancel
+PodDownstream = PodPhaseStart | PodCancel | PodWorkerLost

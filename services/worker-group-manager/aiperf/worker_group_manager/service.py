@@ -1,6 +1,8 @@
 """The worker-group-manager: authority for one group of workers (one pod in Kubernetes, the
 whole machine locally). It makes the dataset available to its group and reports the group
-ready; the workers and record-processors themselves are separate processes/containers."""
+ready; the workers and record-processors themselves are separate processes/containers. With
+per-pod issuing (`runtime.issuing: per_pod`) it also issues its workers' credits
+(`aiperf.issuing.pod.PodIssuer`)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from aiperf.messages import Command, GroupReady, PrepareGroup, RawRecordsUploade
 from aiperf.runtime import GiveUp, UnknownCommand
 
 if TYPE_CHECKING:  # Kubernetes mode only: its HTTP client stays unimported locally
+    from aiperf.issuing.pod import PodIssuer
     from aiperf.worker_group_manager.download import PodDataset
     from aiperf.worker_group_manager.upload import RawUploader
 
@@ -32,19 +35,34 @@ class WorkerGroupManager:
     hands to the group's workers and record-processors.
 
     At finalize with `--export-level raw` in Kubernetes (`raw_uploader` and `api_url` set), it
-    uploads its group's raw parts to the controller's api (`UploadRawRecords`)."""
+    uploads its group's raw parts to the controller's api (`UploadRawRecords`).
+
+    With `issuer` (per-pod issuing) it serves the issuer's engine from the start (its workers'
+    pings and `WorkerConnected` on the pod-local sockets) and, once the first `PrepareGroup`
+    named the group's dataset, runs the issuer on it: the issuer waits for the group's workers,
+    says `PodHello` to the timing-manager and runs the slices it is handed."""
 
     def __init__(self, *, service_id: str, group_id: str, members: list[str],
                  pod_dataset: PodDataset | None = None, raw_uploader: RawUploader | None = None,
-                 api_url: str | None = None) -> None:
+                 api_url: str | None = None, issuer: PodIssuer | None = None) -> None:
         self.service_id, self.group_id, self.members = service_id, group_id, members
         self._pod_dataset = pod_dataset
         self._raw_uploader, self._api_url = raw_uploader, api_url
+        self._issuer = issuer
+        self._dataset_dir = ""
+        self._prepared = anyio.Event()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Ready at once; runs until cancelled."""
-        task_status.started()
-        await anyio.sleep_forever()
+        """Ready at once; runs until cancelled (with an issuer: serves it, see the class)."""
+        if self._issuer is None:
+            task_status.started()
+            await anyio.sleep_forever()
+            return
+        async with anyio.create_task_group() as tg:
+            await tg.start(self._issuer.engine.run)
+            task_status.started()
+            await self._prepared.wait()
+            await self._issuer.run(self._dataset_dir, serve_engine=False)
 
     async def handle(self, command: Command[Any]) -> Reply | None:
         """`PrepareGroup(dataset_dir=D, dataset_url=U)` -> `GroupReady` naming the group's
@@ -68,6 +86,9 @@ class WorkerGroupManager:
         else:
             dataset_dir = Path(command.dataset_dir)
             conversations = await anyio.to_thread.run_sync(_open_count, dataset_dir)
+        if not self._prepared.is_set():
+            self._dataset_dir = str(dataset_dir)
+            self._prepared.set()
         log.info("group.ready", group=self.group_id, members=len(self.members),
                  conversations=conversations, dataset_dir=str(dataset_dir))
         return GroupReady(dataset_dir=str(dataset_dir), group_id=self.group_id, members=self.members,

@@ -21,7 +21,7 @@ from aiperf.comms import (
     PushSocket,
     probe_return_channel,
 )
-from aiperf.config import HttpOptions
+from aiperf.config import HttpOptions, RunConfig
 from aiperf.messages import CreditChannel, ServiceType
 from aiperf.runtime import Service, ServiceContext, UserError, service_main
 from aiperf.runtime.limits import WORKER_HINT, connections_per_worker, ensure_open_files
@@ -42,6 +42,16 @@ def raw_records_endpoint(addressing: Addressing, group_id: str, index: int) -> s
     """IPC endpoint of record-processor `record-processor-<group_id>-<index>` (it binds it)."""
     label: Any = f"{group_id}-{index}"  # Addressing.ipc formats any index (annotated int)
     return addressing.ipc(Channel.RAW_RECORDS, index=label)
+
+
+def credit_endpoints(config: RunConfig, addressing: Addressing, group_id: str) -> tuple[str, str]:
+    """Where the worker's `credits` DEALER and `credit_returns` PUSH connect: to the
+    timing-manager (the controller) with central issuing; with `runtime.issuing: per_pod` to its
+    own group's worker-group-manager, over the pod-local IPC endpoints (`Addressing.pod_local`)."""
+    if config.benchmark.runtime.issuing == "per_pod":
+        return (addressing.pod_local(Channel.CREDITS, group_id),
+                addressing.pod_local(Channel.CREDIT_RETURNS, group_id))
+    return addressing.connect_endpoint(Channel.CREDITS), addressing.connect_endpoint(Channel.CREDIT_RETURNS)
 
 
 def request_headers(env: Mapping[str, str]) -> dict[str, str]:
@@ -65,17 +75,16 @@ def request_headers(env: Mapping[str, str]) -> dict[str, str]:
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     """Wire the worker: DEALER on `credits` (identity = service id), PUSH (IMMEDIATE) on
-    `credit_returns`, PUSH on `raw_records` to every record-processor of its group (round
+    `credit_returns` (where: `credit_endpoints`), PUSH on `raw_records` to every record-processor of its group (round
     robin), and one pooled HTTP client (AIPERF_HTTP_CLIENT). Everything closes with `stack`."""
     config, addressing, group = ctx.config, ctx.addressing, ctx.group_id
     headers = request_headers(os.environ)
     ensure_open_files(connections_per_worker(config), hint=WORKER_HINT)
+    credits_at, returns_at = credit_endpoints(config, addressing, group)
     credits = await stack.enter_async_context(DealerSocket[CreditChannel](
-        ctx.zmq, identity=ctx.service_id, decode=CreditChannel, channel="credits",
-        connect=[addressing.connect_endpoint(Channel.CREDITS)]))
+        ctx.zmq, identity=ctx.service_id, decode=CreditChannel, channel="credits", connect=[credits_at]))
     returns = await stack.enter_async_context(PushSocket(
-        ctx.zmq, channel="credit_returns", immediate=True,
-        connect=[addressing.connect_endpoint(Channel.CREDIT_RETURNS)]))
+        ctx.zmq, channel="credit_returns", immediate=True, connect=[returns_at]))
     processors = [raw_records_endpoint(addressing, group, j)
                   for j in range(config.services.record_processors_per_group)]
     records = await stack.enter_async_context(PushSocket(
