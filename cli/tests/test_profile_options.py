@@ -319,6 +319,27 @@ def test_the_choices_of_the_flags_are_the_models() -> None:
     assert set(typing.get_args(typing.get_args(typing.get_args(local)[0])[0])) == set(typing.get_args(ExportLevel))
 
 
+def test_issuing_flag_picks_who_issues_the_credits(capsys: pytest.CaptureFixture[str]) -> None:
+    from aiperf.cli.app import build_app
+    from aiperf.config import Runtime
+
+    def issuing(*argv: str) -> str:
+        _, bound, _ = build_app().parse_args(["profile", "-m", "m", "--ui", "none", *argv], exit_on_error=False)
+        return build_benchmark(bound.arguments["flags"], bound.arguments["local"]).benchmark.runtime.issuing
+
+    assert issuing() == "central" == Runtime().issuing
+    assert issuing("--issuing", "per_pod") == "per_pod"
+    assert issuing("--issuing", "central") == "central"
+    hint = typing.get_type_hints(LocalFlags, include_extras=True)["issuing"]
+    flag_choices = set(typing.get_args(typing.get_args(typing.get_args(hint)[0])[0]))
+    assert flag_choices == set(typing.get_args(typing.get_type_hints(Runtime)["issuing"])) == {"central", "per_pod"}
+    with pytest.raises(SystemExit) as exited:  # cyclopts refuses a choice not offered, as for --ui
+        main(["profile", "-m", "m", "--url", "127.0.0.1:9", "--issuing", "sideways"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert '"sideways" for --issuing' in err and '"per_pod"' in err, err
+
+
 def test_server_metrics_flags() -> None:
     from aiperf.cli.app import build_app
     from aiperf.servermetrics.endpoints import endpoints_of

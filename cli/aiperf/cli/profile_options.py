@@ -263,10 +263,10 @@ class LocalFlags:
         name=["--record-processors", "--record-processor-service-count"])] = None
     """Record-processor processes (default: workers / 4, at least 1)."""
     issuing: Annotated[Literal["central", "per_pod"] | None, Parameter(name=["--issuing"])] = None
-    """Who issues the credits: central (the timing-manager sends every request's credit: the
-    default) or per_pod (each worker pod's worker-group-manager issues its own workers' credits
-    from its slice of the plan; the timing-manager only hands out slices and adds up counters,
-    for runs with many worker pods). Same requests, results and exports either way."""
+    """Who issues the credits: central (the timing-manager sends every request's credit) or
+    per_pod (each worker pod's worker-group-manager issues its own workers' credits from its
+    slice of the plan; the timing-manager only hands out the slices and adds up counters: for
+    runs with many worker pods). Same requests, results and exports either way (default: central)."""
 
 
 FLAG_PATHS: dict[str, str] = {

@@ -23,7 +23,7 @@ from aiperf.messages import (
 from aiperf.runtime import GiveUp, UnknownCommand, UserError
 from aiperf.runtime.errors import root_cause
 from aiperf.worker.clock import TRACK_WINDOW, ClockSample, OffsetTracker, estimate_offset, wait_until
-from aiperf.worker.main import raw_records_endpoint, request_headers
+from aiperf.worker.main import credit_endpoints, raw_records_endpoint, request_headers
 from aiperf.worker.service import Worker, WorkerSettings
 from tests._worker_fakes import FakeCreditLink, endpoint, running_worker
 
@@ -245,6 +245,19 @@ def test_request_headers_from_env() -> None:
 
 def test_raw_records_endpoint_names_group_and_index() -> None:
     assert raw_records_endpoint(Addressing(ipc_dir="/tmp/x"), "g0", 1) == "ipc:///tmp/x/raw_records-g0-1.ipc"
+
+
+def test_credit_endpoints_are_the_controllers_or_with_per_pod_issuing_the_pods_own() -> None:
+    from aiperf.config import Benchmark, CommsOptions, RunConfig, Runtime
+
+    tcp = Addressing(ipc_dir="/tmp/x", controller_host="ctrl")  # a worker pod in Kubernetes
+    central = RunConfig(run_id="w", comms=CommsOptions(ipc_dir="/tmp/x"), benchmark=Benchmark(models=["m"]))
+    assert credit_endpoints(central, tcp, "g3") == ("tcp://ctrl:5564", "tcp://ctrl:5565")
+    assert credit_endpoints(central, Addressing(ipc_dir="/tmp/x"), "g0") == (
+        "ipc:///tmp/x/credits.ipc", "ipc:///tmp/x/credit_returns.ipc")
+    per_pod = RunConfig(run_id="w", comms=CommsOptions(ipc_dir="/tmp/x"), benchmark=Benchmark(models=["m"], runtime=Runtime(issuing="per_pod")))
+    assert credit_endpoints(per_pod, tcp, "g3") == (
+        "ipc:///tmp/x/credits-pod-g3.ipc", "ipc:///tmp/x/credit_returns-pod-g3.ipc")  # never TCP: its own pod
 
 
 async def test_an_audit_is_answered_with_the_credits_held_in_order_after_the_returns() -> None:
