@@ -68,7 +68,7 @@ CATALOG: tuple[ServiceSpec, ...] = (
                 health_port=("health-records", 8084), cpu="500m", memory="1Gi", binds=("records",)),
     ServiceSpec(type=ServiceType.TIMING_MANAGER, placement=Placement.CONTROLLER_POD, scale=Scale.ONE,
                 health_port=("health-timing", 8083), cpu="500m", memory="256Mi",
-                binds=("credits", "credit_returns")),
+                binds=("credits", "credit_returns", "pods")),
     ServiceSpec(type=ServiceType.DATASET_MANAGER, placement=Placement.CONTROLLER_POD, scale=Scale.ONE,
                 health_port=("health-dataset", 8082), cpu="250m", memory="1Gi"),
     ServiceSpec(type=ServiceType.API, placement=Placement.CONTROLLER_POD, scale=Scale.ONE,

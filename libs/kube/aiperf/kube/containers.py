@@ -11,7 +11,9 @@ Ports: health ports 8080-8088, one per service type (the service catalog,
 `aiperf.config.catalog`); the i-th instance of a scaled type in a pod adds 100 x i
 (worker-3: 8387), so ports stay unique within a pod. Each container learns its
 health port from `AIPERF_HEALTH_PORT`. Channel ports (control 5667, event bus 5663/5664, credits
-5564/5565, records 5557) and the API's 9090 are declared on the container that binds them.
+5564/5565, records 5557, pods 5566: per-pod issuing) and the API's 9090 are declared on the
+container that binds them. With per-pod issuing a worker pod's workers reach its
+worker-group-manager over the pod's shared IPC folder, never a port.
 Port names are at most 15 characters (a Kubernetes rule), hence `health-ctrl`, `health-w3`.
 
 The controller pod also runs two auxiliary services of the catalog (`aiperf.config.catalog.
@@ -68,6 +70,7 @@ BOUND_PORTS: dict[str, tuple[str, int]] = {
     Channel.CREDITS.label: ("credits", Channel.CREDITS.default_port),
     Channel.CREDIT_RETURNS.label: ("credit-returns", Channel.CREDIT_RETURNS.default_port),
     Channel.RECORDS.label: ("records", Channel.RECORDS.default_port),
+    Channel.PODS.label: ("pods", Channel.PODS.default_port),
     API_PORT_NAME: (API_PORT_NAME, API_PORT),
 }
 """Port name (at most 15 characters) and number of everything a service `binds` (catalog)."""
