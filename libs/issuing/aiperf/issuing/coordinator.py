@@ -26,7 +26,6 @@ from aiperf.comms import BadMessage, PeerUnreachable
 from aiperf.config import Phase
 from aiperf.issuing.ports import Clock, EventSink, Sleep
 from aiperf.issuing.slices import encode_slice, slice_phase
-from aiperf.messages import Phase as PhaseTag
 from aiperf.messages import (
     Event,
     PhaseAccounting,
@@ -43,6 +42,7 @@ from aiperf.messages import (
     PodWorkerLost,
     RunAccounting,
 )
+from aiperf.messages import Phase as PhaseTag
 from aiperf.runtime import GiveUp
 
 log = structlog.get_logger("aiperf.issuing.pods")
