@@ -11,6 +11,7 @@ import zmq.asyncio
 
 from aiperf.config import ConcurrencyPhase, ConstantPhase
 from aiperf.issuing.coordinator import PodCoordinator
+from aiperf.issuing.pod import lag_histogram
 from aiperf.issuing.sharded import ShardedTimingManager
 from aiperf.issuing.slices import decode_slice
 from aiperf.messages import (
@@ -41,6 +42,10 @@ PLAN = [ConcurrencyPhase(name="warmup", concurrency=2, requests=5),
         ConstantPhase(name="profiling", rate=500.0, requests=11)]
 
 
+LATE_NS = {"g0": 40_000, "g1": 40_000, "g2": 3_000_000}
+"""How late each simulated pod issued its profiling credits (4 + 4 + 3 of the 11)."""
+
+
 class Events:
     """An event sink that keeps what was published."""
 
@@ -65,10 +70,12 @@ async def pod(ctx: zmq.asyncio.Context, ipc_dir: str, pod_id: str, told: list[tu
                 told.append((pod_id, message))
                 continue
             share = decode_slice(message.slice).requests or 0
+            lags = lag_histogram([LATE_NS[pod_id]] * share if message.phase_index == 1 else [])
             seq += 1
             await link.send(PodReport(pod_id=pod_id, phase_index=message.phase_index, seq=seq, final=True,
                                       counts=PodCounts(issued=share, ok=max(share - 1, 0), failed=min(share, 1),
-                                                       sent=share)))
+                                                       sent=share), lag_counts=lags.late, early_counts=lags.early,
+                                      lag_max_ns=lags.max_ns))
 
 
 async def test_the_commands_run_the_plan_through_the_pods(ipc_dir: str) -> None:
@@ -103,6 +110,10 @@ async def test_the_commands_run_the_plan_through_the_pods(ipc_dir: str) -> None:
         assert book.issued == book.sent == plan.requests and book.returned == plan.requests
         assert book.failed == active and book.ok == plan.requests - active and book.lost == 0
         assert book.end_ns >= book.start_ns > 0
+    assert phases[PLAN[0].role].schedule_lag_p99_ns == 0  # a closed loop schedules nothing  # type: ignore[index]
+    profiling = phases[PLAN[1].role]  # type: ignore[index]
+    assert 40_000 <= profiling.schedule_lag_p50_ns <= 40_000 * 1.19  # the bucket's upper bound
+    assert profiling.schedule_lag_p99_ns == 3_000_000  # capped by the largest lag
     kinds = [(type(e).__name__, str(e.phase)) for e in events.published]  # type: ignore[attr-defined]
     assert kinds == [("PhaseStarted", "warmup"), ("PhaseSendingComplete", "warmup"), ("PhaseComplete", "warmup"),
                      ("PhaseStarted", "profiling"), ("PhaseSendingComplete", "profiling"),
@@ -115,6 +126,26 @@ async def test_the_commands_run_the_plan_through_the_pods(ipc_dir: str) -> None:
     assert lost == CreditsLost(lost=0)
     assert sorted(p for p, _ in told) == ["g0", "g1", "g2"]
     assert all(m == PodWorkerLost(worker_id="worker-g1-0") for _, m in told)
+
+
+def test_lag_histograms_add_up_to_the_phases_percentiles() -> None:
+    from aiperf.issuing.coordinator import PodPhaseTotals
+    from aiperf.messages import Phase
+
+    assert lag_histogram([]) == ([], [], 0)
+    one = lag_histogram([-5, 0, 20_000, 20_000, 1_000_000])
+    assert (sum(one.late), sum(one.early), one.max_ns) == (3, 2, 1_000_000)
+    book = PodPhaseTotals(index=0, phase=Phase.PROFILING, pods=["a", "b"])
+    assert book.lag_percentile_ns(50) == 0  # nothing scheduled
+    book.add_lags(*one)
+    book.add_lags(*lag_histogram([-2_000_000] * 5))  # sent ahead, as the engine does
+    assert -2_000_000 <= book.lag_percentile_ns(50) <= -2_000_000 / 1.19  # 5 of 10 that early
+    assert book.lag_percentile_ns(70) == 0  # -5 and 0: within the first bucket
+    assert 20_000 <= book.lag_percentile_ns(90) <= 20_000 * 1.19
+    assert book.lag_percentile_ns(99) == 1_000_000
+    early = PodPhaseTotals(index=0, phase=Phase.PROFILING, pods=["a"])
+    early.add_lags(*lag_histogram([-1_500_000] * 3))
+    assert early.lag_percentile_ns(50) == early.lag_percentile_ns(99) == -1_500_000  # capped by the largest
 
 
 async def test_a_cancel_before_the_start_issues_nothing(ipc_dir: str) -> None:

@@ -27,6 +27,7 @@ from aiperf.config import Phase
 from aiperf.issuing.ports import Clock, EventSink, Sleep
 from aiperf.issuing.slices import encode_slice, slice_phase
 from aiperf.messages import (
+    LAG_BUCKETS,
     Event,
     PhaseAccounting,
     PhaseComplete,
@@ -41,6 +42,7 @@ from aiperf.messages import (
     PodUpstream,
     PodWorkerLost,
     RunAccounting,
+    lag_bucket_upper_ns,
 )
 from aiperf.messages import Phase as PhaseTag
 from aiperf.runtime import GiveUp
@@ -88,6 +90,9 @@ class PodPhaseTotals:
     final: set[str] = field(default_factory=set)
     lost_pods: list[str] = field(default_factory=list)
     reports: int = 0
+    lag_counts: list[int] = field(default_factory=lambda: [0] * LAG_BUCKETS)
+    early_counts: list[int] = field(default_factory=lambda: [0] * LAG_BUCKETS)
+    lag_max_ns: int | None = None
     start_ns: int = 0
     end_ns: int = 0
     start_wall_ns: int = 0
@@ -107,6 +112,34 @@ class PodPhaseTotals:
         self.counts = add_counts(total, counts)
         self.per_pod[pod_id] = counts
 
+    def add_lags(self, late: Sequence[int], early: Sequence[int], max_ns: int) -> None:
+        """Add a pod's schedule-lag histograms (its final report's) to the phase's: O(buckets)."""
+        if not any(late) and not any(early):
+            return
+        for i, n in enumerate(late[:LAG_BUCKETS]):
+            self.lag_counts[i] += n
+        for i, n in enumerate(early[:LAG_BUCKETS]):
+            self.early_counts[i] += n
+        self.lag_max_ns = max_ns if self.lag_max_ns is None else max(self.lag_max_ns, max_ns)
+
+    def lag_percentile_ns(self, q: float) -> int:
+        """The `q`-th percentile (0..100) of the pods' schedule lags, read from the histograms
+        as the bucket's bound nearest to "late" (an early one: minus its lower bound; a late one:
+        its upper bound; so at most 19% later than the exact value), never above the largest
+        lag; 0 when none was scheduled."""
+        if self.lag_max_ns is None:
+            return 0
+        rank, seen = q / 100 * (sum(self.lag_counts) + sum(self.early_counts)), 0
+        for i in range(LAG_BUCKETS - 1, -1, -1):  # the earliest first
+            seen += (n := self.early_counts[i])
+            if n and seen >= rank:
+                return round(min(-lag_bucket_upper_ns(i - 1) if i else 0, self.lag_max_ns))
+        for i, n in enumerate(self.lag_counts):
+            seen += n
+            if n and seen >= rank:
+                return round(min(lag_bucket_upper_ns(i), self.lag_max_ns))
+        return self.lag_max_ns
+
     def settle(self) -> None:
         """Set `done` once every pod is final or lost (O(1): the two are disjoint)."""
         if len(self.final) + len(self.lost_pods) >= len(self.pods):
@@ -114,13 +147,15 @@ class PodPhaseTotals:
 
     def accounting(self, stopped_reason: str = "") -> PhaseAccounting:
         """The phase as the timing-manager accounts for one (`PhaseAccounting`): the pods'
-        sums, `returned = ok + failed + cancelled`, the coordinator's start and end times; no
-        schedule lag (the pods keep theirs)."""
+        sums, `returned = ok + failed + cancelled`, the coordinator's start and end times, the
+        schedule lag's median and 99th percentile from the pods' histograms (`lag_percentile_ns`)."""
         c = self.counts
         return PhaseAccounting(issued=c.issued, returned=c.ok + c.failed + c.cancelled, sent=c.sent, ok=c.ok,
                                failed=c.failed, cancelled=c.cancelled, lost=c.lost + c.in_flight,
                                start_ns=self.start_ns, end_ns=self.end_ns, start_wall_ns=self.start_wall_ns,
-                               end_wall_ns=self.end_wall_ns, stopped_reason=stopped_reason)
+                               end_wall_ns=self.end_wall_ns, stopped_reason=stopped_reason,
+                               schedule_lag_p50_ns=self.lag_percentile_ns(50),
+                               schedule_lag_p99_ns=self.lag_percentile_ns(99))
 
 
 @dataclass(kw_only=True)
@@ -207,6 +242,7 @@ class PodCoordinator:
                 book.reports += 1
                 book.take(pod_id, counts)
                 if final:
+                    book.add_lags(message.lag_counts, message.early_counts, message.lag_max_ns)
                     book.final.add(pod_id)
                     book.settle()
 

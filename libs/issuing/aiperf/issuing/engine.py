@@ -219,6 +219,12 @@ class TimingManager:
             self._current = None
         return ledger.accounting()
 
+    def lags_ns(self, phase: PhaseTag) -> list[int]:
+        """How late each scheduled credit of the last run of phase `phase` was issued after its
+        planned time (empty when none was scheduled or the phase did not run)."""
+        ledger = self._ledgers.get(phase)
+        return [] if ledger is None else list(ledger.lags_ns)
+
     def cancel(self, reason: str) -> None:
         """Stop issuing; the running phase cancels in-flight requests and `start` returns with
         `"cancelled": true`. Idempotent; before `start` it makes `start` issue nothing."""

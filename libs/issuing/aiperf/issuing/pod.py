@@ -8,7 +8,7 @@ settled. Messages: `aiperf.messages.pods`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import anyio
 import msgspec
@@ -22,6 +22,7 @@ from aiperf.issuing.ports import Conversations, Sleep, TurnTiming
 from aiperf.issuing.schedule import fixed_offsets_ns, schedule_zero_ms
 from aiperf.issuing.slices import PhaseSlice, decode_slice
 from aiperf.messages import (
+    LAG_BUCKETS,
     PhaseAccounting,
     PodCancel,
     PodCounts,
@@ -30,7 +31,9 @@ from aiperf.messages import (
     PodPhaseStart,
     PodReport,
     PodWorkerLost,
+    lag_bucket,
 )
+from aiperf.messages import Phase as PhaseTag
 
 log = structlog.get_logger("aiperf.issuing.pods")
 
@@ -90,6 +93,29 @@ def counts_of(ledger: PhaseLedger) -> PodCounts:
     """A ledger's counters as a pod reports them."""
     return PodCounts(issued=ledger.issued, ok=ledger.ok, failed=ledger.failed, cancelled=ledger.cancelled,
                      lost=ledger.lost, in_flight=len(ledger.in_flight), sent=ledger.sent)
+
+
+class LagHistogram(NamedTuple):
+    """Schedule lags as a pod reports them (`PodReport.lag_counts`, `early_counts`,
+    `lag_max_ns`)."""
+
+    late: list[int]
+    early: list[int]
+    max_ns: int
+
+
+def lag_histogram(lags_ns: Sequence[int]) -> LagHistogram:
+    """The histograms of `lags_ns`: late ones (> 0) by lag, the others by -lag, in
+    `LAG_BUCKETS` buckets each (both empty for no lags), and the largest lag."""
+    if not lags_ns:
+        return LagHistogram([], [], 0)
+    late, early = [0] * LAG_BUCKETS, [0] * LAG_BUCKETS
+    for lag in lags_ns:
+        if lag > 0:
+            late[lag_bucket(lag)] += 1
+        else:
+            early[lag_bucket(-lag)] += 1
+    return LagHistogram(late, early, max(lags_ns))
 
 
 def counts_of_accounting(accounting: PhaseAccounting) -> PodCounts:
@@ -163,6 +189,7 @@ class PodIssuer:
             phase, conversations = slice_schedule(conversations, piece)
             if not len(conversations):
                 phase = None
+        lags = LagHistogram([], [], 0)
         if phase is None:
             total = PodCounts()
         else:
@@ -174,7 +201,8 @@ class PodIssuer:
                 tg.cancel_scope.cancel()
             self.accountings[index] = accounting
             total = counts_of_accounting(accounting)
-        await self._report(index, total, final=True)
+            lags = lag_histogram(self._engine.lags_ns(PhaseTag(phase.role)))
+        await self._report(index, total, final=True, lags=lags)
         return total
 
     async def _report_while_running(self, index: int) -> None:
@@ -184,10 +212,13 @@ class PodIssuer:
             if ledger is not None:
                 await self._report(index, counts_of(ledger), final=False)
 
-    async def _report(self, index: int, counts: PodCounts, *, final: bool) -> None:
+    async def _report(self, index: int, counts: PodCounts, *, final: bool,
+                      lags: LagHistogram | None = None) -> None:
         self._seq += 1
+        late, early, top = lags if lags is not None else ([], [], 0)
         await self._link.send(PodReport(pod_id=self.pod_id, phase_index=index, seq=self._seq, counts=counts,
-                                        final=final))
+                                        final=final, lag_counts=late, early_counts=early, lag_max_ns=top))
 
 
-__all__ = ["CoordinatorLink", "PodIssuer", "counts_of", "counts_of_accounting", "slice_schedule"]
+__all__ = ["CoordinatorLink", "PodIssuer", "counts_of", "counts_of_accounting", "LagHistogram", "lag_histogram",
+           "slice_schedule"]

@@ -47,6 +47,14 @@ class PodReport(Message, frozen=True, kw_only=True):
     seq: int
     counts: PodCounts
     final: bool = False
+    lag_counts: list[int] = []
+    early_counts: list[int] = []
+    lag_max_ns: int = 0
+    """Final reports only: the schedule lag of the pod's scheduled credits (issued minus planned
+    time), as two `aiperf.messages.load.LAG_BUCKETS` histograms (`lag_bucket`): `lag_counts` of
+    the late ones (lag > 0), `early_counts` of the others by how early (-lag); both empty when
+    none was scheduled. `lag_max_ns`: the largest lag (negative when every one was early).
+    The controller adds the pods' histograms up."""
 
 
 class PodPhaseStart(Message, frozen=True, kw_only=True):
