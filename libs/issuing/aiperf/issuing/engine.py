@@ -233,6 +233,12 @@ class TimingManager:
         if self._current is not None:
             self._current.stop(CANCELLED)
 
+    def knows(self, worker_id: str) -> bool:
+        """Whether `worker_id` is connected or still holds credits (O(credits in flight) when
+        it is not connected)."""
+        return worker_id in self.pool.workers or any(
+            e.worker == worker_id for ledger in self._ledgers.values() for e in ledger.in_flight.values())
+
     def worker_lost(self, worker_id: str) -> int:
         """Declare `worker_id`'s in-flight credits lost and stop dispatching to it; returns how
         many were lost. With no worker left the running phase stops issuing."""

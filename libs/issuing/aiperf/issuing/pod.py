@@ -171,7 +171,7 @@ class PodIssuer:
                         case PodCancel(reason=reason):
                             self._engine.cancel(reason or "PodCancel")
                         case PodWorkerLost(worker_id=worker_id):
-                            if worker_id in self._engine.pool.workers:
+                            if self._engine.knows(worker_id):  # one of this pod's
                                 self._engine.worker_lost(worker_id)
 
     async def _run_phases(self, starts: anyio.abc.ObjectReceiveStream[PodPhaseStart]) -> None:
