@@ -435,3 +435,30 @@ def test_memory_peak_per_request_stays_small() -> None:
     assert peak / tl.size < 2.5 * 1024, f"{peak / tl.size:.0f} bytes per request"
     want = reference(tl)
     assert all(_bits(got[tag]) == _bits(want[tag]) for tag in want)
+
+
+def test_one_negative_gap_keeps_the_peak_small() -> None:
+    # A stored negative gap (one request in a run of 20,000 had one: a stamp taken late) used
+    # to send the whole run down a path with two events and several arrays per chunk (~3.5 KiB
+    # per 64-token request in a real run); now only that request's chunks are paired.
+    sweep_metrics(streamed_run(20))
+    clean = streamed_run(2000)
+    gaps = clean.icl.astype(np.float64)  # as the aggregator holds a column with a negative value
+    gaps[63 * 1000 + 10] = -1_400_000.0
+    tl = Timeline(**{**{f: getattr(clean, f) for f in clean.__slots__}, "icl": gaps})
+    peaks = []
+    for case in (clean, tl):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sweepline, "_BLOCK", 4096)
+            mp.setattr(weighted, "BLOCK", 4096)
+            tracemalloc.start()
+            try:
+                got = sweep_metrics(case)
+                peaks.append(tracemalloc.get_traced_memory()[1])
+            finally:
+                tracemalloc.stop()
+        want = reference(case)
+        assert all(_bits(got[tag]) == _bits(want[tag]) for tag in want)
+    # the float64 gaps are read blockwise as the uint32 ones: the same few bytes per request more
+    assert peaks[1] / tl.size < 2.5 * 1024, f"{peaks[1] / tl.size:.0f} bytes per request"
+    assert peaks[1] < peaks[0] * 1.3, (peaks[0] / tl.size, peaks[1] / tl.size)

@@ -316,48 +316,53 @@ def _total_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
                   np.concatenate([pr, -pr, ur, -ur]), breaks)
 
 
-def _nonzero_gaps(tl: Timeline) -> tuple[IntArray, bool]:
-    """Gaps > 0 per row, and whether any gap is negative."""
+def _nonzero_gaps(tl: Timeline) -> tuple[IntArray, BoolArray]:
+    """Gaps > 0 per row, and per row whether any of its gaps is negative."""
     nonzero = np.zeros(tl.size, np.int64)
-    negative = False
+    negative = np.zeros(tl.size, bool)
     for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
         gaps = tl.icl[g0:g1].astype(np.int64)
         rows = np.repeat(np.arange(r1 - r0), tl.icl_counts[r0:r1])
         nonzero[r0:r1] = np.bincount(rows[gaps > 0], minlength=r1 - r0)
-        negative = negative or bool((gaps < 0).any())
+        negative[r0:r1] = np.bincount(rows[gaps < 0], minlength=r1 - r0) > 0
     return nonzero, negative
 
 
 def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
     """Per chunk where the gaps are known, else uniform (module doc). One event per distinct
     instant of a request: its first token, then each chunk that ends a non-zero gap (the end of
-    one chunk's interval is the start of the next non-zero one)."""
+    one chunk's interval is the start of the next non-zero one). A request with a negative gap
+    (never from a monotonic clock, but a stored value may be) has chunk intervals that need not
+    abut: each of its non-zero gaps is a start and an end event of its own, its arrays sized by
+    those requests' gaps alone, so one such request never costs the whole run two events per
+    chunk. An instant's deltas are summed as `_build` orders them: chunk starts, chunk ends (each
+    by gap), then the uniform requests' firsts and ends (by row)."""
     first, end, osl = tl.first, tl.end, tl.osl
     nonzero, negative = _nonzero_gaps(tl)
     by_chunk = (tl.icl_counts > 0) & (nonzero > 0)
-    if negative:
-        return _decode_throughput_pairs(tl, rq, breaks, nonzero, by_chunk)
     by_request = rq.dc & ~by_chunk
     ur = rq.uniform_rate[by_request[rq.dc]]
     br_rows = np.flatnonzero(by_request)
     used = by_chunk & tl.has_first & ~np.isnan(osl) & (osl >= 1)
-    u = np.flatnonzero(used)
+    u = np.flatnonzero(used & ~negative)
     offsets = np.zeros(u.size + 1, np.int64)  # row u[i] owns events offsets[i] .. offsets[i+1]-1
     np.cumsum(nonzero[u] + 1, out=offsets[1:])
-    a, b = int(offsets[-1]), br_rows.size
+    gap_start = np.zeros(tl.size + 1, np.int64)
+    np.cumsum(tl.icl_counts, out=gap_start[1:])
+    p_gap, p_start, p_end, p_rate = _paired_chunks(tl, np.flatnonzero(used & negative), gap_start, nonzero)
+    a, b, c = int(offsets[-1]), br_rows.size, p_gap.size
+    pairs = a + 2 * b  # the paired requests' chunk starts: pairs .. pairs+c-1, then their ends
     base = np.full(tl.size, -1, np.int64)
     base[u] = offsets[:-1]
     breaks = breaks[~np.isin(breaks, np.concatenate([first[u], first[br_rows], end[br_rows]]))]  # fewer ties
-    times = np.empty(a + 2 * b + breaks.size, np.int64)
+    times = np.empty(pairs + 2 * c + breaks.size, np.int64)
     # the gap that the k-th chunk event of a row ends is the row's gap k - 1 + skipped (the zero
     # gaps before it): one byte per event, usually; the rates are computed where needed
-    gap_start = np.zeros(tl.size + 1, np.int64)
-    np.cumsum(tl.icl_counts, out=gap_start[1:])
     skipped = np.zeros(a, np.min_scalar_type(int((tl.icl_counts[u] - nonzero[u]).max()) if u.size else 0))
     times[offsets[:-1]] = first[u]
     for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
         rows, gaps, arrivals = _gaps(tl, r0, r1, g0, g1)
-        sel = used[rows] & (gaps > 0)
+        sel = (base[rows] >= 0) & (gaps > 0)
         rank = np.cumsum(sel, dtype=np.int64)
         row_start = np.zeros(r1 - r0, np.int64)
         np.cumsum(tl.icl_counts[r0:r1][:-1], out=row_start[1:])
@@ -367,33 +372,42 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
         times[ids] = arrivals[sel]
         skipped[ids] = g0 + np.flatnonzero(sel) - gap_start[rows] - (rank - 1)
     times[a:a + b] = first[br_rows]
-    times[a + b:a + 2 * b] = end[br_rows]
-    times[a + 2 * b:] = breaks
+    times[a + b:pairs] = end[br_rows]
+    times[pairs:pairs + c] = p_start
+    times[pairs + c:pairs + 2 * c] = p_end
+    times[pairs + 2 * c:] = breaks
+    del p_start, p_end
 
-    def chunk_parts(i: IntArray) -> tuple[IntArray, FloatArray, FloatArray]:
-        """(row, rate of the chunk that starts, minus the rate of the one that ends) at events i."""
+    def chunk_parts(i: IntArray) -> tuple[IntArray, IntArray, FloatArray, IntArray, FloatArray]:
+        """At events i: (the gap that starts, the rate of its chunk, the gap that ends, minus
+        the rate of its chunk); a rate is 0.0 (and its gap 0) where no chunk starts or ends."""
         r = np.searchsorted(offsets, i, side="right") - 1
         row = u[r]
         scale = (osl[row] - 1.0) / nonzero[row]  # as (osl - 1) / K * 1e9 / gap, left to right
         gap = gap_start[row] + (i - offsets[r])  # + skipped[e] - 1: event e's gap, e = i or i + 1
         starts, ends = np.zeros(i.size), np.zeros(i.size)
+        start_gap, end_gap = np.zeros(i.size, np.int64), np.zeros(i.size, np.int64)
         m = np.flatnonzero(i + 1 < offsets[r + 1])
-        nxt = gap[m] + skipped[i[m] + 1].astype(np.int64)
-        starts[m] = scale[m] * NS_PER_S / tl.icl[nxt].astype(np.int64)
+        start_gap[m] = gap[m] + skipped[i[m] + 1].astype(np.int64)
+        starts[m] = scale[m] * NS_PER_S / tl.icl[start_gap[m]].astype(np.int64)
         m = np.flatnonzero(i > offsets[r])
-        own = gap[m] - 1 + skipped[i[m]].astype(np.int64)
-        ends[m] = -(scale[m] * NS_PER_S / tl.icl[own].astype(np.int64))
-        return row, starts, ends
+        end_gap[m] = gap[m] - 1 + skipped[i[m]].astype(np.int64)
+        ends[m] = -(scale[m] * NS_PER_S / tl.icl[end_gap[m]].astype(np.int64))
+        return start_gap, starts, end_gap, ends
 
     def fast(ids: IntArray) -> FloatArray:
         out = np.zeros(ids.size)
         m = ids < a
-        _, starts, ends = chunk_parts(ids[m])
+        _, starts, _, ends = chunk_parts(ids[m])
         out[m] = (0.0 + starts) + ends
         m = (ids >= a) & (ids < a + b)
         out[m] = 0.0 + ur[ids[m] - a]
-        m = (ids >= a + b) & (ids < a + 2 * b)
+        m = (ids >= a + b) & (ids < pairs)
         out[m] = 0.0 + -ur[ids[m] - a - b]
+        m = (ids >= pairs) & (ids < pairs + c)
+        out[m] = 0.0 + p_rate[ids[m] - pairs]
+        m = (ids >= pairs + c) & (ids < pairs + 2 * c)
+        out[m] = 0.0 + -p_rate[ids[m] - pairs - c]
         return out
 
     def slow(ids: IntArray) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
@@ -402,35 +416,38 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
         position = np.zeros(2 * q, np.int64)
         delta = np.zeros(2 * q)
         m = np.flatnonzero(ids < a)  # a chunk starts (section 0) and/or one ends (section 1)
-        row, starts, ends = chunk_parts(ids[m])
-        section[m], position[m], delta[m] = 0, row, starts
-        section[q + m], position[q + m], delta[q + m] = 1, row, ends
+        start_gap, starts, end_gap, ends = chunk_parts(ids[m])
+        section[m], position[m], delta[m] = 0, start_gap, starts
+        section[q + m], position[q + m], delta[q + m] = 1, end_gap, ends
         for sec, lo_id, sign in ((2, a, 1.0), (3, a + b, -1.0)):  # uniform requests' first, end
             m = np.flatnonzero((ids >= lo_id) & (ids < lo_id + b))
             j = ids[m] - lo_id
             section[m], position[m], delta[m] = sec, br_rows[j], sign * ur[j]
+        for sec, lo_id, sign in ((0, pairs, 1.0), (1, pairs + c, -1.0)):  # paired requests' chunks
+            m = np.flatnonzero((ids >= lo_id) & (ids < lo_id + c))
+            j = ids[m] - lo_id
+            section[m], position[m], delta[m] = sec, p_gap[j], sign * p_rate[j]
         return np.concatenate([np.arange(q), np.arange(q)]), section, position, delta
 
-    return _build(times, fast, slow, real=a + 2 * b)
+    return _build(times, fast, slow, real=pairs + 2 * c)
 
 
-def _decode_throughput_pairs(tl: Timeline, rq: _Requests, breaks: IntArray, nonzero: IntArray,
-                             by_chunk: BoolArray) -> Step:
-    """The same curve from a start and an end event per chunk (gaps that are negative: never
-    from a real clock, but then chunk intervals need not abut)."""
-    first, end, osl = tl.first, tl.end, tl.osl
-    rows = np.repeat(np.arange(tl.size, dtype=np.int64), tl.icl_counts)
-    gaps = tl.icl.astype(np.int64)
-    offsets = np.concatenate([[0], np.cumsum(tl.icl_counts)[:-1]]).astype(np.int64)
+def _paired_chunks(tl: Timeline, rows: IntArray, gap_start: IntArray, nonzero: IntArray
+                   ) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
+    """(gap index, interval start, interval end, rate) of each non-zero gap of `rows`, in gap
+    order: the chunk intervals of requests whose intervals need not abut."""
+    counts = tl.icl_counts[rows]
+    owner = np.repeat(rows, counts)
+    row_off = np.zeros(rows.size + 1, np.int64)
+    np.cumsum(counts, out=row_off[1:])
+    gap = gap_start[owner] + (np.arange(owner.size, dtype=np.int64) - np.repeat(row_off[:-1], counts))
+    gaps = tl.icl[gap].astype(np.int64)
     running = np.cumsum(gaps)
-    before = np.where(offsets > 0, running[np.clip(offsets - 1, 0, None)], 0) if rows.size else offsets
-    arrivals = first[rows] + running - before[rows]
-    by_request = rq.dc & ~by_chunk
-    use = by_chunk[rows] & (gaps > 0) & tl.has_first[rows] & ~np.isnan(osl[rows]) & (osl[rows] >= 1)
-    rate = (osl[rows[use]] - 1.0) / nonzero[rows[use]] * NS_PER_S / gaps[use]
-    ur = rq.uniform_rate[by_request[rq.dc]]
-    return _small(np.concatenate([arrivals[use] - gaps[use], arrivals[use], first[by_request], end[by_request]]),
-                  np.concatenate([rate, -rate, ur, -ur]), breaks)
+    arrivals = tl.first[owner] + running - np.repeat(np.concatenate([[0], running])[row_off[:-1]], counts)
+    keep = gaps > 0
+    owner, gap, gaps, arrivals = owner[keep], gap[keep], gaps[keep], arrivals[keep]
+    rate = (tl.osl[owner] - 1.0) / nonzero[owner] * NS_PER_S / gaps
+    return gap, arrivals - gaps, arrivals, rate
 
 
 def _tokens_in_flight(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
