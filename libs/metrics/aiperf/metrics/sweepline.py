@@ -137,33 +137,34 @@ def _sequential_sums(deltas: FloatArray, starts: IntArray) -> FloatArray:
 def _build(times: IntArray, fast: Fast, slow: Slow, real: int | None = None) -> Step:
     """The step function of the events ``0..times.size-1`` (see above); the ids from `real` on
     are breakpoints (no delta). Consumes `times` (sorted in place); the result's arrays are views
-    of it and of one new array of the same size."""
+    of it and of one new array of the same size. Instants are summed in blocks of ~`_BLOCK`
+    events (an instant's events always in one block), so the temporaries stay small even where
+    most events share their instant (chunks that arrived in one read share its stamp)."""
     if times.size == 0:
         return Step(np.zeros(0, np.int64), np.zeros(0, np.float64))
     real = times.size if real is None else real
     order = np.argsort(times)  # ties in any order: their sums are ordered by key below
     times.sort()
-    members = _sharing(times)
-    head = np.ones(members.size, bool)
-    head[1:] = times[members[1:]] != times[members[:-1]]
-    gid = np.cumsum(head) - 1
-    ids = order[members]
-    several = np.bincount(gid[ids < real], minlength=int(head.sum()))[gid] > 1
-    del ids
-    slow_sums: FloatArray | None = None
-    if several.any():  # several events with deltas at one instant: sum them in canonical order
-        slow_sums = _canonical_sums(order, members[several], gid[several], slow)
-    values = order.view(np.float64)  # the ids are read block by block before being overwritten
-    for a in range(0, times.size, _BLOCK):
-        values[a:a + _BLOCK] = fast(order[a:a + _BLOCK])
-    del order
-    if members.size:  # one event with deltas and breakpoints (0.0): their sum, in any order
-        starts = np.flatnonzero(head)
-        heads = members[starts]
-        values[heads] = np.add.reduceat(values[members], starts)
-        if slow_sums is not None:
-            values[heads[np.unique(gid[several])]] = slow_sums
-    del members, head, gid, several
+    values = order.view(np.float64)  # each block's ids are read before its values are written
+    a = 0
+    while a < times.size:
+        b = int(np.searchsorted(times, times[min(a + _BLOCK, times.size) - 1], side="right"))
+        ids = order[a:b].copy()
+        t = times[a:b]
+        block = fast(ids)
+        head = np.ones(t.size, bool)
+        np.not_equal(t[1:], t[:-1], out=head[1:])
+        if not head.all():  # instants that several events share
+            starts = np.flatnonzero(head)
+            sums = np.add.reduceat(block, starts)  # one event with deltas and breakpoints (0.0)
+            gid = np.cumsum(head) - 1
+            several = np.bincount(gid[ids < real], minlength=starts.size) > 1
+            if several.any():  # several events with deltas at one instant: in canonical order
+                members = np.flatnonzero(several[gid])
+                sums[several] = _canonical_sums(ids[members], gid[members], slow)
+            block[starts] = sums
+        values[a:b] = block
+        a = b
     n = _compact_distinct(times, values)
     times, values = times[:n], values[:n]
     np.cumsum(values, out=values)
@@ -171,31 +172,16 @@ def _build(times: IntArray, fast: Fast, slow: Slow, real: int | None = None) -> 
     return Step(times, values)
 
 
-def _canonical_sums(order: IntArray, positions: IntArray, gid: IntArray, slow: Slow) -> FloatArray:
-    """The sum of each instant's deltas in canonical order, for the events at sorted
-    `positions` (grouped by instant `gid`, ascending); whole instants in blocks of ~_BLOCK."""
-    heads = np.flatnonzero(np.concatenate([[True], gid[1:] != gid[:-1]]))
-    at = np.searchsorted(heads, np.arange(0, gid.size, _BLOCK))  # the first instant from each
-    cuts = np.unique(heads[at[at < heads.size]])
-    sums = []
-    for a, b in zip(cuts.tolist(), [*cuts[1:].tolist(), gid.size], strict=True):
-        owner, section, position, deltas = slow(order[positions[a:b]])
-        group = gid[a:b][owner]
-        key = np.lexsort((position, section, group))
-        group, deltas = group[key], deltas[key]
-        first = np.ones(group.size, bool)
-        first[1:] = group[1:] != group[:-1]
-        sums.append(_sequential_sums(deltas, np.flatnonzero(first)))
-    return np.concatenate(sums)
-
-
-def _sharing(times: IntArray) -> IntArray:
-    """Positions of the (sorted) `times` equal to a neighbour's, ascending."""
-    pairs = [np.flatnonzero(times[a + 1:a + _BLOCK + 1] == times[a:min(a + _BLOCK, times.size - 1)]) + a
-             for a in range(0, times.size - 1, _BLOCK)]
-    both = np.concatenate([*pairs, *(p + 1 for p in pairs)]) if pairs else np.zeros(0, np.int64)
-    both.sort()
-    return both[np.concatenate([[True], both[1:] != both[:-1]])] if both.size else both
+def _canonical_sums(ids: IntArray, gid: IntArray, slow: Slow) -> FloatArray:
+    """The sum of each instant's deltas in canonical order (by section, then position), for the
+    events `ids` grouped by instant `gid` (ascending); one sum per instant, in that order."""
+    owner, section, position, deltas = slow(ids)
+    group = gid[owner]
+    key = np.lexsort((position, section, group))
+    group, deltas = group[key], deltas[key]
+    first = np.ones(group.size, bool)
+    first[1:] = group[1:] != group[:-1]
+    return _sequential_sums(deltas, np.flatnonzero(first))
 
 
 def _compact_distinct(times: IntArray, values: FloatArray) -> int:
