@@ -364,7 +364,7 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
     times[pairs + 2 * c:] = breaks
     del p_start, p_end
 
-    def chunk_parts(i: IntArray) -> tuple[IntArray, IntArray, FloatArray, IntArray, FloatArray]:
+    def chunk_parts(i: IntArray) -> tuple[IntArray, FloatArray, IntArray, FloatArray]:
         """At events i: (the gap that starts, the rate of its chunk, the gap that ends, minus
         the rate of its chunk); a rate is 0.0 (and its gap 0) where no chunk starts or ends."""
         r = np.searchsorted(offsets, i, side="right") - 1
