@@ -491,3 +491,25 @@ def test_chunks_sharing_their_read_keep_the_peak_small() -> None:
     assert peak / tl.size < 2.5 * 1024, f"{peak / tl.size:.0f} bytes per request"
     want = reference(tl)
     assert all(_bits(got[tag]) == _bits(want[tag]) for tag in want)
+
+
+@st.composite
+def tied_timelines(draw: st.DrawFn) -> Timeline:
+    """Streamed requests whose chunks mostly share their read's stamp (most gaps 0)."""
+    reqs = draw(st.lists(requests(), min_size=1, max_size=12))
+    for r in reqs:
+        if r.gaps:
+            r.gaps = draw(st.lists(st.sampled_from([0, 0, 0, 0, 0, 0, 1, 4]), min_size=1, max_size=12))
+    return timeline(reqs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(tl=tied_timelines(), block=st.sampled_from([1, 2, 3, 7, 1 << 16]))
+def test_same_floats_where_chunks_share_their_instant(tl: Timeline, block: int) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sweepline, "_BLOCK", block)
+        mp.setattr(weighted, "BLOCK", block)
+        got = sweep_metrics(tl)
+    want = reference(tl)
+    for tag in want:
+        assert _bits(got[tag]) == _bits(want[tag]), (tag, got[tag], want[tag])

@@ -437,7 +437,12 @@ def _paired_chunks(tl: Timeline, rows: IntArray, gap_start: IntArray, nonzero: I
 
 
 def _tokens_in_flight(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
-    """An event per chunk that arrives before its request ends, and a few per request."""
+    """An event per chunk that arrives before its request ends, and a few per request. Where
+    most chunks share their arrival instant with the chunk before them in their request (chunks
+    read together share their read's stamp: at least half of them), each such run of a request's
+    chunks is one event, whose delta is its chunks' deltas summed in order (exactly what they
+    add where nothing else happens at that instant; `slow` gives them back one by one for an
+    instant that other events share)."""
     start, first, end, isl, osl = tl.start, tl.first, tl.end, tl.isl, tl.osl
     chunked = tl.icl_counts > 0
     holds_input = rq.prefill_ok & ~np.isnan(isl)
@@ -446,12 +451,15 @@ def _tokens_in_flight(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
     ramp = gen & chunked & (osl >= 1)  # 1 at the first token, then (osl - 1) / K per chunk
     per_chunk = np.where(tl.icl_counts > 0, (osl - 1.0) / np.maximum(tl.icl_counts, 1), 0.0)
     arrived = np.zeros(tl.size, np.int64)
+    runs = 0
     for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
-        rows, _, arrivals = _gaps(tl, r0, r1, g0, g1)
-        arrived[r0:r1] = np.bincount(rows[ramp[rows] & (arrivals < end[rows])] - r0, minlength=r1 - r0)
-    offsets = np.zeros(tl.size + 1, np.int64)
+        rows, arrivals = _arrived(tl, ramp, r0, r1, g0, g1)
+        arrived[r0:r1] = np.bincount(rows - r0, minlength=r1 - r0)
+        runs += int(_run_heads(rows, arrivals).sum())
+    offsets = np.zeros(tl.size + 1, np.int64)  # row r's chunks are arrivals offsets[r] .. offsets[r+1]-1
     np.cumsum(arrived, out=offsets[1:])
-    a = int(offsets[-1])
+    merge = runs * 2 <= int(offsets[-1])
+    a = runs if merge else int(offsets[-1])  # the arrival events (runs, or single chunks)
     held = 1.0 + per_chunk * arrived  # whatever a ramping request accumulated goes at its end
     sections = [(0, start, holds_input, isl), (1, end, holds_input, -isl), (2, first, whole, osl),
                 (3, end, whole, -osl), (4, first, ramp, np.ones(tl.size)), (6, end, ramp, -held)]
@@ -460,32 +468,76 @@ def _tokens_in_flight(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
     req_sec = np.concatenate([np.full(int(m.sum()), s) for s, _, m, _ in sections] + [np.full(breaks.size, 9)])
     req_row = np.concatenate([np.flatnonzero(m) for _, _, m, _ in sections] + [np.zeros(breaks.size, np.int64)])
     times = np.empty(a + req_t.size, np.int64)
+    run_start: IntArray | None = np.empty(a + 1, np.int64) if merge else None  # a run's first arrival
     write = 0
     for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
-        rows, _, arrivals = _gaps(tl, r0, r1, g0, g1)
-        got = arrivals[ramp[rows] & (arrivals < end[rows])]
-        times[write:write + got.size] = got
-        write += got.size
+        rows, arrivals = _arrived(tl, ramp, r0, r1, g0, g1)
+        if run_start is None:
+            times[write:write + arrivals.size] = arrivals
+            write += arrivals.size
+            continue
+        heads = np.flatnonzero(_run_heads(rows, arrivals))
+        times[write:write + heads.size] = arrivals[heads]
+        run_start[write:write + heads.size] = offsets[r0] + heads
+        write += heads.size
+    if run_start is not None:
+        run_start[a] = offsets[-1]
     times[a:] = req_t
     del req_t
+
+    def chunks_of(e: IntArray) -> tuple[IntArray, IntArray]:
+        """(first arrival, how many) of arrival events `e`."""
+        if run_start is None:
+            return e, np.ones(e.size, np.int64)
+        return run_start[e], run_start[e + 1] - run_start[e]
 
     def fast(ids: IntArray) -> FloatArray:
         out = np.empty(ids.size)
         m = ids < a
-        out[m] = 0.0 + per_chunk[np.searchsorted(offsets, ids[m], side="right") - 1]
+        head, count = chunks_of(ids[m])
+        out[m] = _repeated_sums(per_chunk[np.searchsorted(offsets, head, side="right") - 1], count)
         out[~m] = 0.0 + req_d[ids[~m] - a]
         return out
 
     def slow(ids: IntArray) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
-        m = ids < a  # arrivals: section 5, in gap order (their ids are)
-        j = ids - a
-        rows = np.searchsorted(offsets, ids, side="right") - 1
-        section = np.where(m, 5, req_sec[np.where(m, 0, j)])
-        position = np.where(m, ids, req_row[np.where(m, 0, j)])
-        delta = np.where(m, per_chunk[np.clip(rows, 0, tl.size - 1)], req_d[np.where(m, 0, j)])
-        return np.arange(ids.size), section, position, delta
+        m = np.flatnonzero(ids < a)  # arrivals: section 5, in gap order (their arrival numbers are)
+        head, count = chunks_of(ids[m])
+        owner = np.repeat(m, count)
+        arrival = np.repeat(head, count) + (np.arange(owner.size) - np.repeat(np.cumsum(count) - count, count))
+        rows = np.searchsorted(offsets, arrival, side="right") - 1
+        other = np.flatnonzero(ids >= a)
+        j = ids[other] - a
+        return (np.concatenate([owner, other]), np.concatenate([np.full(owner.size, 5), req_sec[j]]),
+                np.concatenate([arrival, req_row[j]]), np.concatenate([per_chunk[rows], req_d[j]]))
 
     return _build(times, fast, slow, real=times.size - breaks.size)
+
+
+def _arrived(tl: Timeline, ramp: BoolArray, r0: int, r1: int, g0: int, g1: int) -> tuple[IntArray, IntArray]:
+    """(row, arrival time) of the chunks of rows r0..r1 that count in tokens in flight: those of
+    ramping requests that arrive before their request ends, in gap order."""
+    rows, _, arrivals = _gaps(tl, r0, r1, g0, g1)
+    got = ramp[rows] & (arrivals < tl.end[rows])
+    return rows[got], arrivals[got]
+
+
+def _run_heads(rows: IntArray, times: IntArray) -> BoolArray:
+    """Where a run of consecutive chunks of one row at one instant starts."""
+    head = np.ones(rows.size, bool)
+    if rows.size:
+        head[1:] = (rows[1:] != rows[:-1]) | (times[1:] != times[:-1])
+    return head
+
+
+def _repeated_sums(values: FloatArray, counts: IntArray) -> FloatArray:
+    """``((0.0 + v) + v) + ...`` with `counts` terms (>= 1) of each value `v`."""
+    sums = 0.0 + values
+    live, k = np.flatnonzero(counts > 1), 1
+    while live.size:
+        sums[live] += values[live]
+        k += 1
+        live = live[counts[live] > k]
+    return sums
 
 
 # -- statistics --------------------------------------------------------------------------------
