@@ -170,7 +170,8 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
             raise FlagError(f"--profile-export-prefix {prefix!r}: a file name base without / or spaces "
                             "(e.g. run1; the files go into --artifact-dir)")
         _sub(doc, "artifacts")["prefix"] = prefix
-    for field, key in (("ui", "ui"), ("workers_max", "workers"), ("record_processors", "record_processors")):
+    for field, key in (("ui", "ui"), ("workers_max", "workers"), ("record_processors", "record_processors"),
+                       ("aggregation", "aggregation")):
         if (value := getattr(local, field)) is not None:
             _sub(doc, "runtime")[key] = value
     api_key = flags.api_key if flags.api_key is not None else secrets.api_key

@@ -262,6 +262,12 @@ class LocalFlags:
     record_processors: Annotated[int | None, Parameter(
         name=["--record-processors", "--record-processor-service-count"])] = None
     """Record-processor processes (default: workers / 4, at least 1)."""
+    aggregation: Literal["records", "sharded"] | None = None
+    """How results reach the records-manager: records (in batches as they are made) or sharded
+    (each record-processor aggregates its own and sends them once, at the end: the same exact
+    statistics and exports, far less work for the records-manager; the progress counts and the
+    dashboard's live metrics then wait for each phase's or the run's end and jump; no
+    --slice-duration) (default: records)."""
 
 
 FLAG_PATHS: dict[str, str] = {
@@ -359,6 +365,7 @@ FLAG_PATHS: dict[str, str] = {
     "ui": "runtime.ui",
     "workers_max": "runtime.workers",
     "record_processors": "runtime.record_processors",
+    "aggregation": "runtime.aggregation",
 }
 """Which `Benchmark` field each flag sets (`phases.<kind>` is the phase of that kind, `dataset`
 the one dataset). Several flags may set one field (`phases.profiling.type`)."""
