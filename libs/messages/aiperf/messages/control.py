@@ -269,8 +269,9 @@ class FlushRawRecords(Command[RawRecordsFlushed], frozen=True, kw_only=True):
 
 class SendShards(Command[ShardsSent], frozen=True, kw_only=True):
     """record-processor (`runtime.aggregation: sharded`), once the profiling ended and before the
-    records-manager's `Finalize`: send one `MetricShard` per phase for the records taken so far;
-    records that reach it later go in `MetricRecordBatch`es (docs/run-protocol.md)."""
+    records-manager's `Finalize`: queue one `MetricShard` per phase for the records taken so far
+    on its `records` socket, then answer; records that reach it later go in
+    `MetricRecordBatch`es."""
 
     reply = ShardsSent
 
