@@ -15,7 +15,7 @@ import pytest
 import zmq.asyncio
 
 from aiperf.comms import Addressing, BadMessage, Channel, PullSocket, PushSocket
-from aiperf.config import Benchmark, CommsOptions, Endpoint, Runtime, RunConfig, TokenizerSpec
+from aiperf.config import Benchmark, CommsOptions, Endpoint, RunConfig, Runtime, TokenizerSpec
 from aiperf.messages import (
     ClientLoad,
     FlushRawRecords,
