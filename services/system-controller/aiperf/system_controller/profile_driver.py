@@ -90,8 +90,9 @@ def all_or_raise(replies: dict[str, R | Exception]) -> dict[str, R]:
 class ProfileDriver:
     """configure (dataset, then each group's copy, then everyone) -> ready -> profiling (timing-manager) ->
     processing/exporting (with `--aggregation sharded` the shards barrier, `_collect_shards`;
-    records-manager `finalize`, then with `--export-level raw` the raw barrier, `_finalize_raw`). Cancellation (Ctrl+C) sends `ProfileCancel` and still finalizes,
-    so partial results are written. `raw_upload_timeout_s` bounds the Kubernetes raw uploads
+    records-manager `finalize`, then with `--export-level raw` the raw barrier, `_finalize_raw`).
+    Cancellation (Ctrl+C) sends `ProfileCancel` and still finalizes, so partial results are
+    written. `raw_upload_timeout_s` bounds the Kubernetes raw uploads
     (every worker pod's, together). `before_start` is awaited once every service is configured,
     before the first phase (Kubernetes: the server-metrics container's readiness); `on_started`
     right after the state turned PROFILING."""
