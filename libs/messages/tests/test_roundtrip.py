@@ -21,6 +21,8 @@ CHANNELS = {
     "credit_returns": m.CreditReturnChannel,
     "raw_records": m.RawRecordChannel,
     "records": m.RecordChannel,
+    "pods.upstream": m.PodUpstream,
+    "pods": m.PodDownstream,
 }
 
 

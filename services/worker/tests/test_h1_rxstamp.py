@@ -5,6 +5,7 @@ asyncio transport's."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import select
 import socket
 import sys
@@ -81,6 +82,22 @@ async def _read_late(server: socket.socket, client: socket.socket, proto: _Recor
         pass  # the loop is busy elsewhere before it reads
     await _until(lambda: len(proto.reads) > before)
     return proto.reads[-1][1], ready
+
+
+async def test_a_read_is_never_stamped_before_the_read_before_it() -> None:
+    # The stamps of a clock that steps back (as a kernel stamp moved onto perf_counter_ns by a
+    # process preempted between its two clock reads can): the later read keeps the earlier
+    # read's stamp, a zero gap, never a negative one.
+    client, server = _pair()
+    proto = _Recorder()
+    stamps = itertools.chain([1_000, 400, 2_000], itertools.repeat(3_000))  # then the EOF's read
+    StampedTransport(asyncio.get_running_loop(), client, proto, clock=lambda: next(stamps))
+    for data in (b"one", b"two", b"three"):
+        before = len(proto.reads)
+        server.sendall(data)
+        await _until(lambda: len(proto.reads) > before)  # noqa: B023 (awaited in this iteration)
+    assert proto.reads == [(b"one", 1_000), (b"two", 1_000), (b"three", 2_000)]
+    server.close()
 
 
 async def test_writes_then_eof_then_lost_once() -> None:

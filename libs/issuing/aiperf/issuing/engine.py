@@ -41,6 +41,7 @@ from aiperf.messages import (
     Event,
     FirstToken,
     HeldCredits,
+    PhaseAccounting,
     PhaseComplete,
     PhaseSendingComplete,
     PhaseStarted,
@@ -189,6 +190,35 @@ class TimingManager:
         return RunAccounting(phases=phases, cancelled=self._cancel.is_set(),
                              stopped_reason=reasons[-1] if reasons else "")
 
+    @property
+    def conversations(self) -> Conversations | None:
+        """The dataset `configure` opened (None before)."""
+        return self._conversations
+
+    @property
+    def current(self) -> PhaseLedger | None:
+        """The books of the phase running now (None when none is)."""
+        return self._current
+
+    async def run_phase(self, phase: Phase, *, conversations: Conversations | None = None,
+                        seed: int | None = None) -> PhaseAccounting:
+        """Run one phase (not necessarily one of the plan's: a worker pod runs its slices this
+        way) over `conversations` (default: the configured dataset) with `seed` (default: the
+        run's); returns its accounting once each credit came back or was declared lost. Raises
+        `GiveUp` before `configure` or while another phase or run is in progress."""
+        if self._conversations is None:
+            raise GiveUp("run_phase before ProfileConfigure")
+        if self._running:
+            raise GiveUp("run_phase while a profile run is in progress")
+        self._running = True
+        try:
+            ledger = await self._run_phase(phase, self._conversations if conversations is None else conversations,
+                                           seed=self._seed if seed is None else seed)
+        finally:
+            self._running = False
+            self._current = None
+        return ledger.accounting()
+
     def cancel(self, reason: str) -> None:
         """Stop issuing; the running phase cancels in-flight requests and `start` returns with
         `"cancelled": true`. Idempotent; before `start` it makes `start` issue nothing."""
@@ -258,13 +288,14 @@ class TimingManager:
 
     # -- phases -------------------------------------------------------------------------
 
-    async def _run_phase(self, phase: Phase, conversations: Conversations) -> PhaseLedger:
+    async def _run_phase(self, phase: Phase, conversations: Conversations, *, seed: int | None = None) -> PhaseLedger:
+        seed = self._seed if seed is None else seed
         tag = PhaseTag(phase.role)
         cancellation = phase.cancellation
         ledger = PhaseLedger(tag, count=phase.requests,
                              concurrency_cap=phase.concurrency if isinstance(phase, RatePhase) else None,
                              cancel_rate_pct=cancellation.rate,
-                             cancel_delay_ns=round(cancellation.delay * NS_PER_S), seed=self._seed,
+                             cancel_delay_ns=round(cancellation.delay * NS_PER_S), seed=seed,
                              prefill_cap=phase.prefill_concurrency, sessions=phase.sessions)
         self._ledgers[tag] = self._current = ledger
         ledger.start_ns, ledger.start_wall_ns = self._clock(), self._wall_clock()
@@ -285,7 +316,7 @@ class TimingManager:
                     tg.start_soon(self._stop_after, issuer, deadline)
                 if ledger.prefill is not None and phase.prefill_ramp is not None:
                     await tg.start(ramp_open, issuer, ledger.prefill, phase.prefill_ramp.duration, anyio.CancelScope())
-                await strategy_for(phase, seed=self._seed).run(issuer)
+                await strategy_for(phase, seed=seed).run(issuer)
                 tg.cancel_scope.cancel()  # the duration timer and the prefill ramp
         ledger.finish_sending()
         log.info("timing.phase_sending_complete", phase=phase.name, issued=ledger.issued,

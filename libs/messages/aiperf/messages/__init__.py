@@ -67,6 +67,15 @@ from aiperf.messages.events import (
     topic_of,
 )
 from aiperf.messages.load import LAG_BUCKETS, ClientLoad, lag_bucket, lag_bucket_upper_ns
+from aiperf.messages.pods import (
+    PodCancel,
+    PodCounts,
+    PodDownstream,
+    PodHello,
+    PodPhaseStart,
+    PodReport,
+    PodUpstream,
+)
 from aiperf.messages.records import (
     ErrorDetails,
     HttpTrace,
@@ -78,6 +87,7 @@ from aiperf.messages.records import (
 from aiperf.messages.shards import AggregateShard, ColumnBytes, MetricShard, RecordChannel
 
 __all__ = [
+    "PodCancel", "PodCounts", "PodDownstream", "PodHello", "PodPhaseStart", "PodReport", "PodUpstream",
     "LAG_BUCKETS", "ClientLoad", "lag_bucket", "lag_bucket_upper_ns",
     "Ack", "BuildDataset", "CancelCredits", "Command", "CommandFailed", "Credit", "CreditAudit", "CreditChannel",
     "CreditReturn", "CreditReturnChannel", "CreditUpstream", "CreditsLost", "DatasetBuilt",

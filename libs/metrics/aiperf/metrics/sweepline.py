@@ -137,33 +137,34 @@ def _sequential_sums(deltas: FloatArray, starts: IntArray) -> FloatArray:
 def _build(times: IntArray, fast: Fast, slow: Slow, real: int | None = None) -> Step:
     """The step function of the events ``0..times.size-1`` (see above); the ids from `real` on
     are breakpoints (no delta). Consumes `times` (sorted in place); the result's arrays are views
-    of it and of one new array of the same size."""
+    of it and of one new array of the same size. Instants are summed in blocks of ~`_BLOCK`
+    events (an instant's events always in one block), so the temporaries stay small even where
+    most events share their instant (chunks that arrived in one read share its stamp)."""
     if times.size == 0:
         return Step(np.zeros(0, np.int64), np.zeros(0, np.float64))
     real = times.size if real is None else real
     order = np.argsort(times)  # ties in any order: their sums are ordered by key below
     times.sort()
-    members = _sharing(times)
-    head = np.ones(members.size, bool)
-    head[1:] = times[members[1:]] != times[members[:-1]]
-    gid = np.cumsum(head) - 1
-    ids = order[members]
-    several = np.bincount(gid[ids < real], minlength=int(head.sum()))[gid] > 1
-    del ids
-    slow_sums: FloatArray | None = None
-    if several.any():  # several events with deltas at one instant: sum them in canonical order
-        slow_sums = _canonical_sums(order, members[several], gid[several], slow)
-    values = order.view(np.float64)  # the ids are read block by block before being overwritten
-    for a in range(0, times.size, _BLOCK):
-        values[a:a + _BLOCK] = fast(order[a:a + _BLOCK])
-    del order
-    if members.size:  # one event with deltas and breakpoints (0.0): their sum, in any order
-        starts = np.flatnonzero(head)
-        heads = members[starts]
-        values[heads] = np.add.reduceat(values[members], starts)
-        if slow_sums is not None:
-            values[heads[np.unique(gid[several])]] = slow_sums
-    del members, head, gid, several
+    values = order.view(np.float64)  # each block's ids are read before its values are written
+    a = 0
+    while a < times.size:
+        b = int(np.searchsorted(times, times[min(a + _BLOCK, times.size) - 1], side="right"))
+        ids = order[a:b].copy()
+        t = times[a:b]
+        block = fast(ids)
+        head = np.ones(t.size, bool)
+        np.not_equal(t[1:], t[:-1], out=head[1:])
+        if not head.all():  # instants that several events share
+            starts = np.flatnonzero(head)
+            sums = np.add.reduceat(block, starts)  # one event with deltas and breakpoints (0.0)
+            gid = np.cumsum(head) - 1
+            several = np.bincount(gid[ids < real], minlength=starts.size) > 1
+            if several.any():  # several events with deltas at one instant: in canonical order
+                members = np.flatnonzero(several[gid])
+                sums[several] = _canonical_sums(ids[members], gid[members], slow)
+            block[starts] = sums
+        values[a:b] = block
+        a = b
     n = _compact_distinct(times, values)
     times, values = times[:n], values[:n]
     np.cumsum(values, out=values)
@@ -171,31 +172,16 @@ def _build(times: IntArray, fast: Fast, slow: Slow, real: int | None = None) -> 
     return Step(times, values)
 
 
-def _canonical_sums(order: IntArray, positions: IntArray, gid: IntArray, slow: Slow) -> FloatArray:
-    """The sum of each instant's deltas in canonical order, for the events at sorted
-    `positions` (grouped by instant `gid`, ascending); whole instants in blocks of ~_BLOCK."""
-    heads = np.flatnonzero(np.concatenate([[True], gid[1:] != gid[:-1]]))
-    at = np.searchsorted(heads, np.arange(0, gid.size, _BLOCK))  # the first instant from each
-    cuts = np.unique(heads[at[at < heads.size]])
-    sums = []
-    for a, b in zip(cuts.tolist(), [*cuts[1:].tolist(), gid.size], strict=True):
-        owner, section, position, deltas = slow(order[positions[a:b]])
-        group = gid[a:b][owner]
-        key = np.lexsort((position, section, group))
-        group, deltas = group[key], deltas[key]
-        first = np.ones(group.size, bool)
-        first[1:] = group[1:] != group[:-1]
-        sums.append(_sequential_sums(deltas, np.flatnonzero(first)))
-    return np.concatenate(sums)
-
-
-def _sharing(times: IntArray) -> IntArray:
-    """Positions of the (sorted) `times` equal to a neighbour's, ascending."""
-    pairs = [np.flatnonzero(times[a + 1:a + _BLOCK + 1] == times[a:min(a + _BLOCK, times.size - 1)]) + a
-             for a in range(0, times.size - 1, _BLOCK)]
-    both = np.concatenate([*pairs, *(p + 1 for p in pairs)]) if pairs else np.zeros(0, np.int64)
-    both.sort()
-    return both[np.concatenate([[True], both[1:] != both[:-1]])] if both.size else both
+def _canonical_sums(ids: IntArray, gid: IntArray, slow: Slow) -> FloatArray:
+    """The sum of each instant's deltas in canonical order (by section, then position), for the
+    events `ids` grouped by instant `gid` (ascending); one sum per instant, in that order."""
+    owner, section, position, deltas = slow(ids)
+    group = gid[owner]
+    key = np.lexsort((position, section, group))
+    group, deltas = group[key], deltas[key]
+    first = np.ones(group.size, bool)
+    first[1:] = group[1:] != group[:-1]
+    return _sequential_sums(deltas, np.flatnonzero(first))
 
 
 def _compact_distinct(times: IntArray, values: FloatArray) -> int:
@@ -316,48 +302,53 @@ def _total_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
                   np.concatenate([pr, -pr, ur, -ur]), breaks)
 
 
-def _nonzero_gaps(tl: Timeline) -> tuple[IntArray, bool]:
-    """Gaps > 0 per row, and whether any gap is negative."""
+def _nonzero_gaps(tl: Timeline) -> tuple[IntArray, BoolArray]:
+    """Gaps > 0 per row, and per row whether any of its gaps is negative."""
     nonzero = np.zeros(tl.size, np.int64)
-    negative = False
+    negative = np.zeros(tl.size, bool)
     for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
         gaps = tl.icl[g0:g1].astype(np.int64)
         rows = np.repeat(np.arange(r1 - r0), tl.icl_counts[r0:r1])
         nonzero[r0:r1] = np.bincount(rows[gaps > 0], minlength=r1 - r0)
-        negative = negative or bool((gaps < 0).any())
+        negative[r0:r1] = np.bincount(rows[gaps < 0], minlength=r1 - r0) > 0
     return nonzero, negative
 
 
 def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
     """Per chunk where the gaps are known, else uniform (module doc). One event per distinct
     instant of a request: its first token, then each chunk that ends a non-zero gap (the end of
-    one chunk's interval is the start of the next non-zero one)."""
+    one chunk's interval is the start of the next non-zero one). A request with a negative gap
+    (never from a monotonic clock, but a stored value may be) has chunk intervals that need not
+    abut: each of its non-zero gaps is a start and an end event of its own, its arrays sized by
+    those requests' gaps alone, so one such request never costs the whole run two events per
+    chunk. An instant's deltas are summed as `_build` orders them: chunk starts, chunk ends (each
+    by gap), then the uniform requests' firsts and ends (by row)."""
     first, end, osl = tl.first, tl.end, tl.osl
     nonzero, negative = _nonzero_gaps(tl)
     by_chunk = (tl.icl_counts > 0) & (nonzero > 0)
-    if negative:
-        return _decode_throughput_pairs(tl, rq, breaks, nonzero, by_chunk)
     by_request = rq.dc & ~by_chunk
     ur = rq.uniform_rate[by_request[rq.dc]]
     br_rows = np.flatnonzero(by_request)
     used = by_chunk & tl.has_first & ~np.isnan(osl) & (osl >= 1)
-    u = np.flatnonzero(used)
+    u = np.flatnonzero(used & ~negative)
     offsets = np.zeros(u.size + 1, np.int64)  # row u[i] owns events offsets[i] .. offsets[i+1]-1
     np.cumsum(nonzero[u] + 1, out=offsets[1:])
-    a, b = int(offsets[-1]), br_rows.size
+    gap_start = np.zeros(tl.size + 1, np.int64)
+    np.cumsum(tl.icl_counts, out=gap_start[1:])
+    p_gap, p_start, p_end, p_rate = _paired_chunks(tl, np.flatnonzero(used & negative), gap_start, nonzero)
+    a, b, c = int(offsets[-1]), br_rows.size, p_gap.size
+    pairs = a + 2 * b  # the paired requests' chunk starts: pairs .. pairs+c-1, then their ends
     base = np.full(tl.size, -1, np.int64)
     base[u] = offsets[:-1]
     breaks = breaks[~np.isin(breaks, np.concatenate([first[u], first[br_rows], end[br_rows]]))]  # fewer ties
-    times = np.empty(a + 2 * b + breaks.size, np.int64)
+    times = np.empty(pairs + 2 * c + breaks.size, np.int64)
     # the gap that the k-th chunk event of a row ends is the row's gap k - 1 + skipped (the zero
     # gaps before it): one byte per event, usually; the rates are computed where needed
-    gap_start = np.zeros(tl.size + 1, np.int64)
-    np.cumsum(tl.icl_counts, out=gap_start[1:])
     skipped = np.zeros(a, np.min_scalar_type(int((tl.icl_counts[u] - nonzero[u]).max()) if u.size else 0))
     times[offsets[:-1]] = first[u]
     for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
         rows, gaps, arrivals = _gaps(tl, r0, r1, g0, g1)
-        sel = used[rows] & (gaps > 0)
+        sel = (base[rows] >= 0) & (gaps > 0)
         rank = np.cumsum(sel, dtype=np.int64)
         row_start = np.zeros(r1 - r0, np.int64)
         np.cumsum(tl.icl_counts[r0:r1][:-1], out=row_start[1:])
@@ -367,33 +358,42 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
         times[ids] = arrivals[sel]
         skipped[ids] = g0 + np.flatnonzero(sel) - gap_start[rows] - (rank - 1)
     times[a:a + b] = first[br_rows]
-    times[a + b:a + 2 * b] = end[br_rows]
-    times[a + 2 * b:] = breaks
+    times[a + b:pairs] = end[br_rows]
+    times[pairs:pairs + c] = p_start
+    times[pairs + c:pairs + 2 * c] = p_end
+    times[pairs + 2 * c:] = breaks
+    del p_start, p_end
 
-    def chunk_parts(i: IntArray) -> tuple[IntArray, FloatArray, FloatArray]:
-        """(row, rate of the chunk that starts, minus the rate of the one that ends) at events i."""
+    def chunk_parts(i: IntArray) -> tuple[IntArray, FloatArray, IntArray, FloatArray]:
+        """At events i: (the gap that starts, the rate of its chunk, the gap that ends, minus
+        the rate of its chunk); a rate is 0.0 (and its gap 0) where no chunk starts or ends."""
         r = np.searchsorted(offsets, i, side="right") - 1
         row = u[r]
         scale = (osl[row] - 1.0) / nonzero[row]  # as (osl - 1) / K * 1e9 / gap, left to right
         gap = gap_start[row] + (i - offsets[r])  # + skipped[e] - 1: event e's gap, e = i or i + 1
         starts, ends = np.zeros(i.size), np.zeros(i.size)
+        start_gap, end_gap = np.zeros(i.size, np.int64), np.zeros(i.size, np.int64)
         m = np.flatnonzero(i + 1 < offsets[r + 1])
-        nxt = gap[m] + skipped[i[m] + 1].astype(np.int64)
-        starts[m] = scale[m] * NS_PER_S / tl.icl[nxt].astype(np.int64)
+        start_gap[m] = gap[m] + skipped[i[m] + 1].astype(np.int64)
+        starts[m] = scale[m] * NS_PER_S / tl.icl[start_gap[m]].astype(np.int64)
         m = np.flatnonzero(i > offsets[r])
-        own = gap[m] - 1 + skipped[i[m]].astype(np.int64)
-        ends[m] = -(scale[m] * NS_PER_S / tl.icl[own].astype(np.int64))
-        return row, starts, ends
+        end_gap[m] = gap[m] - 1 + skipped[i[m]].astype(np.int64)
+        ends[m] = -(scale[m] * NS_PER_S / tl.icl[end_gap[m]].astype(np.int64))
+        return start_gap, starts, end_gap, ends
 
     def fast(ids: IntArray) -> FloatArray:
         out = np.zeros(ids.size)
         m = ids < a
-        _, starts, ends = chunk_parts(ids[m])
+        _, starts, _, ends = chunk_parts(ids[m])
         out[m] = (0.0 + starts) + ends
         m = (ids >= a) & (ids < a + b)
         out[m] = 0.0 + ur[ids[m] - a]
-        m = (ids >= a + b) & (ids < a + 2 * b)
+        m = (ids >= a + b) & (ids < pairs)
         out[m] = 0.0 + -ur[ids[m] - a - b]
+        m = (ids >= pairs) & (ids < pairs + c)
+        out[m] = 0.0 + p_rate[ids[m] - pairs]
+        m = (ids >= pairs + c) & (ids < pairs + 2 * c)
+        out[m] = 0.0 + -p_rate[ids[m] - pairs - c]
         return out
 
     def slow(ids: IntArray) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
@@ -402,39 +402,47 @@ def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
         position = np.zeros(2 * q, np.int64)
         delta = np.zeros(2 * q)
         m = np.flatnonzero(ids < a)  # a chunk starts (section 0) and/or one ends (section 1)
-        row, starts, ends = chunk_parts(ids[m])
-        section[m], position[m], delta[m] = 0, row, starts
-        section[q + m], position[q + m], delta[q + m] = 1, row, ends
+        start_gap, starts, end_gap, ends = chunk_parts(ids[m])
+        section[m], position[m], delta[m] = 0, start_gap, starts
+        section[q + m], position[q + m], delta[q + m] = 1, end_gap, ends
         for sec, lo_id, sign in ((2, a, 1.0), (3, a + b, -1.0)):  # uniform requests' first, end
             m = np.flatnonzero((ids >= lo_id) & (ids < lo_id + b))
             j = ids[m] - lo_id
             section[m], position[m], delta[m] = sec, br_rows[j], sign * ur[j]
+        for sec, lo_id, sign in ((0, pairs, 1.0), (1, pairs + c, -1.0)):  # paired requests' chunks
+            m = np.flatnonzero((ids >= lo_id) & (ids < lo_id + c))
+            j = ids[m] - lo_id
+            section[m], position[m], delta[m] = sec, p_gap[j], sign * p_rate[j]
         return np.concatenate([np.arange(q), np.arange(q)]), section, position, delta
 
-    return _build(times, fast, slow, real=a + 2 * b)
+    return _build(times, fast, slow, real=pairs + 2 * c)
 
 
-def _decode_throughput_pairs(tl: Timeline, rq: _Requests, breaks: IntArray, nonzero: IntArray,
-                             by_chunk: BoolArray) -> Step:
-    """The same curve from a start and an end event per chunk (gaps that are negative: never
-    from a real clock, but then chunk intervals need not abut)."""
-    first, end, osl = tl.first, tl.end, tl.osl
-    rows = np.repeat(np.arange(tl.size, dtype=np.int64), tl.icl_counts)
-    gaps = tl.icl.astype(np.int64)
-    offsets = np.concatenate([[0], np.cumsum(tl.icl_counts)[:-1]]).astype(np.int64)
+def _paired_chunks(tl: Timeline, rows: IntArray, gap_start: IntArray, nonzero: IntArray
+                   ) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
+    """(gap index, interval start, interval end, rate) of each non-zero gap of `rows`, in gap
+    order: the chunk intervals of requests whose intervals need not abut."""
+    counts = tl.icl_counts[rows]
+    owner = np.repeat(rows, counts)
+    row_off = np.zeros(rows.size + 1, np.int64)
+    np.cumsum(counts, out=row_off[1:])
+    gap = gap_start[owner] + (np.arange(owner.size, dtype=np.int64) - np.repeat(row_off[:-1], counts))
+    gaps = tl.icl[gap].astype(np.int64)
     running = np.cumsum(gaps)
-    before = np.where(offsets > 0, running[np.clip(offsets - 1, 0, None)], 0) if rows.size else offsets
-    arrivals = first[rows] + running - before[rows]
-    by_request = rq.dc & ~by_chunk
-    use = by_chunk[rows] & (gaps > 0) & tl.has_first[rows] & ~np.isnan(osl[rows]) & (osl[rows] >= 1)
-    rate = (osl[rows[use]] - 1.0) / nonzero[rows[use]] * NS_PER_S / gaps[use]
-    ur = rq.uniform_rate[by_request[rq.dc]]
-    return _small(np.concatenate([arrivals[use] - gaps[use], arrivals[use], first[by_request], end[by_request]]),
-                  np.concatenate([rate, -rate, ur, -ur]), breaks)
+    arrivals = tl.first[owner] + running - np.repeat(np.concatenate([[0], running])[row_off[:-1]], counts)
+    keep = gaps > 0
+    owner, gap, gaps, arrivals = owner[keep], gap[keep], gaps[keep], arrivals[keep]
+    rate = (tl.osl[owner] - 1.0) / nonzero[owner] * NS_PER_S / gaps
+    return gap, arrivals - gaps, arrivals, rate
 
 
 def _tokens_in_flight(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
-    """An event per chunk that arrives before its request ends, and a few per request."""
+    """An event per chunk that arrives before its request ends, and a few per request. Where
+    most chunks share their arrival instant with the chunk before them in their request (chunks
+    read together share their read's stamp: at least half of them), each such run of a request's
+    chunks is one event, whose delta is its chunks' deltas summed in order (exactly what they
+    add where nothing else happens at that instant; `slow` gives them back one by one for an
+    instant that other events share)."""
     start, first, end, isl, osl = tl.start, tl.first, tl.end, tl.isl, tl.osl
     chunked = tl.icl_counts > 0
     holds_input = rq.prefill_ok & ~np.isnan(isl)
@@ -443,12 +451,15 @@ def _tokens_in_flight(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
     ramp = gen & chunked & (osl >= 1)  # 1 at the first token, then (osl - 1) / K per chunk
     per_chunk = np.where(tl.icl_counts > 0, (osl - 1.0) / np.maximum(tl.icl_counts, 1), 0.0)
     arrived = np.zeros(tl.size, np.int64)
+    runs = 0
     for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
-        rows, _, arrivals = _gaps(tl, r0, r1, g0, g1)
-        arrived[r0:r1] = np.bincount(rows[ramp[rows] & (arrivals < end[rows])] - r0, minlength=r1 - r0)
-    offsets = np.zeros(tl.size + 1, np.int64)
+        rows, arrivals = _arrived(tl, ramp, r0, r1, g0, g1)
+        arrived[r0:r1] = np.bincount(rows - r0, minlength=r1 - r0)
+        runs += int(_run_heads(rows, arrivals).sum())
+    offsets = np.zeros(tl.size + 1, np.int64)  # row r's chunks are arrivals offsets[r] .. offsets[r+1]-1
     np.cumsum(arrived, out=offsets[1:])
-    a = int(offsets[-1])
+    merge = runs * 2 <= int(offsets[-1])
+    a = runs if merge else int(offsets[-1])  # the arrival events (runs, or single chunks)
     held = 1.0 + per_chunk * arrived  # whatever a ramping request accumulated goes at its end
     sections = [(0, start, holds_input, isl), (1, end, holds_input, -isl), (2, first, whole, osl),
                 (3, end, whole, -osl), (4, first, ramp, np.ones(tl.size)), (6, end, ramp, -held)]
@@ -457,32 +468,76 @@ def _tokens_in_flight(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
     req_sec = np.concatenate([np.full(int(m.sum()), s) for s, _, m, _ in sections] + [np.full(breaks.size, 9)])
     req_row = np.concatenate([np.flatnonzero(m) for _, _, m, _ in sections] + [np.zeros(breaks.size, np.int64)])
     times = np.empty(a + req_t.size, np.int64)
+    run_start: IntArray | None = np.empty(a + 1, np.int64) if merge else None  # a run's first arrival
     write = 0
     for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
-        rows, _, arrivals = _gaps(tl, r0, r1, g0, g1)
-        got = arrivals[ramp[rows] & (arrivals < end[rows])]
-        times[write:write + got.size] = got
-        write += got.size
+        rows, arrivals = _arrived(tl, ramp, r0, r1, g0, g1)
+        if run_start is None:
+            times[write:write + arrivals.size] = arrivals
+            write += arrivals.size
+            continue
+        heads = np.flatnonzero(_run_heads(rows, arrivals))
+        times[write:write + heads.size] = arrivals[heads]
+        run_start[write:write + heads.size] = offsets[r0] + heads
+        write += heads.size
+    if run_start is not None:
+        run_start[a] = offsets[-1]
     times[a:] = req_t
     del req_t
+
+    def chunks_of(e: IntArray) -> tuple[IntArray, IntArray]:
+        """(first arrival, how many) of arrival events `e`."""
+        if run_start is None:
+            return e, np.ones(e.size, np.int64)
+        return run_start[e], run_start[e + 1] - run_start[e]
 
     def fast(ids: IntArray) -> FloatArray:
         out = np.empty(ids.size)
         m = ids < a
-        out[m] = 0.0 + per_chunk[np.searchsorted(offsets, ids[m], side="right") - 1]
+        head, count = chunks_of(ids[m])
+        out[m] = _repeated_sums(per_chunk[np.searchsorted(offsets, head, side="right") - 1], count)
         out[~m] = 0.0 + req_d[ids[~m] - a]
         return out
 
     def slow(ids: IntArray) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
-        m = ids < a  # arrivals: section 5, in gap order (their ids are)
-        j = ids - a
-        rows = np.searchsorted(offsets, ids, side="right") - 1
-        section = np.where(m, 5, req_sec[np.where(m, 0, j)])
-        position = np.where(m, ids, req_row[np.where(m, 0, j)])
-        delta = np.where(m, per_chunk[np.clip(rows, 0, tl.size - 1)], req_d[np.where(m, 0, j)])
-        return np.arange(ids.size), section, position, delta
+        m = np.flatnonzero(ids < a)  # arrivals: section 5, in gap order (their arrival numbers are)
+        head, count = chunks_of(ids[m])
+        owner = np.repeat(m, count)
+        arrival = np.repeat(head, count) + (np.arange(owner.size) - np.repeat(np.cumsum(count) - count, count))
+        rows = np.searchsorted(offsets, arrival, side="right") - 1
+        other = np.flatnonzero(ids >= a)
+        j = ids[other] - a
+        return (np.concatenate([owner, other]), np.concatenate([np.full(owner.size, 5), req_sec[j]]),
+                np.concatenate([arrival, req_row[j]]), np.concatenate([per_chunk[rows], req_d[j]]))
 
     return _build(times, fast, slow, real=times.size - breaks.size)
+
+
+def _arrived(tl: Timeline, ramp: BoolArray, r0: int, r1: int, g0: int, g1: int) -> tuple[IntArray, IntArray]:
+    """(row, arrival time) of the chunks of rows r0..r1 that count in tokens in flight: those of
+    ramping requests that arrive before their request ends, in gap order."""
+    rows, _, arrivals = _gaps(tl, r0, r1, g0, g1)
+    got = ramp[rows] & (arrivals < tl.end[rows])
+    return rows[got], arrivals[got]
+
+
+def _run_heads(rows: IntArray, times: IntArray) -> BoolArray:
+    """Where a run of consecutive chunks of one row at one instant starts."""
+    head = np.ones(rows.size, bool)
+    if rows.size:
+        head[1:] = (rows[1:] != rows[:-1]) | (times[1:] != times[:-1])
+    return head
+
+
+def _repeated_sums(values: FloatArray, counts: IntArray) -> FloatArray:
+    """``((0.0 + v) + v) + ...`` with `counts` terms (>= 1) of each value `v`."""
+    sums = 0.0 + values
+    live, k = np.flatnonzero(counts > 1), 1
+    while live.size:
+        sums[live] += values[live]
+        k += 1
+        live = live[counts[live] > k]
+    return sums
 
 
 # -- statistics --------------------------------------------------------------------------------
