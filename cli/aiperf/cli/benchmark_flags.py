@@ -171,7 +171,7 @@ def apply_flags(document: dict[str, Any], secrets: Secrets, flags: ProfileFlags,
                             "(e.g. run1; the files go into --artifact-dir)")
         _sub(doc, "artifacts")["prefix"] = prefix
     for field, key in (("ui", "ui"), ("workers_max", "workers"), ("record_processors", "record_processors"),
-                       ("issuing", "issuing")):
+                       ("issuing", "issuing"), ("aggregation", "aggregation")):
         if (value := getattr(local, field)) is not None:
             _sub(doc, "runtime")[key] = value
     api_key = flags.api_key if flags.api_key is not None else secrets.api_key

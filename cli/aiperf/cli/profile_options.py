@@ -267,6 +267,12 @@ class LocalFlags:
     per_pod (each worker pod's worker-group-manager issues its own workers' credits from its
     slice of the plan; the timing-manager only hands out the slices and adds up counters: for
     runs with many worker pods). Same requests, results and exports either way (default: central)."""
+    aggregation: Literal["records", "sharded"] | None = None
+    """How results reach the records-manager: records (in batches as they are made) or sharded
+    (each record-processor aggregates its own and sends them once, at the end: the same exact
+    statistics and exports, far less work for the records-manager; the progress counts and the
+    dashboard's live metrics then wait for each phase's or the run's end and jump; no
+    --slice-duration) (default: records)."""
 
 
 FLAG_PATHS: dict[str, str] = {
@@ -365,6 +371,7 @@ FLAG_PATHS: dict[str, str] = {
     "workers_max": "runtime.workers",
     "record_processors": "runtime.record_processors",
     "issuing": "runtime.issuing",
+    "aggregation": "runtime.aggregation",
 }
 """Which `Benchmark` field each flag sets (`phases.<kind>` is the phase of that kind, `dataset`
 the one dataset). Several flags may set one field (`phases.profiling.type`)."""

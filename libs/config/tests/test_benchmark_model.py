@@ -64,6 +64,8 @@ def test_any_valid_model_round_trips_through_json_and_run_config(document: dict[
     ({"models": ["m"], "tokenizer": {"name": ""}}, "tokenizer.name:"),
     ({"models": ["m"], "runtime": {"workers": 0}}, "runtime.workers: expected an integer >= 1"),
     ({"models": ["m"], "artifacts": {"export_level": "full"}}, "artifacts.export_level: unknown value 'full'"),
+    ({"models": ["m"], "runtime": {"aggregation": "sharded"}, "artifacts": {"slice_duration": 1}},
+     "runtime.aggregation: sharded keeps no per-request times for timeslices"),
 ])
 def test_invalid_documents_name_the_field(document: dict[str, Any], where: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -109,6 +111,12 @@ def test_the_schema_carries_the_constraints() -> None:
     assert defs["Length"]["properties"]["mean"]["anyOf"][0]["minimum"] == 0
     assert "6553[0-5]" in defs["Endpoint"]["properties"]["urls"]["items"]["pattern"]  # ports up to 65535
     assert sorted(defs["Benchmark"]["properties"]["slos"]["propertyNames"]["enum"]) == sorted(GOODPUT_METRICS)
+
+
+def test_aggregation_defaults_to_records_and_takes_sharded() -> None:
+    assert decode_benchmark({"models": ["m"]}).runtime.aggregation == "records"
+    document, _ = normalize({"schemaVersion": "2.0", "benchmark": {"model": "m", "runtime": {"aggregation": "sharded"}}})
+    assert decode_benchmark(document).runtime.aggregation == "sharded"
 
 
 def test_export_level_defaults_to_records_and_takes_raw() -> None:

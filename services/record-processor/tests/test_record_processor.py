@@ -15,20 +15,24 @@ import pytest
 import zmq.asyncio
 
 from aiperf.comms import Addressing, BadMessage, Channel, PullSocket, PushSocket
-from aiperf.config import Benchmark, CommsOptions, Endpoint, RunConfig, TokenizerSpec
+from aiperf.config import Benchmark, CommsOptions, Endpoint, RunConfig, Runtime, TokenizerSpec
 from aiperf.messages import (
     ClientLoad,
     FlushRawRecords,
     HttpTrace,
     MetricRecord,
     MetricRecordBatch,
+    MetricShard,
     Phase,
     ProfileConfigure,
     ProfileStart,
     RecordChannel,
     RequestRecord,
+    SendShards,
     ServiceType,
+    ShardsSent,
 )
+from aiperf.metrics import Aggregator, ShardBuilder
 from aiperf.record_processor.main import build, instance_index, raw_records_endpoint
 from aiperf.record_processor.service import RecordProcessor
 from aiperf.runtime import GiveUp, ServiceContext, UnknownCommand, UserError
@@ -316,3 +320,93 @@ async def test_real_sockets_and_builtin_tokenizer(zctx: zmq.asyncio.Context, ipc
         assert m.processor_id == "record-processor-g0-1" and m.error is None
         assert m.metrics["time_to_first_token"] == 40 * MS
         assert m.metrics["output_token_count"] >= 4
+
+
+class ListOut:
+    """Sink that keeps every message sent, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[object] = []
+
+    async def send(self, message: object) -> None:
+        self.sent.append(message)
+
+
+async def test_sharded_records_go_out_as_one_shard_per_phase_on_send_shards_and_later_ones_in_batches() -> None:
+    raw, out = MemoryRaw(), ListOut()
+    rp = RecordProcessor(service_id="rp", endpoint=STREAMING_CHAT, tokenizer=None, raw=raw, out=out,
+                         tokenizer_loader=loader_of(WordTokenizer()), batch_delay_s=3600,
+                         shards=ShardBuilder(jsonl=True))
+    records = [streamed(n, phase=Phase.WARMUP) for n in range(2)] + [
+        streamed(n, offsets_ms=(40 + n, 50 + 2 * n, 60)) for n in range(3)]
+    async with anyio.create_task_group() as tg:
+        await tg.start(rp.run)
+        await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
+        for record in records:
+            await raw.tx.send(record)
+        await anyio.wait_all_tasks_blocked()
+        assert out.sent == []  # held until asked
+        sent = await rp.handle(SendShards(request_id="s"))
+        assert sent == ShardsSent(shards=2, records=5)
+        shards = [m for m in out.sent if isinstance(m, MetricShard)]
+        assert [(m.phase, m.records) for m in shards] == [(Phase.WARMUP, 2), (Phase.PROFILING, 3)]
+        assert len(shards[1].jsonl.splitlines()) == 3
+        await raw.tx.send(streamed(3))  # one still on its way: a batch, at the end of the run
+        await anyio.wait_all_tasks_blocked()
+        assert await rp.handle(SendShards(request_id="again")) == ShardsSent()
+        tg.cancel_scope.cancel()
+    assert isinstance(out.sent[-1], MetricRecordBatch) and [r.credit_num for r in out.sent[-1].records] == [3]
+    merged, fed = Aggregator(), Aggregator()  # the shards stand for exactly the records' metrics
+    for shard in shards:
+        merged.merge(shard.shard)
+    fed.add_batch([rp.process(r) for r in records])
+    assert merged.summary(benchmark_duration_s=1.0) == fed.summary(benchmark_duration_s=1.0)
+    for stream in (raw.tx, raw.rx):
+        stream.close()
+
+
+async def test_a_stopping_sharded_processor_sends_its_shards(tmp_path: Path) -> None:
+    raw, out = MemoryRaw(), ListOut()
+    rp = RecordProcessor(service_id="rp", endpoint=STREAMING_CHAT, tokenizer=None, raw=raw, out=out,
+                         tokenizer_loader=loader_of(WordTokenizer()), shards=ShardBuilder(jsonl=False))
+    async with anyio.create_task_group() as tg:
+        await tg.start(rp.run)
+        await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
+        for num in range(4):
+            await raw.tx.send(streamed(num))
+        await anyio.wait_all_tasks_blocked()
+        tg.cancel_scope.cancel()
+    assert [(type(m), m.records, m.jsonl) for m in out.sent if isinstance(m, MetricShard)] == [(MetricShard, 4, b"")]
+    for stream in (raw.tx, raw.rx):
+        stream.close()
+
+
+async def test_real_sockets_with_sharded_aggregation(zctx: zmq.asyncio.Context, ipc_dir: str) -> None:
+    """`main.build` reads `runtime.aggregation`: the records come as one shard on `SendShards`."""
+    addressing = Addressing(ipc_dir=ipc_dir)
+    config = RunConfig(run_id="t", mode="profile", comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host=None),
+                       benchmark=Benchmark(models=["m"], endpoint=STREAMING_CHAT, tokenizer=TokenizerSpec(name="builtin"),
+                                           runtime=Runtime(aggregation="sharded")))
+    ctx = ServiceContext(config=config, service_type=ServiceType.RECORD_PROCESSOR,
+                         service_id="record-processor-g0-0", group_id="g0", zmq=zctx, addressing=addressing)
+    async with (PullSocket[MetricRecordBatch | MetricShard](zctx, decode=RecordChannel, channel="records",
+                                                            bind=addressing.bind_endpoints(Channel.RECORDS)) as records,
+                PushSocket(zctx, channel="raw_records", linger_ms=0,
+                           connect=[raw_records_endpoint(addressing, "g0", 0)]) as worker,
+                AsyncExitStack() as stack):
+        rp = await build(ctx, stack)
+        assert isinstance(rp, RecordProcessor)
+        async with anyio.create_task_group() as tg:
+            await tg.start(rp.run)
+            await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
+            for num in range(5):
+                await worker.send(streamed(num))
+            with anyio.fail_after(10):
+                while rp.processed < 5:
+                    await anyio.sleep(0.01)
+            assert await rp.handle(SendShards(request_id="s")) == ShardsSent(shards=1, records=5)
+            with anyio.fail_after(10):
+                got = await records.recv()
+            tg.cancel_scope.cancel()
+    assert isinstance(got, MetricShard) and (got.phase, got.records) == (Phase.PROFILING, 5)
+    assert len(got.jsonl.splitlines()) == 5  # export level records: the lines travel with it

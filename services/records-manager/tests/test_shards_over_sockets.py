@@ -170,3 +170,23 @@ async def test_a_malformed_shard_is_skipped_and_the_next_one_taken(zctx: zmq.asy
             await progress.wait(Phase.PROFILING, 5)
             tg.cancel_scope.cancel()
     assert progress.completed == {Phase.PROFILING: 5}
+
+
+async def test_a_shards_records_are_in_progress_at_once(zctx: zmq.asyncio.Context, ipc_dir: str,
+                                                        tmp_path: Path) -> None:
+    """A shard's records come at the end of a sharded run: progress says so when it is merged,
+    not a tick later (the run may be over by then)."""
+    addressing = Addressing(ipc_dir=ipc_dir)
+    progress = _Progress()
+    async with PullSocket[MetricRecordBatch | MetricShard](
+            zctx, decode=RecordChannel, channel="records", bind=addressing.bind_endpoints(Channel.RECORDS)) as pull:
+        rm = RecordsManager(benchmark=Benchmark(models=["m"]), run_id="r", t0_wall_ns=0, records=pull,
+                            events=progress, artifact_dir=tmp_path, progress_interval_s=3600)
+        async with anyio.create_task_group() as tg:
+            await tg.start(rm.run)
+            async with PushSocket(zctx, channel="records", linger_ms=1000,
+                                  connect=[addressing.connect_endpoint(Channel.RECORDS)]) as push:
+                await push.send(_shard(_records()[WARMUP:WARMUP + 7]))
+            await progress.wait(Phase.PROFILING, 7)
+            tg.cancel_scope.cancel()
+    assert progress.completed == {Phase.PROFILING: 7}

@@ -2,6 +2,7 @@
 configuration every service process reads (`RunConfig`, `run_config.json`)."""
 
 from aiperf.config.benchmark import (
+    Aggregation,
     Artifacts,
     Audio,
     Benchmark,
@@ -54,7 +55,7 @@ from aiperf.config.run_config import (
 )
 
 __all__ = [
-    "SECRET_ENV_VARS", "Artifacts", "Audio", "Benchmark", "Cancellation", "CommsOptions", "ConcurrencyPhase",
+    "SECRET_ENV_VARS", "Aggregation", "Artifacts", "Audio", "Benchmark", "Cancellation", "CommsOptions", "ConcurrencyPhase",
     "ConfigError", "ConstantPhase", "Dataset", "DatasetFormat", "Delay", "Endpoint", "EndpointKind", "ExportLevel",
     "FileDataset", "FixedSchedulePhase", "GammaPhase", "GpuTelemetry", "Images", "Length", "HttpOptions", "ModelSelection", "ModelSelectionStrategy", "MAX_RESPONSE_BYTES_ENV", "MetricsOptions", "READ_IDLE_TIMEOUT_ENV", "Phase", "PhaseKind", "PoissonPhase",
     "PrefixPrompts", "Prompts", "RatePhase", "RunConfig", "RunMode", "Runtime", "RuntimeOptions", "ServerMetrics",

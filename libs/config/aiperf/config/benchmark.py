@@ -655,6 +655,10 @@ class GpuTelemetry(_Spec, frozen=True, kw_only=True):
 PerPod = Annotated[int, Meta(ge=1, le=256)]
 
 
+Aggregation = Literal["records", "sharded"]
+"""How metric records reach the records-manager (`Runtime.aggregation`)."""
+
+
 class Runtime(_Spec, frozen=True, kw_only=True):
     """Processes of a run: `workers` (local: None is max(1, min(0.75 x CPUs - 1, 32)), at most
     the concurrency; in a cluster: the total) and `record_processors` (None: workers / 4, at
@@ -664,7 +668,12 @@ class Runtime(_Spec, frozen=True, kw_only=True):
     `issuing`: who issues the credits: `central` (the timing-manager, per request: the
     default) or `per_pod` (each worker pod's worker-group-manager issues its own workers'
     credits from its slice of the plan and the timing-manager only coordinates the pods:
-    docs/scale.md, "Sharded credit issuing")."""
+    docs/scale.md, "Sharded credit issuing").
+    `aggregation` (ours, `--aggregation`): `records`, each record-processor sends its metric
+    records in batches; `sharded`, each sends one `MetricShard` per phase at the end of the
+    run (`docs/scale.md`, "Sharded aggregation"): the same exact results, far less work for
+    the records-manager, but progress counts only what has been merged (it jumps at the end)
+    and no timeslices."""
 
     workers: PositiveInt | None = None
     record_processors: PositiveInt | None = None
@@ -673,6 +682,7 @@ class Runtime(_Spec, frozen=True, kw_only=True):
     record_processors_per_pod: PerPod | None = None
     workers_min: PositiveInt | None = None
     issuing: Literal["central", "per_pod"] = "central"
+    aggregation: Aggregation = "records"
 
 
 ModelSelectionStrategy = Literal["round_robin", "random", "weighted"]
@@ -743,6 +753,9 @@ class Benchmark(_Spec, frozen=True, kw_only=True):
         if (any(isinstance(p, FixedSchedulePhase) for p in self.phases)
                 and not isinstance(self.dataset, FileDataset)):
             raise ValueError("phases: fixed_schedule needs a file dataset with timestamps")
+        if self.runtime.aggregation == "sharded" and self.artifacts.slice_duration is not None:
+            raise ValueError("runtime.aggregation: sharded keeps no per-request times for timeslices; "
+                             "drop slice_duration (--slice-duration) or aggregate records")
 
     @property
     def model(self) -> str:

@@ -29,7 +29,9 @@ from aiperf.messages.control import (
     Replies,
     Reply,
     RunAccounting,
+    SendShards,
     ServiceStatus,
+    ShardsSent,
     Shutdown,
     ToController,
     ToService,
@@ -96,7 +98,7 @@ __all__ = [
     "PhaseSendingComplete", "PhaseStarted", "PrepareGroup", "ProfileCancel", "ProfileConfigure",
     "ProfileFinished", "ProfileStart", "Progress", "RawRecordChannel", "RealtimeMetrics",
     "RecordChannel", "Register", "Replies", "Reply", "RequestRecord", "RawPart", "RawRecordsFlushed", "RawRecordsUploaded", "RunAccounting",
-    "ServiceFailed", "ServiceState", "ServiceStatus", "ServiceType", "Shutdown", "SystemState",
+    "SendShards", "ServiceFailed", "ServiceState", "ServiceStatus", "ServiceType", "ShardsSent", "Shutdown", "SystemState",
     "SystemStateChanged", "TimePing", "TimePong", "ToController", "ToService", "UploadRawRecords", "WorkerConnected",
     "WorkerGroupReady", "WorkerLeaving", "WorkerLost", "topic_of",
     # sharded aggregation (aiperf.messages.shards)

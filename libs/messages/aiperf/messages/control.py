@@ -164,6 +164,14 @@ class RawRecordsFlushed(Reply, frozen=True, kw_only=True):
     records: int = 0
 
 
+class ShardsSent(Reply, frozen=True, kw_only=True):
+    """A record-processor queued its `MetricShard`s (`shards` of them, standing for `records`
+    metric records) on its `records` socket, ahead of anything it sends later."""
+
+    shards: int = 0
+    records: int = 0
+
+
 class RawPart(msgspec.Struct, frozen=True, kw_only=True):
     """One record-processor's raw part: its file `name` (`<service id>.jsonl`), `size` bytes,
     `records` lines. In `UploadRawRecords`, `path` is where it lies in the worker pod."""
@@ -259,6 +267,15 @@ class FlushRawRecords(Command[RawRecordsFlushed], frozen=True, kw_only=True):
     reply = RawRecordsFlushed
 
 
+class SendShards(Command[ShardsSent], frozen=True, kw_only=True):
+    """record-processor (`runtime.aggregation: sharded`), once the profiling ended and before the
+    records-manager's `Finalize`: queue one `MetricShard` per phase for the records taken so far
+    on its `records` socket, then answer; records that reach it later go in
+    `MetricRecordBatch`es."""
+
+    reply = ShardsSent
+
+
 class UploadRawRecords(Command[RawRecordsUploaded], frozen=True, kw_only=True):
     """worker-group-manager (Kubernetes, `--export-level raw`), once its group's record-processors
     flushed: upload each of `parts` (their `RawRecordsFlushed` answers) to the controller's api
@@ -270,8 +287,8 @@ class UploadRawRecords(Command[RawRecordsUploaded], frozen=True, kw_only=True):
 
 
 ToController = (Register | Heartbeat | ServiceStatus | Ack | CommandFailed | DatasetBuilt | GroupReady
-                | ProfileFinished | CreditsLost | Finalized | RawRecordsFlushed | RawRecordsUploaded)
+                | ProfileFinished | CreditsLost | Finalized | RawRecordsFlushed | RawRecordsUploaded | ShardsSent)
 ToService = (Shutdown | BuildDataset | PrepareGroup | ProfileConfigure | ProfileStart | ProfileCancel
-             | WorkerLost | Finalize | FlushRawRecords | UploadRawRecords)
+             | WorkerLost | Finalize | FlushRawRecords | UploadRawRecords | SendShards)
 Replies = (Ack | CommandFailed | DatasetBuilt | GroupReady | ProfileFinished | CreditsLost | Finalized
-           | RawRecordsFlushed | RawRecordsUploaded)
+           | RawRecordsFlushed | RawRecordsUploaded | ShardsSent)

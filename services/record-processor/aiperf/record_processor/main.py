@@ -9,6 +9,7 @@ from typing import Any
 
 from aiperf.comms import Addressing, Channel, PullSocket, PushSocket
 from aiperf.messages import RawRecordChannel, RequestRecord, ServiceType
+from aiperf.metrics import ShardBuilder
 from aiperf.record_processor.service import RecordProcessor
 from aiperf.runtime import Service, ServiceContext, service_main
 
@@ -34,18 +35,22 @@ def raw_part_path(artifact_dir: str, service_id: str) -> Path:
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     """Wire the record-processor: PULL bound on its `raw_records` endpoint, PUSH connected to
     the records-manager's `records`. Both close with `stack`. With `--export-level raw` it also
-    writes its part of the raw export (`raw_part_path`)."""
+    writes its part of the raw export (`raw_part_path`); with `--aggregation sharded` it
+    aggregates into a `ShardBuilder` (rendering the jsonl lines unless the export level is
+    summary)."""
     endpoint = raw_records_endpoint(ctx.addressing, ctx.group_id, instance_index(ctx.service_id))
     raw = await stack.enter_async_context(PullSocket[RequestRecord](
         ctx.zmq, decode=RawRecordChannel, channel="raw_records", bind=[endpoint]))
     out = await stack.enter_async_context(PushSocket(
         ctx.zmq, channel="records", connect=[ctx.addressing.connect_endpoint(Channel.RECORDS)]))
     benchmark = ctx.config.benchmark
-    raw_path = (raw_part_path(ctx.config.artifact_dir, ctx.service_id)
-                if benchmark.artifacts.export_level == "raw" else None)
+    export_level = benchmark.artifacts.export_level
+    raw_path = raw_part_path(ctx.config.artifact_dir, ctx.service_id) if export_level == "raw" else None
+    shards = (ShardBuilder(jsonl=export_level != "summary")
+              if benchmark.runtime.aggregation == "sharded" else None)
     return RecordProcessor(service_id=ctx.service_id, endpoint=benchmark.endpoint,
                            tokenizer=benchmark.tokenizer.name, raw=raw, out=out, raw_path=raw_path,
-                           trace=benchmark.artifacts.trace)
+                           trace=benchmark.artifacts.trace, shards=shards)
 
 
 def main(argv: list[str] | None = None) -> int:

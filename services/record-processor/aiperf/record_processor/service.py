@@ -3,7 +3,8 @@
 One `MetricRecord` goes out for every `RequestRecord` that comes in, in arrival order, even
 when parsing fails (the record then carries a `RecordProcessingError`), so the
 records-manager's count of records per returned credit always balances. They go in batches
-(`batching.RecordBatcher`: up to 32 records, none held more than 5 ms).
+(`batching.RecordBatcher`: up to 32 records, none held more than 5 ms), or, with sharded
+aggregation, into a `ShardBuilder` whose shards go on `SendShards`.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from aiperf.messages import (
     RawRecordsFlushed,
     Reply,
     RequestRecord,
+    SendShards,
+    ShardsSent,
 )
-from aiperf.metrics import RawPartWriter, compute_metrics
+from aiperf.metrics import RawPartWriter, ShardBuilder, compute_metrics
 from aiperf.metrics.trace_export import trace_data
 from aiperf.record_processor.batching import MAX_DELAY_S, MAX_RECORDS, RecordBatcher, Sink
 from aiperf.runtime import GiveUp, UnknownCommand, UserError
@@ -64,18 +67,26 @@ class RecordProcessor:
 
     Metric records go to `out` in `MetricRecordBatch`es of up to `batch_records`, none held
     more than `batch_delay_s` (see `batching`); `FlushRawRecords` and the end of `run` send the
-    current batch first.
+    current batch first. With `shards` (`runtime.aggregation: sharded`) they go into it instead
+    (`batch_records` at a time) until `SendShards`, which sends its shard of each phase; records processed later (ones that
+    were still on their way) go in batches again. `FlushRawRecords` and the end of `run` send
+    any shard held too.
     """
 
     def __init__(self, *, service_id: str, endpoint: Endpoint, tokenizer: str | None, raw: RawSource,
                  out: Sink, tokenizer_loader: LoadTokenizer = load_tokenizer,
                  raw_path: Path | None = None, batch_records: int = MAX_RECORDS,
-                 batch_delay_s: float = MAX_DELAY_S, trace: bool = False) -> None:
+                 batch_delay_s: float = MAX_DELAY_S, trace: bool = False,
+                 shards: ShardBuilder | None = None) -> None:
         self.service_id = service_id
         self._trace = trace
         self._endpoint, self._tokenizer_name = endpoint, tokenizer
         self._raw, self._load = raw, tokenizer_loader
+        self._out = out
         self._batcher = RecordBatcher(out, max_records=batch_records, max_delay_s=batch_delay_s)
+        self._shards = shards
+        self._held: list[MetricRecord] = []  # for `shards`, handed over `batch_records` at a time
+        self._batch_records = batch_records
         self._raw_path = raw_path
         self._raw_part: RawPartWriter | None = None
         self._raw_error = ""
@@ -88,11 +99,14 @@ class RecordProcessor:
 
     async def handle(self, command: Command[Any]) -> Reply | None:
         """`ProfileConfigure`: answered once the tokenizer is loaded (in a worker thread) and the
-        raw part (if any) is open. `FlushRawRecords`: see `_flush_raw`. Raises `UserError` (the
-        tokenizer's one-line message) for a bad `--tokenizer`, `GiveUp` when the raw part cannot
-        be created, and `UnknownCommand` for any other command."""
+        raw part (if any) is open. `FlushRawRecords`: see `_flush_raw`. `SendShards`: see
+        `_send_shards`. Raises `UserError` (the tokenizer's one-line message) for a bad
+        `--tokenizer`, `GiveUp` when the raw part cannot be created, and `UnknownCommand` for any
+        other command."""
         if isinstance(command, FlushRawRecords):
             return await self._flush_raw()
+        if isinstance(command, SendShards):
+            return await self._send_shards()
         if not isinstance(command, ProfileConfigure):
             raise UnknownCommand(f"the record-processor does not handle {type(command).__name__}")
         if self._raw_path is not None and self._raw_part is None:
@@ -131,7 +145,7 @@ class RecordProcessor:
                 tg.start_soon(self._load_tokenizer, self._tokenizer_name)
                 tg.start_soon(self._batcher.run)
                 task_status.started()
-                recv, add = self._raw.recv, self._batcher.add
+                recv = self._raw.recv
                 while True:
                     try:
                         record = await recv()
@@ -142,10 +156,40 @@ class RecordProcessor:
                         await self._ready.wait()
                     if self._raw_part is not None:
                         self._write_raw(record)
-                    await add(self.process(record))
+                    if self._shards is not None:
+                        self._held.append(self.process(record))
+                        if len(self._held) >= self._batch_records:  # the aggregator takes a batch 3x cheaper
+                            self._shards.add_batch(self._held)
+                            self._held = []
+                    else:
+                        await self._batcher.add(self.process(record))
         finally:
             with anyio.move_on_after(SHUTDOWN_FLUSH_S, shield=True):
-                await self._batcher.flush()
+                await self._flush()
+
+    async def _flush(self) -> ShardsSent:
+        """Send what is held: the shard of each phase (then no more shards: later records go
+        in batches) and the current batch."""
+        shards, self._shards = self._shards, None
+        sent = ShardsSent()
+        if shards is not None:
+            shards.add_batch(self._held)
+            self._held = []
+            for phase in list(shards.pending):
+                shard = shards.take(phase)
+                if shard is not None:
+                    await self._out.send(shard)
+                    sent = ShardsSent(shards=sent.shards + 1, records=sent.records + shard.records)
+        await self._batcher.flush()
+        return sent
+
+    async def _send_shards(self) -> ShardsSent:
+        """Queue one `MetricShard` per phase held on `out` and answer how many and for how many
+        records (none without sharded aggregation). The records processed from then on go in
+        batches: they were on their way when the controller asked (docs/run-protocol.md)."""
+        sent = await self._flush()
+        log.info("record_processor.shards_sent", shards=sent.shards, records=sent.records)
+        return sent
 
     def _write_raw(self, record: RequestRecord) -> None:
         """Append `record` to the raw part; after a failed write the part is dropped and
@@ -163,8 +207,9 @@ class RecordProcessor:
         """Publish the raw part: flushed, fsynced, renamed from its staging name; the reply
         names it with its size and line count (an empty reply without `--export-level raw`).
         Records arriving later are not written. The metric records of the current batch are
-        sent first. Raises `GiveUp` when a write or the publication failed."""
-        await self._batcher.flush()
+        sent first (and any shard still held). Raises `GiveUp` when a write or the publication
+        failed."""
+        await self._flush()
         part, self._raw_part = self._raw_part, None
         if self._raw_error:
             raise GiveUp(f"raw records not written: {self._raw_error}")

@@ -145,6 +145,7 @@ class RecordsManager:
                         continue
                     if isinstance(batch, MetricShard):
                         self._take_shard(batch)
+                        await self._publish_progress()  # its records came at once: said now, not at the next tick
                     else:
                         self._take_batch(batch.records)
                     self._arrived.set()
@@ -230,10 +231,14 @@ class RecordsManager:
     async def _progress_loop(self) -> None:
         while True:
             await anyio.sleep(self._interval)
-            if self._events is not None and self._seen:
-                phase = Phase.PROFILING if self._seen[Phase.PROFILING] else Phase.WARMUP
-                await self._events.publish(Progress(phase=phase, completed=self._seen[phase],
-                                                    errors=self._errors[phase]))
+            await self._publish_progress()
+
+    async def _publish_progress(self) -> None:
+        """`Progress` of the latest phase with records (nothing before the first record)."""
+        if self._events is not None and self._seen:
+            phase = Phase.PROFILING if self._seen[Phase.PROFILING] else Phase.WARMUP
+            await self._events.publish(Progress(phase=phase, completed=self._seen[phase],
+                                                errors=self._errors[phase]))
 
     async def handle(self, command: Command[Any]) -> Reply | None:
         """`ProfileConfigure` opens the jsonl file (export level records or raw); `Finalize` writes

@@ -27,6 +27,7 @@ from aiperf.messages import (
     RawRecordsFlushed,
     RawRecordsUploaded,
     RunAccounting,
+    SendShards,
     ServiceType,
     SystemState,
     UploadRawRecords,
@@ -88,9 +89,10 @@ def all_or_raise(replies: dict[str, R | Exception]) -> dict[str, R]:
 
 class ProfileDriver:
     """configure (dataset, then each group's copy, then everyone) -> ready -> profiling (timing-manager) ->
-    processing/exporting (records-manager `finalize`, then with `--export-level raw` the raw
-    barrier, `_finalize_raw`). Cancellation (Ctrl+C) sends `ProfileCancel` and still finalizes,
-    so partial results are written. `raw_upload_timeout_s` bounds the Kubernetes raw uploads
+    processing/exporting (with `--aggregation sharded` the shards barrier, `_collect_shards`;
+    records-manager `finalize`, then with `--export-level raw` the raw barrier, `_finalize_raw`).
+    Cancellation (Ctrl+C) sends `ProfileCancel` and still finalizes, so partial results are
+    written. `raw_upload_timeout_s` bounds the Kubernetes raw uploads
     (every worker pod's, together). `before_start` is awaited once every service is configured,
     before the first phase (Kubernetes: the server-metrics container's readiness); `on_started`
     right after the state turned PROFILING."""
@@ -149,6 +151,8 @@ class ProfileDriver:
         (records_manager,) = self._ids(control, ServiceType.RECORDS_MANAGER)
         was_cancelled = cancelled.is_set() or accounting.cancelled
         await set_state(SystemState.EXPORTING)
+        if benchmark.runtime.aggregation == "sharded":
+            await self._collect_shards(control)
         self.outcome.results = await control.ask(records_manager, Finalize(
             request_id=control.new_request_id("finalize"), accounting=accounting,
             was_cancelled=was_cancelled, lost_groups=self._lost_groups(control)),
@@ -158,6 +162,25 @@ class ProfileDriver:
         if self._config.benchmark.artifacts.export_level == "raw":
             await self._finalize_raw(control)
         return SystemState.CANCELLED if was_cancelled else SystemState.DONE
+
+    async def _collect_shards(self, control: ControlServer) -> None:
+        """The shards barrier (`--aggregation sharded`), before `Finalize`: every record-processor
+        (but those of worker pods lost with their workers: `Finalize` counts their records as
+        lost) queues one `MetricShard` per phase on its `records` socket, the one its records
+        go on, and answers; records still on their way to it follow in batches, and `Finalize`
+        waits for them as for any record. Raises `RunFailed` with one line when one does not
+        answer or fails."""
+        lost = set(self._lost_groups(control))
+        processors = [sid for sid in self._ids(control, ServiceType.RECORD_PROCESSOR)
+                      if control.services[sid].group_id not in lost]
+        try:
+            sent = all_or_raise(await control.ask_all(
+                processors, lambda sid, rid: SendShards(request_id=rid),
+                timeout=self._config.runtime.command_timeout_s))
+        except (CommandError, AskTimeout, PeerUnreachable) as exc:
+            raise RunFailed(f"shards not collected: {exc}") from exc
+        log.info("profile.shards_sent", processors=len(sent), shards=sum(r.shards for r in sent.values()),
+                 records=sum(r.records for r in sent.values()))
 
     async def _finalize_raw(self, control: ControlServer) -> None:
         """The raw barrier: every record-processor the run declared (none may be missing) makes
