@@ -9,7 +9,11 @@ controller's cost when each pod issues its own credits from its slice of the pla
 1. Registration of `--pods` simulated pods to the real `PodCoordinator` (a DEALER per pod,
    `PodHello`, real codecs) and, separately, of `--workers` simulated workers to the real
    `TimingManager` (a DEALER and a PUSH per worker: `TimePing`, its `TimePong`, then
-   `WorkerConnected`, as a worker starts). Figure: seconds from "go" (the peer processes
+   `WorkerConnected`, as a worker starts), and of `--workers` simulated workers to the real
+   `ControlServer` of the system-controller (a DEALER per worker: `Register`, then
+   `ServiceStatus` running, as `aiperf.runtime` does at start-up), followed by one command
+   asked of all of them at once (`ProfileConfigure` through `ask_all`, each answered `Ack`),
+   the fan-out a run's configure step makes. Figure: seconds from "go" (the peer processes
    create their sockets only then) until the controller counts them all. Target < 10 s.
 2. One phase of `--rate-per-pod` x `--pods` requests/s for `--seconds` (a constant-rate phase
    with a request budget, cut by `slice_phase`): each simulated pod computes its counters from
@@ -50,6 +54,7 @@ from aiperf.config import ConstantPhase
 from aiperf.issuing.coordinator import PodCoordinator
 from aiperf.issuing.slices import decode_slice
 from aiperf.messages import (
+    Ack,
     CreditReturnChannel,
     CreditUpstream,
     PodCounts,
@@ -58,11 +63,19 @@ from aiperf.messages import (
     PodPhaseStart,
     PodReport,
     PodUpstream,
+    ProfileConfigure,
+    Register,
+    ServiceState,
+    ServiceStatus,
+    ServiceType,
     TimePing,
     TimePong,
+    ToController,
+    ToService,
     WorkerConnected,
 )
 from aiperf.runtime import configure_logging
+from aiperf.runtime.control_server import ControlServer
 
 sys.path.insert(0, str(Path(__file__).parent))
 import controller  # noqa: E402  (the reference: controller.py's timing-manager measurement)
@@ -169,6 +182,32 @@ def fake_workers(credits_ep: str, returns_ep: str, first: int, count: int, ready
     ctx.destroy(linger=0)
 
 
+def fake_services(control_ep: str, first: int, count: int, ready: mp.synchronize.Semaphore,
+                  go: mp.synchronize.Event, stop: mp.synchronize.Event) -> None:
+    """Workers `first`..: on `go` a DEALER each on the control channel, `Register` and
+    `ServiceStatus` running; every command is answered `Ack`."""
+    enc, dec = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(ToService)
+    ready.release()
+    go.wait()
+    ctx = zmq.Context()
+    poller = zmq.Poller()
+    for i in range(first, first + count):
+        name = f"worker-{i:04d}"
+        d = ctx.socket(zmq.DEALER)
+        d.setsockopt(zmq.IDENTITY, name.encode())
+        d.setsockopt(zmq.LINGER, 0)
+        d.connect(control_ep)
+        d.send(enc.encode(Register(service_id=name, service_type=ServiceType.WORKER, pid=i)))
+        d.send(enc.encode(ServiceStatus(service_id=name, state=ServiceState.RUNNING)))
+        poller.register(d, zmq.POLLIN)
+    while not stop.is_set():
+        for sock, _ in poller.poll(50):
+            command = dec.decode(sock.recv())
+            name = bytes(sock.getsockopt(zmq.IDENTITY)).decode()
+            sock.send(enc.encode(Ack(request_id=command.request_id, service_id=name)))
+    ctx.destroy(linger=0)
+
+
 def _spawn(target: Callable[..., None], total: int, processes: int,
            *args: object) -> tuple[list[SpawnProcess], Event, Event]:
     spawn = mp.get_context("spawn")
@@ -256,11 +295,41 @@ async def workers_registration(args: argparse.Namespace, folder: str) -> float:
     return elapsed
 
 
+async def control_registration(args: argparse.Namespace, folder: str) -> tuple[float, float]:
+    """Seconds until the real ControlServer counts `--workers` simulated workers registered,
+    and seconds for one command asked of all of them (every answer an `Ack`)."""
+    control_ep = endpoint(args.transport, folder, "control")
+    with zmq_context() as ctx:
+        async with RouterSocket[ToController](ctx, decode=ToController, channel="control", bind=[control_ep],
+                                              hwm=100_000) as router:
+            server = ControlServer(router)
+            procs, go, stop = _spawn(fake_services, args.workers, args.processes, control_ep)
+            async with anyio.create_task_group() as tg:
+                await tg.start(server.run)
+                t0 = time.perf_counter()
+                go.set()
+                await server.wait_registered({ServiceType.WORKER: args.workers}, timeout=60)
+                registered = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                answers = await server.ask_all(
+                    list(server.services), lambda _sid, rid: ProfileConfigure(request_id=rid, dataset_dir="/unused"),
+                    timeout=60)
+                asked = time.perf_counter() - t0
+                tg.cancel_scope.cancel()
+            stop.set()
+            await _join(procs)
+    failed = [sid for sid, answer in answers.items() if not isinstance(answer, Ack)]
+    if failed:
+        raise RuntimeError(f"{len(failed)} simulated workers did not answer Ack (first: {failed[0]})")
+    return registered, asked
+
+
 async def main_async(args: argparse.Namespace) -> None:
     configure_logging(service_id="bench", level="warning")
     folder = tempfile.mkdtemp(prefix="bench-pods-", dir="/tmp")
     try:
         workers_s = await workers_registration(args, folder)
+        control_s, ask_s = await control_registration(args, folder)
         run = await pods_run(args, folder)
         ref = argparse.Namespace(workers=100, requests=args.ref_requests, concurrency=1000, transport=args.transport)
         _ref_wall, ref_cpu = await controller.timing_manager_rate(ref, folder)
@@ -274,6 +343,9 @@ async def main_async(args: argparse.Namespace) -> None:
     print("|---|---|---|")
     print(f"| registration of {args.pods:,} pods (PodCoordinator) | {run['pods_registered_s']:.2f} s | < 10 s |")
     print(f"| registration of {args.workers:,} workers (TimingManager) | {workers_s:.2f} s | < 10 s |")
+    print(f"| registration of {args.workers:,} workers (system-controller's ControlServer) | {control_s:.2f} s | "
+          "< 10 s |")
+    print(f"| one command asked of all {args.workers:,} workers, every Ack in | {ask_s:.2f} s | - |")
     print(f"| phase: requests (plan) / issued / ok / failed | {run['requests']:,.0f} / {run['issued']:,.0f} / "
           f"{run['ok']:,.0f} / {run['failed']:,.0f} | exact |")
     print(f"| totals exact (sums of the slices == plan), pods lost | {bool(run['exact'])}, {run['lost_pods']:.0f} | "
