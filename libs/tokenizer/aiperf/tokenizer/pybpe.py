@@ -1,0 +1,102 @@
+"""`PyBpe`: tiktoken's encoding in plain Python, for short texts before tiktoken's maps exist.
+
+tiktoken's `CoreBPE` constructor converts the whole vocabulary (248k tokens for Qwen 3.6) into
+its Rust maps, ~0.2-0.3 s holding the GIL; in a one-request run that is most of the tokenizer's
+cost, and it sits on the path to the first request. The texts such a run tokenizes (the
+synthetic corpus, a prompt, one response) are a few thousand characters, which this encoder
+handles in milliseconds straight from the ranks dict. The result is tiktoken's, token for
+token: the same pre-tokenizer pattern (compiled with `regex`, the engine tiktoken's own Python
+layer uses; tiktoken requires it), each piece that is a token looked up, any other merged by
+the same rule (repeatedly the adjacent pair of lowest rank, the leftmost on a tie), special
+tokens split out first (every one allowed, as `encode(allowed_special="all")`).
+`tests/test_pybpe.py` checks equality with tiktoken on the corpus, prompts and odd text.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# tiktoken requires `regex` (its pattern syntax: \p{L}, scoped flags); imported by name so the
+# build does not need a requirement of its own for it.
+_regex: Any = importlib.import_module("regex")
+
+MAX_MERGE = 64
+"""Longest piece (bytes) merged here: merging is quadratic in a piece's length in this loop, so
+`encode` declines text with a longer piece that is not a token (a run of random letters)."""
+
+
+class PyBpe:
+    """Encodes and decodes like ``tiktoken.Encoding(pat_str=pattern, mergeable_ranks=ranks,
+    special_tokens=special)`` with every special token allowed. Immutable after construction
+    (its decoder table is built on first decode); safe to share between threads."""
+
+    def __init__(self, ranks: Mapping[bytes, int], pattern: str, special: Mapping[str, int]) -> None:
+        """``ranks``: token bytes -> id (kept, not copied); ``special``: token text -> id."""
+        self._ranks = ranks
+        self._pattern = _regex.compile(pattern)
+        self._special = dict(special)
+        # Longest first, so a special token that starts another never cuts it short.
+        names = sorted(self._special, key=len, reverse=True)
+        self._special_re = re.compile("|".join(map(re.escape, names))) if names else None
+        self._decoder: dict[int, bytes] | None = None
+
+    def encode(self, text: str) -> list[int] | None:
+        """Token ids of ``text`` (not normalised here); lone surrogates are replaced first,
+        as tiktoken does. None when a piece of it that is no token is longer than `MAX_MERGE`
+        bytes (leave such text to tiktoken)."""
+        try:
+            return self._encode(text)
+        except UnicodeEncodeError:
+            return self._encode(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+
+    def decode_bytes(self, ids: Sequence[int]) -> bytes:
+        """The bytes of ``ids``; raises `KeyError` for an id that is no token."""
+        decoder = self._decoder
+        if decoder is None:
+            decoder = {rank: token for token, rank in self._ranks.items()}
+            decoder.update((rank, token.encode()) for token, rank in self._special.items())
+            self._decoder = decoder
+        return b"".join([decoder[i] for i in ids])
+
+    def _encode(self, text: str) -> list[int] | None:
+        out: list[int] = []
+        start = 0
+        if self._special_re is not None:
+            for match in self._special_re.finditer(text):
+                if not self._encode_ordinary(text[start:match.start()], out):
+                    return None
+                out.append(self._special[match.group()])
+                start = match.end()
+        return out if self._encode_ordinary(text[start:], out) else None
+
+    def _encode_ordinary(self, text: str, out: list[int]) -> bool:
+        """Appends the ids of `text` to `out`; False (out half-filled) for a piece too long to merge."""
+        ranks = self._ranks
+        for piece in self._pattern.findall(text):
+            data = piece.encode()
+            rank = ranks.get(data)
+            if rank is not None:
+                out.append(rank)
+            elif len(data) > MAX_MERGE:
+                return False
+            else:
+                out += _merge(ranks, data)
+        return True
+
+
+def _merge(ranks: Mapping[bytes, int], data: bytes) -> list[int]:
+    """tiktoken's byte-pair merge of one piece that is not itself a token."""
+    parts = [data[i:i + 1] for i in range(len(data))]
+    while len(parts) > 1:
+        best, best_rank = -1, None
+        for i in range(len(parts) - 1):
+            rank = ranks.get(parts[i] + parts[i + 1])
+            if rank is not None and (best_rank is None or rank < best_rank):
+                best, best_rank = i, rank
+        if best_rank is None:
+            break
+        parts[best:best + 2] = [parts[best] + parts[best + 1]]
+    return [ranks[part] for part in parts]
