@@ -88,3 +88,16 @@ def test_budget_switches_to_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
     assert tok._impl is None
     assert tok.encode("b" * 60) == tok.tiktoken_encoding().encode("b" * 60)
     assert tok._impl is not None and tok.encode("a" * 60) == first
+
+
+def test_decode_of_sparse_ranks_and_unknown_ids() -> None:
+    """Ranks that are not 0..n-1 in order decode through a dict; an id that is no token raises."""
+    dense = PyBpe({b"a": 0, b"b": 1, b"ab": 2}, r"\w+|\s+", {"<|x|>": 3})
+    sparse = PyBpe({b"ab": 7, b"a": 5, b"b": 6}, r"\w+|\s+", {"<|x|>": 9})
+    assert dense.encode("ab<|x|>ba") == [2, 3, 1, 0]
+    assert dense.decode_bytes([2, 3, 1, 0]) == b"ab<|x|>ba"
+    assert sparse.encode("ab<|x|>ba") == [7, 9, 6, 5]
+    assert sparse.decode_bytes([7, 9, 6, 5]) == b"ab<|x|>ba"
+    for bpe, bad in ((dense, -1), (dense, 4), (sparse, 0)):
+        with pytest.raises(KeyError):
+            bpe.decode_bytes([bad])
