@@ -101,3 +101,18 @@ def test_decode_of_sparse_ranks_and_unknown_ids() -> None:
     for bpe, bad in ((dense, -1), (dense, 4), (sparse, 0)):
         with pytest.raises(KeyError):
             bpe.decode_bytes([bad])
+
+
+def test_merged_bytes_spend_the_budget_faster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Words that are no token cost ~10x more in Python: they are charged `MERGE_WEIGHT` per byte."""
+    monkeypatch.setattr(bundled_module, "PY_BUDGET", 2000)
+    tok = BundledTokenizer()
+    prose = "the cat sat on the mat " * 4  # every piece a token: charged its length only
+    for _ in range(10):
+        tok.encode(prose)
+    assert tok._impl is None and tok._py.merged_bytes == 0
+    rare = " ".join("".join(random.Random(i).choices("qxzjkvw", k=12)) for i in range(8))
+    first = tok.encode(rare)  # ~100 merged bytes, ~1,200 of the budget
+    assert tok._impl is None and tok._py.merged_bytes > 80
+    assert tok.encode(rare) == first
+    assert tok._impl is not None

@@ -21,8 +21,11 @@ from aiperf.tokenizer.ranks import default_cache_dir, load_ranks
 PY_TEXT_LIMIT = 64 * 1024
 """Longest text (characters) encoded in Python; a longer one builds tiktoken's encoding."""
 PY_BUDGET = 1_000_000
-"""Characters encoded in Python per tokenizer (~0.3 s of CPU, about what building tiktoken's
-encoding costs) before tiktoken's encoding is built and used from then on."""
+"""Characters encoded in Python per tokenizer, each byte of a merged piece counted
+`MERGE_WEIGHT` times (~0.3 s of CPU in all, about what building tiktoken's encoding costs),
+before tiktoken's encoding is built and used from then on."""
+MERGE_WEIGHT = 12
+"""A merged byte costs ~4 us in Python, a character of ordinary prose ~0.3 us."""
 _NOT_OLD_LATIN = re.compile("[^\\x00-\\u024f]")
 """A character outside U+0000-U+024F (Basic Latin to Latin Extended-B, all assigned by Unicode
 5.1): the `regex` module and tiktoken's Rust regex may carry different Unicode versions, which
@@ -54,9 +57,10 @@ class BundledTokenizer:
     when needed: until then text of Latin characters up to `PY_TEXT_LIMIT` long (with no word
     longer than `aiperf.tokenizer.pybpe.MAX_MERGE` bytes that is not one token) is encoded in
     Python (`aiperf.tokenizer.pybpe.PyBpe`: the same ids, a few ms for a one-request run's texts),
-    up to `PY_BUDGET` characters in all. So a short run never builds it, and a long one builds it
-    once per process, at its first long or non-Latin text or long unknown word. Results do not depend on which encoder
-    ran. Thread-safe.
+    up to `PY_BUDGET` in all (characters, merged ones weighted). So a short run never builds it,
+    and a long one builds it once per process, at its first long or non-Latin text or long
+    unknown word, or when the budget is spent. Results do not depend on which encoder ran.
+    Thread-safe.
     """
 
     def __init__(self, variant: str = DEFAULT_BUILTIN, *, cache_dir: Path | None = None) -> None:
@@ -67,7 +71,7 @@ class BundledTokenizer:
         self._ranks = load_ranks(spec.vocabulary, default_cache_dir() if cache_dir is None else cache_dir)
         self._pattern, self._special = spec.pattern, {token: rank for rank, token in spec.special}
         self._py = PyBpe(self._ranks, self._pattern, self._special)
-        self._py_left = PY_BUDGET
+        self._py_chars = 0
         self._impl: tiktoken.Encoding | None = None
         self._lock = threading.Lock()
 
@@ -80,8 +84,8 @@ class BundledTokenizer:
         """Token ids of ``text`` (NFC-normalised first, as Qwen does; special tokens allowed)."""
         text = unicodedata.normalize("NFC", text)
         impl = self._impl
-        if impl is None and len(text) <= min(PY_TEXT_LIMIT, self._py_left) and not _NOT_OLD_LATIN.search(text):
-            self._py_left -= len(text)  # a lost update between threads only shifts the switch
+        if impl is None and len(text) <= min(PY_TEXT_LIMIT, self._py_left()) and not _NOT_OLD_LATIN.search(text):
+            self._py_chars += len(text)  # a lost update between threads only shifts the switch
             if (ids := self._py.encode(text)) is not None:
                 return ids
         return (impl or self.tiktoken_encoding()).encode(text, allowed_special="all", disallowed_special=())
@@ -93,6 +97,10 @@ class BundledTokenizer:
         if impl is None:
             return self._py.decode_bytes(ids).decode("utf-8", errors="replace")
         return impl.decode(list(ids), errors="replace")
+
+    def _py_left(self) -> int:
+        """What is left of `PY_BUDGET`."""
+        return PY_BUDGET - self._py_chars - MERGE_WEIGHT * self._py.merged_bytes
 
     def tiktoken_encoding(self) -> tiktoken.Encoding:
         """tiktoken's encoding of this vocabulary, built on the first call (~0.2-0.3 s)."""

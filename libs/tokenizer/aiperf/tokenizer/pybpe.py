@@ -49,6 +49,9 @@ class PyBpe:
         self._by_rank: list[bytes] | None = list(ranks) if dense else None
         self._by_id: dict[int, bytes] = {} if dense else dict(zip(ranks.values(), ranks.keys(), strict=True))
         self._special_bytes = {rank: token.encode() for token, rank in self._special.items()}
+        self.merged_bytes = 0
+        """Bytes of the pieces merged so far (each ~10x the cost of a piece that is a token);
+        counted without a lock, so concurrent calls may undercount a little."""
 
     def encode(self, text: str) -> list[int] | None:
         """Token ids of ``text`` (not normalised here); lone surrogates are replaced first,
@@ -89,6 +92,7 @@ class PyBpe:
             elif len(data) > MAX_MERGE:
                 return False
             else:
+                self.merged_bytes += len(data)
                 out += _merge(ranks, data)
         return True
 
