@@ -145,3 +145,17 @@ def test_synthetic_images_and_audio_go_with_every_turn(tokenizer: Tokenizer) -> 
     jpeg = Images(batch_size=1, width=Length(mean=4), height=Length(mean=4))
     (conversation,) = build_conversations(SyntheticDataset(entries=1, images=jpeg), tokenizer, seed=1)
     assert base64.b64decode(conversation.turns[0].images[0].split(",", 1)[1])[:2] == b"\xff\xd8"
+
+
+def test_prompts_do_not_depend_on_which_encoder_ran() -> None:
+    """The bundled tokenizer encodes short Latin text in Python until tiktoken's encoding is
+    built: prompts are identical either way."""
+    from aiperf.tokenizer import BundledTokenizer
+
+    spec = dataset_spec(num_dataset_entries=30, isl=128, isl_stddev=40, osl=64, num_prefix_prompts=2,
+                        prefix_prompt_length=50, conversation_turn_mean=2)
+    lazy = BundledTokenizer()
+    built = BundledTokenizer()
+    built.tiktoken_encoding()
+    assert build_conversations(spec, lazy, seed=11) == build_conversations(spec, built, seed=11)
+    assert lazy._impl is None

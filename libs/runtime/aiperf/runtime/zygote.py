@@ -18,8 +18,9 @@ loop's backend (`RUNTIME_MODULES`), forks a child for each preloaded module of
 `aiperf.zygote_process.FORKED_AHEAD` (or `--fork-ahead`), forks its tokenizer zygote (below),
 imports the other modules, so that all is done by the time the run asks for its services.
 
-The tokenizer zygote: loading the tokenizer is the longest single step before the first request
-(~0.25 s of CPU for the bundled one even from its cached ranks), and only the services of
+The tokenizer zygote: loading the tokenizer was the longest single step before the first request
+(the bundled one now ~0.1 s of CPU from its cached ranks, tiktoken's own encoding being built
+only by a process that needs it: `aiperf.tokenizer.bundled`; a tokenizer.json longer), and only the services of
 `aiperf.zygote_process.TOKENIZER_MODULES` (or `--tokenizer-modules`: the dataset-manager and the
 record-processors) need it. So a zygote with a tokenizer forks a second zygote right after the
 event loop's imports, which loads the tokenizer and imports those modules on another core while
