@@ -36,7 +36,6 @@ import argparse
 import multiprocessing as mp
 import multiprocessing.synchronize
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -79,18 +78,11 @@ from aiperf.runtime.control_server import ControlServer
 
 sys.path.insert(0, str(Path(__file__).parent))
 import controller  # noqa: E402  (the reference: controller.py's timing-manager measurement)
+from controller import endpoint  # noqa: E402
 
 LATENCY_S = 0.05
 FAIL_EVERY = 1000
 REPORT_EVERY_S = 1.0
-
-
-def endpoint(transport: str, folder: str, name: str) -> str:
-    if transport == "ipc":
-        return f"ipc://{folder}/{name}.ipc"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
 # -- simulated pods (other processes) -----------------------------------------------------------

@@ -37,7 +37,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import shutil
-import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -63,6 +63,9 @@ from aiperf.metrics import Aggregator
 from aiperf.metrics.catalog import spec_of
 from aiperf.runtime import configure_logging
 
+sys.path.insert(0, str(Path(__file__).parent))
+from controller import endpoint  # noqa: E402  (one way to name a socket for both benchmarks)
+
 MS = 1_000_000
 T0 = 1_700_000_000 * 10**9
 GAPS = 63
@@ -70,14 +73,6 @@ WARMUP = 20
 SCALARS = ("request_latency", "time_to_first_token", "inter_token_latency", "input_sequence_length",
            "output_sequence_length", "output_token_count")
 """The scalar metrics of a pod's records, in the order a record holds them."""
-
-
-def endpoint(transport: str, folder: str, name: str) -> str:
-    if transport == "ipc":
-        return f"ipc://{folder}/{name}.ipc"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
 # -- a pod's requests ------------------------------------------------------------------------
