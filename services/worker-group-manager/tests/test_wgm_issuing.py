@@ -4,10 +4,7 @@ controller's side (`ShardedTimingManager` over a real `pods` ROUTER) run in the 
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -39,16 +36,12 @@ from aiperf.messages import (
     WorkerConnected,
 )
 from aiperf.runtime.service import ServiceContext
+from aiperf.testing.fixtures import ipc_dir
 from aiperf.worker_group_manager.main import build
 
+__all__ = ["ipc_dir"]
+
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def ipc_dir() -> Iterator[str]:
-    path = tempfile.mkdtemp(prefix="wgm-", dir="/tmp")  # AF_UNIX paths must stay short
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 async def fake_worker(ctx: zmq.asyncio.Context, addressing: Addressing, worker_id: str, seen: list[Credit], *,
