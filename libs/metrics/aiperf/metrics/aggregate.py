@@ -10,13 +10,14 @@ import math
 import struct
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from aiperf.messages import AggregateShard, ColumnBytes, ErrorDetails, MetricRecord, Phase
 from aiperf.metrics.catalog import RECORD_METRICS, SPECS, SUMMARY_ORDER, spec_of
+from aiperf.metrics.exact import BLOCK, Blocks, block_stats
 from aiperf.metrics.sweepline import Timeline, sweep_metrics
 from aiperf.metrics.weighted import TimeWeightedStats
 
@@ -95,6 +96,19 @@ class MetricStats:
             std=float(np.std(values)), count=int(values.size),
         )
 
+    @classmethod
+    def of_blocks(cls, tag: str, blocks: Blocks, scale: float) -> MetricStats | None:
+        """`of_values` of ``concatenate(blocks()).astype(float64) * scale`` without its NaNs,
+        the same floats bit for bit, from one block at a time (`aiperf.metrics.exact`); None
+        when no value is left."""
+        got = block_stats(blocks, scale, PERCENTILES)
+        if got is None:
+            return None
+        spec = spec_of(tag)
+        p = got.percentiles
+        return cls(tag=tag, header=spec.header, unit=spec.unit, avg=got.avg, min=got.min, max=got.max, sum=got.sum,
+                   p1=p[0], p5=p[1], p10=p[2], p25=p[3], p50=p[4], p75=p[5], p90=p[6], p95=p[7], p99=p[8],
+                   std=got.std, count=got.count)
 
 @dataclass(frozen=True, slots=True)
 class Summary:
@@ -197,6 +211,14 @@ class Column:
                     return
             data = self._widen()
         data.frombytes(wide)
+
+    def blocks(self, size: int = BLOCK) -> Iterator[np.ndarray]:
+        """The values in order, `size` at a time, as views of the typed array (uint32 or float64)."""
+        data = self.data
+        whole = np.frombuffer(data, dtype=np.uint32 if data.typecode == "I" else np.float64) if len(data) else \
+            np.zeros(0)
+        for a in range(0, whole.size, size):
+            yield whole[a:a + size]
 
     def values(self) -> np.ndarray:
         """The values as float64."""
@@ -505,13 +527,16 @@ class Aggregator:
         Raises `ValueError` for a goodput tag that is not a per-request metric.
         """
         stats: dict[str, MetricStats] = {}
-        for tag in [*self._scalars, *self._lists]:
+        for tag in self._scalars:  # a value per request: numpy on a float64 copy, one column at a time
             if spec_of(tag).internal:
                 continue
             values = self.column(tag)
             values = values[~np.isnan(values)]
             if values.size:
                 stats[tag] = MetricStats.of_values(tag, values)
+        for tag, lst in self._lists.items():  # a value per chunk: the same floats, block by block
+            if not spec_of(tag).internal and (got := MetricStats.of_blocks(tag, lst.blocks, spec_of(tag).scale)):
+                stats[tag] = got
         if self._error_isl:
             stats["error_isl"] = MetricStats.of_values("error_isl", np.asarray(self._error_isl))
         errors = sum(self._errors.values())
