@@ -7,11 +7,15 @@ method. `std` is the population standard deviation (``np.std``, ddof=0), as AIPe
 from __future__ import annotations
 
 import math
+import os
 import struct
+import tempfile
 from array import array
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -152,32 +156,107 @@ class Column:
 
     Appended values wait in a list until `PENDING` of them have gathered, then enter the typed
     array together, so a value costs a list append, not a numpy call; every read (`data`,
-    `values`, `len`) sees them all. The typed array ends the same whichever way the values were
-    grouped.
+    `values`, `blocks`, `len`) sees them all. The typed array ends the same whichever way the
+    values were grouped.
+
+    With `spill` (a directory), every `SPILL` values that have entered the typed array are
+    appended to an unnamed temporary file there (removed by the system when the column is
+    closed or the process ends, whatever the way) and leave memory: a long run holds one block
+    per column, not the run. The file always holds the column's current type (a widening
+    rewrites it as float64, once). `blocks` reads it back a block at a time; `data` and
+    `values` read all of it.
     """
 
-    __slots__ = ("_data", "_pending")
+    __slots__ = ("_data", "_pending", "_spill", "_file", "_spilled")
 
     PENDING = 2048
+    SPILL = 1 << 16
 
-    def __init__(self) -> None:
+    def __init__(self, spill: Path | None = None) -> None:
         self._data: array[int] | array[float] = array("I")
         self._pending: list[float] = []
+        self._spill = spill
+        self._file: BinaryIO | None = None
+        self._spilled = 0  # values in the file
 
     def __len__(self) -> int:
-        return len(self._data) + len(self._pending)
+        return self._spilled + len(self._data) + len(self._pending)
+
+    @property
+    def typecode(self) -> str:
+        """"I" (uint32) or "d" (float64): the type of every value so far."""
+        return self._typed().typecode
 
     @property
     def data(self) -> array[int] | array[float]:
-        """The typed array of every value so far ("I" or "d")."""
+        """The typed array of every value so far ("I" or "d"); a spilled column's is read back
+        from its file (a copy)."""
+        data = self._typed()
+        if not self._spilled:
+            return data
+        whole = array(data.typecode)
+        for block in self._file_blocks(np.uint32 if data.typecode == "I" else np.float64, self.SPILL):
+            whole.frombytes(block.tobytes())
+        whole.frombytes(data.tobytes())
+        return whole
+
+    def _typed(self) -> array[int] | array[float]:
+        """The typed array in memory (the values not spilled), the pending values in it."""
         if self._pending:
             self._settle()
         return self._data
 
     def _widen(self) -> array[float]:
+        if self._spilled and self._file is not None:  # the file's uint32 values, rewritten as float64
+            try:
+                wide_file = tempfile.TemporaryFile(dir=self._spill)
+                for block in self._file_blocks(np.uint32, self.SPILL):
+                    wide_file.write(block.astype(np.float64).tobytes())
+            except OSError:  # no room: every value back in memory, no more spilling
+                self._unspill()
+            else:
+                self._file.close()
+                self._file = wide_file
         wide = array("d", self._data)
         self._data = wide
         return wide
+
+    def _unspill(self) -> None:
+        """Take the spilled values back into memory and stop spilling (the disk failed us)."""
+        self._data = self.data
+        self._spilled, self._spill = 0, None
+        self.close()
+
+    def _spill_full(self) -> None:
+        """Move the typed array to the file once it holds `SPILL` values (with `spill`). When
+        the file cannot be created or written (no room, no directory) the values stay in memory
+        and the column stops spilling: the run never fails for it."""
+        data = self._data
+        if self._spill is None or len(data) < self.SPILL:
+            return
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(dir=self._spill)
+            self._file.seek(self._spilled * data.itemsize)
+            self._file.write(data.tobytes())
+            self._file.flush()
+        except OSError:
+            if self._spilled:
+                self._unspill()
+            else:
+                self.close()
+                self._spill = None
+            return
+        self._spilled += len(data)
+        self._data = array(data.typecode)
+
+    def _file_blocks(self, dtype: type[np.number], size: int) -> Iterator[np.ndarray]:
+        """The spilled values, `size` at a time."""
+        assert self._file is not None
+        itemsize = np.dtype(dtype).itemsize
+        end, step = self._spilled * itemsize, size * itemsize
+        for offset in range(0, end, step):
+            yield np.frombuffer(os.pread(self._file.fileno(), min(step, end - offset), offset), dtype=dtype)
 
     def append(self, value: float) -> None:
         pending = self._pending
@@ -208,33 +287,46 @@ class Column:
                 narrow = a.astype(np.uint32)
                 if (narrow == a).all() and not np.signbit(a).any():  # whole numbers, no -0.0
                     data.frombytes(narrow.tobytes())
+                    self._spill_full()
                     return
             data = self._widen()
         data.frombytes(wide)
-
-    def blocks(self, size: int = BLOCK) -> Iterator[np.ndarray]:
-        """The values in order, `size` at a time, as views of the typed array (uint32 or float64)."""
-        data = self.data
-        whole = np.frombuffer(data, dtype=np.uint32 if data.typecode == "I" else np.float64) if len(data) else \
-            np.zeros(0)
-        for a in range(0, whole.size, size):
-            yield whole[a:a + size]
+        self._spill_full()
 
     def values(self) -> np.ndarray:
         """The values as float64."""
         return np.asarray(self.data, dtype=np.float64)
 
+    def blocks(self, size: int = BLOCK) -> Iterator[np.ndarray]:
+        """The values in order, about `size` at a time (uint32 or float64 arrays): a spilled
+        column's read back from its file, then views of the typed array in memory. Read the
+        blocks before appending more values."""
+        data = self._typed()
+        dtype = np.uint32 if data.typecode == "I" else np.float64
+        if self._spilled:
+            yield from self._file_blocks(dtype, size)
+        whole = np.frombuffer(data, dtype=dtype) if len(data) else np.zeros(0, dtype)
+        for a in range(0, whole.size, size):
+            yield whole[a:a + size]
+
     def extend_raw(self, typecode: str, raw: bytes) -> None:
         """Append the values in `raw`, a typed array's bytes (`typecode` "I" or "d", checked by
         the caller), leaving the same typed array as appending them one by one: uint32 while
         both are, else float64 (exact). One buffer copy when the types agree."""
-        data = self.data
+        data = self._typed()
         if typecode == data.typecode:
             data.frombytes(raw)
         elif typecode == "d":  # float64 values after uint32 ones: the column widens
             self._widen().frombytes(raw)
         else:  # uint32 values after float64 ones
             data.frombytes(np.frombuffer(raw, dtype=np.uint32).astype(np.float64).tobytes())
+        self._spill_full()
+
+    def close(self) -> None:
+        """Remove the spill file (the values in it are gone)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 class _Rows:
@@ -318,9 +410,15 @@ class Aggregator:
     metrics with its start, first token and end. Memory: one float per metric value plus six
     numbers per request, in typed arrays (`Column`: 4 or 8 bytes per value, no Python object
     per value). Not thread-safe; `add` never blocks.
+
+    With `spill` (a directory), the columns move their values to unnamed temporary files there
+    a block at a time (`Column`), and the summary reads them back block by block: memory holds
+    a block per column and the six numbers per request (the sweep metrics read the chunk gaps
+    back whole, 4 bytes each). `close` removes the files (the process's end does too).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, spill: Path | None = None) -> None:
+        self._spill = spill
         self._n = 0
         self._scalars: dict[str, Column] = {}
         self._lists: dict[str, Column] = {}
@@ -405,14 +503,14 @@ class Aggregator:
         for tag, cb in shard.scalars.items():
             col = self._scalars.get(tag)
             if col is None:
-                col = self._scalars[tag] = Column()
+                col = self._scalars[tag] = Column(self._spill)
             if len(col) < n:
                 col.pad(n)
             col.extend_raw(cb.typecode, cb.data)
         for tag, cb in shard.lists.items():
             lst = self._lists.get(tag)
             if lst is None:
-                lst = self._lists[tag] = Column()
+                lst = self._lists[tag] = Column(self._spill)
             lst.extend_raw(cb.typecode, cb.data)
         self._error_isl.frombytes(shard.error_isl)
         for error, count in shard.errors:
@@ -478,7 +576,7 @@ class Aggregator:
         """Values of success numbers n, n+1, ... of scalar metric `tag`."""
         col = self._scalars.get(tag)
         if col is None:
-            col = self._scalars[tag] = Column()
+            col = self._scalars[tag] = Column(self._spill)
         if len(col) < n:
             col.pad(n)
         col.extend(values)
@@ -487,7 +585,7 @@ class Aggregator:
         """The lists of list metric `tag` of consecutive successes, flattened in order."""
         lst = self._lists.get(tag)
         if lst is None:
-            lst = self._lists[tag] = Column()
+            lst = self._lists[tag] = Column(self._spill)
         for value in values:
             lst.extend(value)
 
@@ -498,6 +596,13 @@ class Aggregator:
                 self._extend_list(tag, [value])
             else:
                 self._extend_scalar(tag, n + i, [value])
+
+    def close(self) -> None:
+        """Remove the spill files (with `spill`); the aggregator is empty of values after it."""
+        for col in (*self._scalars.values(), *self._lists.values()):
+            col.close()
+        self._scalars.clear()
+        self._lists.clear()
 
     def observed_duration_s(self) -> float:
         """AIPerf's benchmark_duration from the records: last end - first start (wall clock), s."""

@@ -4,6 +4,7 @@ credit is accounted for."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import math
@@ -93,7 +94,9 @@ class RecordsManager:
     (`slice_duration`) need the records themselves: a shard's records are left out of them
     (logged once).
 
-    Records are written to `profile_export.jsonl` as they arrive (the file is complete even
+    The aggregated values are spilled to unnamed temporary files in `artifact_dir` a block at a
+    time (`Aggregator(spill=...)`: memory holds a block per metric, not the run; the system
+    removes the files with the process). Records are written to `profile_export.jsonl` as they arrive (the file is complete even
     if the run is cancelled), unless the benchmark's export level is `summary`. `Finalize` waits (bounded) for one record per returned credit,
     then writes the summary (JSON, CSV) and the console tables (`profile_export_console.txt`).
     `t0_wall_ns` (0: unknown) is when the command started, for the start-up figure;
@@ -115,7 +118,7 @@ class RecordsManager:
         self._identified = anyio.Event()
         self._records, self._events = records, events
         self._dir, self._interval, self._wall = artifact_dir, progress_interval_s, wall_clock
-        self._aggregator = Aggregator()
+        self._aggregator = Aggregator(spill=artifact_dir)  # the values leave memory a block at a time (unnamed files)
         slice_s = benchmark.artifacts.slice_duration
         self._slices = TimesliceRecords(slice_s) if slice_s else None
         self._writer: JsonlRecordWriter | None = None
@@ -246,6 +249,8 @@ class RecordsManager:
         match command:
             case ProfileConfigure():
                 if self._benchmark.artifacts.export_level == "summary":
+                    with contextlib.suppress(OSError):  # the spill files' directory (else they stay in memory)
+                        self._dir.mkdir(parents=True, exist_ok=True)
                     return None
                 try:
                     self._dir.mkdir(parents=True, exist_ok=True)
