@@ -56,6 +56,7 @@ def test_a_spilled_column_holds_what_one_in_memory_holds(tmp_path: Path, monkeyp
     assert spilled.data.tobytes() == plain.data.tobytes()
     joined = [b.tobytes() for b in spilled.blocks(block)]
     assert b"".join(joined) == plain.data.tobytes()
+    assert spilled.array().tobytes() == plain.array().tobytes() == plain.data.tobytes()
     assert os.listdir(tmp_path) == []  # unnamed files: nothing to clean up, even after a crash
     spilled.close()
 

@@ -297,6 +297,20 @@ class Column:
         """The values as float64."""
         return np.asarray(self.data, dtype=np.float64)
 
+    def array(self) -> np.ndarray:
+        """Every value in one numpy array of the column's type (uint32 or float64): a view of the
+        typed array, or, spilled, filled block by block (the file read once, no other copy)."""
+        data = self._typed()
+        if not self._spilled:
+            return np.asarray(data)
+        dtype = np.uint32 if data.typecode == "I" else np.float64
+        out = np.empty(len(self), dtype)
+        at = 0
+        for block in self.blocks():
+            out[at:at + block.size] = block
+            at += block.size
+        return out
+
     def blocks(self, size: int = BLOCK) -> Iterator[np.ndarray]:
         """The values in order, about `size` at a time (uint32 or float64 arrays): a spilled
         column's read back from its file, then views of the typed array in memory. Read the
@@ -657,7 +671,7 @@ class Aggregator:
         for tag, value in derived.items():
             stats[tag] = MetricStats.scalar(tag, value)
         icl = self._lists.get("inter_chunk_latency")
-        flat = np.asarray(icl.data) if icl is not None else np.zeros(0)  # a view, not a float64 copy
+        flat = icl.array() if icl is not None else np.zeros(0)  # as stored (uint32 or float64), not a float64 copy
         for tag, tws in sweep_metrics(self._rows.timeline(flat)).items():
             stats[tag] = MetricStats.time_weighted(tag, tws)
         ordered = {t: stats.pop(t) for t in SUMMARY_ORDER if t in stats}
