@@ -112,3 +112,54 @@ def test_a_spilled_aggregator_keeps_a_block_per_column(tmp_path: Path, monkeypat
     assert per_request <= 64, per_request  # the rows (48 bytes) and a block's worth of slack
     assert agg.summary(benchmark_duration_s=1.0).metrics["inter_chunk_latency"].count == 6000 * 63
     agg.close()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=3000), data=st.data(),
+       cluster=st.integers(1, 64))
+def test_a_file_array_reads_what_numpy_indexing_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      values: list[int], data: st.DataObject, cluster: int) -> None:
+    from aiperf.metrics.aggregate import FileArray
+
+    monkeypatch.setattr(FileArray, "CLUSTER", cluster)
+    arr = np.asarray(values, np.uint32)
+    path = tmp_path / "a.bin"
+    path.write_bytes(arr.tobytes())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fa = FileArray(fd, np.dtype(np.uint32), arr.size)
+        i = data.draw(st.integers(0, arr.size))
+        j = data.draw(st.integers(0, arr.size))
+        assert fa[i:j].tolist() == arr[i:j].tolist() and fa.size == arr.size
+        index = np.asarray(data.draw(st.lists(st.integers(-arr.size, arr.size - 1), max_size=200)), np.int64)
+        assert fa[index].tolist() == arr[index].tolist()
+        with pytest.raises(IndexError):
+            fa[np.asarray([arr.size])]
+    finally:
+        os.close(fd)
+
+
+def test_the_sweep_reads_a_spilled_gap_column_from_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows without their times that own gaps (read through the file too) and a negative gap."""
+    from aiperf.metrics.aggregate import FileArray
+
+    monkeypatch.setattr(Column, "SPILL", 64)
+    records = _records(300)
+    records[7] = msgspec.structs.replace(records[7], start_wall_ns=0)  # owns gaps, no valid start
+    records[9] = msgspec.structs.replace(records[9], metrics={**records[9].metrics, "inter_chunk_latency": [3.0, -2.0]})
+    plain, spilled = Aggregator(), Aggregator(spill=tmp_path)
+    plain.add_batch(records)
+    spilled.add_batch(records)
+    reads = []
+    original = FileArray.__getitem__
+
+    def counted(self: FileArray, key: object) -> np.ndarray:
+        reads.append(key)
+        return original(self, key)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FileArray, "__getitem__", counted)
+    try:
+        assert plain.summary(benchmark_duration_s=1.0) == spilled.summary(benchmark_duration_s=1.0)
+        assert reads  # the sweep read the gaps from the file
+    finally:
+        spilled.close()

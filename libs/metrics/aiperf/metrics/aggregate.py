@@ -148,6 +148,54 @@ class OslMismatchThresholds:
 _U32_END = 1 << 32
 
 
+class FileArray:
+    """A read-only 1-D array of `size` values of `dtype` in an open file (from offset 0), read on
+    demand: ``a[i:j]`` (one read) and ``a[indices]`` (an integer array: the indices' clusters read
+    whole, a cluster being indices less than `CLUSTER` values apart) give numpy arrays, as
+    indexing a numpy array would. The sweep metrics read a spilled chunk-gap column through it
+    (`Timeline.icl`), so the gaps are never all in memory at once."""
+
+    __slots__ = ("_fd", "dtype", "size")
+
+    CLUSTER = 1 << 12
+
+    def __init__(self, fd: int, dtype: np.dtype, size: int) -> None:
+        self._fd, self.dtype, self.size = fd, np.dtype(dtype), size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        item = self.dtype.itemsize
+        raw = os.pread(self._fd, (stop - start) * item, start * item)
+        if len(raw) != (stop - start) * item:
+            raise OSError(f"a spill file is shorter than its {self.size} values")
+        return np.frombuffer(raw, dtype=self.dtype)
+
+    def __getitem__(self, key: slice | np.ndarray) -> np.ndarray:
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self.size)
+            if step != 1:
+                raise IndexError("FileArray reads contiguous slices only")
+            return self._read(start, max(start, stop))
+        index = np.asarray(key)
+        if index.dtype.kind not in "iu":
+            raise IndexError("FileArray takes a slice or an integer array")
+        if index.size == 0:
+            return np.zeros(index.shape, self.dtype)
+        index = np.where(index < 0, index + self.size, index)
+        if int(index.min()) < 0 or int(index.max()) >= self.size:
+            raise IndexError("index out of range")
+        wanted = np.unique(index)
+        cut = np.flatnonzero(np.diff(wanted) > self.CLUSTER) + 1
+        found = np.empty(wanted.size, self.dtype)
+        for lo, hi in zip(np.concatenate([[0], cut]).tolist(), np.concatenate([cut, [wanted.size]]).tolist(),
+                          strict=True):
+            first, last = int(wanted[lo]), int(wanted[hi - 1])
+            found[lo:hi] = self._read(first, last + 1)[wanted[lo:hi] - first]
+        return found[np.searchsorted(wanted, index)]
+
+
 class Column:
     """One metric's values, appended in arrival order, kept compact and exact: 4 bytes per value
     while every value is a whole number in [0, 2^32) and not -0.0 (times in ns under 4.3 s, counts, byte
@@ -227,12 +275,13 @@ class Column:
         self._spilled, self._spill = 0, None
         self.close()
 
-    def _spill_full(self) -> None:
-        """Move the typed array to the file once it holds `SPILL` values (with `spill`). When
+    def _spill_full(self, *, force: bool = False) -> None:
+        """Move the typed array to the file once it holds `SPILL` values (with `spill`; `force`:
+        whatever it holds). When
         the file cannot be created or written (no room, no directory) the values stay in memory
         and the column stops spilling: the run never fails for it."""
         data = self._data
-        if self._spill is None or len(data) < self.SPILL:
+        if self._spill is None or not data or (len(data) < self.SPILL and not force):
             return
         try:
             if self._file is None:
@@ -336,6 +385,18 @@ class Column:
             data.frombytes(np.frombuffer(raw, dtype=np.uint32).astype(np.float64).tobytes())
         self._spill_full()
 
+    def readable(self) -> np.ndarray | FileArray:
+        """Every value, for reads by slice and index (`FileArray`'s): a spilling column moves its
+        values still in memory to its file and returns the file's `FileArray`; otherwise the
+        typed array's view (`array`). Append nothing while the result is in use."""
+        data = self._typed()
+        if len(data):
+            self._spill_full(force=True)  # the tail too
+        if self._spill is None or self._file is None or len(self._data):
+            return self.array()
+        return FileArray(self._file.fileno(), np.dtype(np.uint32 if self._data.typecode == "I" else np.float64),
+                         self._spilled)
+
     def close(self) -> None:
         """Remove the spill file (the values in it are gone)."""
         if self._file is not None:
@@ -396,14 +457,14 @@ class _Rows:
         for name in self.__slots__:
             getattr(self, name).frombytes(getattr(shard, f"row_{name}"))
 
-    def timeline(self, icl: np.ndarray) -> Timeline:
+    def timeline(self, icl: np.ndarray | FileArray) -> Timeline:
         start = np.asarray(self.start, np.int64)
         valid = start >= 0
         counts = np.asarray(self.icl_count, np.int64)
         flat = icl  # the gaps as stored (uint32 or float64): sweepline reads them blockwise
         if flat.size == int(counts.sum()):
-            if not valid.all():
-                flat = flat[np.repeat(valid, counts)]
+            if not valid.all():  # rare (a record without its times that owns gaps): read in memory
+                flat = flat[np.flatnonzero(np.repeat(valid, counts))]
         else:  # cannot happen: every ICL value came with its row
             flat, counts = np.zeros(0, np.int64), np.zeros_like(counts)
         start = start[valid]
@@ -671,7 +732,7 @@ class Aggregator:
         for tag, value in derived.items():
             stats[tag] = MetricStats.scalar(tag, value)
         icl = self._lists.get("inter_chunk_latency")
-        flat = icl.array() if icl is not None else np.zeros(0)  # as stored (uint32 or float64), not a float64 copy
+        flat = icl.readable() if icl is not None else np.zeros(0)  # as stored (uint32 or float64), read on demand
         for tag, tws in sweep_metrics(self._rows.timeline(flat)).items():
             stats[tag] = MetricStats.time_weighted(tag, tws)
         ordered = {t: stats.pop(t) for t in SUMMARY_ORDER if t in stats}

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.ma  # noqa: F401  (np.unique imports it at its first call: ~25 ms at the end of a run; now with the module)
@@ -82,6 +83,19 @@ class Step:
         return np.where(i >= 0, self.values[np.clip(i, 0, None)], 0.0)
 
 
+class GapReader(Protocol):
+    """What the sweep reads of the chunk gaps: ``g[i:j]`` and ``g[int_array]`` as numpy arrays,
+    `size` and `dtype` (a numpy array, or `aiperf.metrics.aggregate.FileArray` over a spill file)."""
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def dtype(self) -> np.dtype[Any]: ...
+
+    def __getitem__(self, key: slice | IntArray) -> npt.NDArray[np.number]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Timeline:
     """Phase boundaries and token counts of a run's requests, one row per request.
@@ -90,7 +104,8 @@ class Timeline:
     the request produced a first token (`first` is ignored otherwise). `isl`/`osl` are token
     counts, NaN when unknown (a failed request). `icl` holds every request's chunk gaps (ns,
     concatenated in row order; any numeric dtype holding whole numbers, e.g. the aggregator's
-    compact uint32 column, read without a copy) and `icl_counts` how many belong to each row.
+    compact uint32 column, read without a copy, or a `GapReader` that reads them from a file
+    on demand) and `icl_counts` how many belong to each row.
     """
 
     start: IntArray
@@ -99,7 +114,7 @@ class Timeline:
     end: IntArray
     isl: FloatArray
     osl: FloatArray
-    icl: npt.NDArray[np.number]
+    icl: npt.NDArray[np.number] | GapReader
     icl_counts: IntArray
 
     @property
