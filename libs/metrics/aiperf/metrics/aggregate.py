@@ -150,8 +150,9 @@ _U32_END = 1 << 32
 
 class FileArray:
     """A read-only 1-D array of `size` values of `dtype` in an open file (from offset 0), read on
-    demand: ``a[i:j]`` (one read) and ``a[indices]`` (an integer array: the indices' clusters read
-    whole, a cluster being indices less than `CLUSTER` values apart) give numpy arrays, as
+    demand: ``a[i:j]`` (one read) and ``a[indices]`` (an integer array: the values from the
+    lowest index to the highest in one read when they span under 4 values per index, else the
+    indices' clusters read whole, a cluster being indices less than `CLUSTER` values apart) give numpy arrays, as
     indexing a numpy array would. The sweep metrics read a spilled chunk-gap column through it
     (`Timeline.icl`), so the gaps are never all in memory at once."""
 
@@ -184,8 +185,11 @@ class FileArray:
         if index.size == 0:
             return np.zeros(index.shape, self.dtype)
         index = np.where(index < 0, index + self.size, index)
-        if int(index.min()) < 0 or int(index.max()) >= self.size:
+        lo, hi = int(index.min()), int(index.max())
+        if lo < 0 or hi >= self.size:
             raise IndexError("index out of range")
+        if hi - lo < max(4 * index.size, self.CLUSTER):  # the usual case: nearby values, one read
+            return self._read(lo, hi + 1)[index - lo]
         wanted = np.unique(index)
         cut = np.flatnonzero(np.diff(wanted) > self.CLUSTER) + 1
         found = np.empty(wanted.size, self.dtype)
