@@ -12,7 +12,7 @@ import msgspec
 import numpy as np
 import pytest
 from conftest import streaming_record, words
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from aiperf.endpoints import EndpointType, parse_response
@@ -42,6 +42,7 @@ def _apply(col: Column, op: str, vals: list[float]) -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=ops, spill_every=st.integers(1, 50), block=st.integers(1, 64))
+@example(ops=[("append", [0]), ("raw_d", [])], spill_every=1, block=1)  # widened after a spill: the file rewritten
 def test_a_spilled_column_holds_what_one_in_memory_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          ops: list[tuple[str, list[float]]], spill_every: int,
                                                          block: int) -> None:

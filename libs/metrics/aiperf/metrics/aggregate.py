@@ -264,6 +264,7 @@ class Column:
                 wide_file = tempfile.TemporaryFile(dir=self._spill)
                 for block in self._file_blocks(np.uint32, self.SPILL):
                     wide_file.write(block.astype(np.float64).tobytes())
+                wide_file.flush()  # read back with pread, past Python's buffer
             except OSError:  # no room: every value back in memory, no more spilling
                 self._unspill()
             else:
@@ -309,7 +310,10 @@ class Column:
         itemsize = np.dtype(dtype).itemsize
         end, step = self._spilled * itemsize, size * itemsize
         for offset in range(0, end, step):
-            yield np.frombuffer(os.pread(self._file.fileno(), min(step, end - offset), offset), dtype=dtype)
+            raw = os.pread(self._file.fileno(), min(step, end - offset), offset)
+            if len(raw) != min(step, end - offset):
+                raise OSError(f"a spill file is shorter than its {self._spilled} values")
+            yield np.frombuffer(raw, dtype=dtype)
 
     def append(self, value: float) -> None:
         pending = self._pending
@@ -403,9 +407,13 @@ class Column:
 
     def close(self) -> None:
         """Remove the spill file (the values in it are gone)."""
-        if self._file is not None:
-            self._file.close()
+        file = getattr(self, "_file", None)
+        if file is not None:
+            file.close()
             self._file = None
+
+    def __del__(self) -> None:  # a dropped column's file goes with it (unnamed: the system frees it)
+        self.close()
 
 
 class _Rows:
