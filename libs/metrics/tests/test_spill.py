@@ -40,7 +40,7 @@ def _apply(col: Column, op: str, vals: list[float]) -> None:
         col.pad(len(col) + len(vals))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=ops, spill_every=st.integers(1, 50), block=st.integers(1, 64))
 @example(ops=[("append", [0]), ("raw_d", [])], spill_every=1, block=1)  # widened after a spill: the file rewritten
 def test_a_spilled_column_holds_what_one_in_memory_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
