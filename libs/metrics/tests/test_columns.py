@@ -13,7 +13,7 @@ from conftest import streaming_record, words
 from aiperf.endpoints import EndpointType, parse_response
 from aiperf.messages import HttpTrace
 from aiperf.metrics import Aggregator, compute_metrics
-from aiperf.metrics.aggregate import Column
+from aiperf.metrics.columns import Column
 
 
 def test_a_column_is_exact_in_both_widths() -> None:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from aiperf.endpoints import EndpointType, parse_response
 from aiperf.messages import MetricRecord, Phase
 from aiperf.metrics import Aggregator, compute_metrics
-from aiperf.metrics.aggregate import Column
+from aiperf.metrics.columns import Column
 
 values = st.one_of(st.integers(0, 2**32 - 1), st.integers(0, 9), st.floats(-1e3, 1e12), st.just(math.nan))
 ops = st.lists(st.tuples(st.sampled_from(["append", "extend", "raw_I", "raw_d", "pad"]),
@@ -120,7 +120,7 @@ def test_a_spilled_aggregator_keeps_a_block_per_column(tmp_path: Path, monkeypat
        cluster=st.integers(1, 64))
 def test_a_file_array_reads_what_numpy_indexing_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       values: list[int], data: st.DataObject, cluster: int) -> None:
-    from aiperf.metrics.aggregate import FileArray
+    from aiperf.metrics.columns import FileArray
 
     monkeypatch.setattr(FileArray, "CLUSTER", cluster)
     arr = np.asarray(values, np.uint32)
@@ -142,7 +142,7 @@ def test_a_file_array_reads_what_numpy_indexing_gives(tmp_path: Path, monkeypatc
 
 def test_the_sweep_reads_a_spilled_gap_column_from_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows without their times that own gaps (read through the file too) and a negative gap."""
-    from aiperf.metrics.aggregate import FileArray
+    from aiperf.metrics.columns import FileArray
 
     monkeypatch.setattr(Column, "SPILL", 64)
     records = _records(300)
