@@ -87,7 +87,8 @@ class Column:
     values were grouped.
 
     With `spill` (a directory), every `SPILL` values that have entered the typed array are
-    appended to an unnamed temporary file there (removed by the system when the column is
+    appended to an unnamed temporary file there (`tempfile.TemporaryFile`: `O_TMPFILE`, or
+    unlinked as soon as created; removed by the system when the column is
     closed or the process ends, whatever the way) and leave memory: a long run holds one block
     per column, not the run. The file always holds the column's current type (a widening
     rewrites it as float64, once). `blocks` reads it back a block at a time; `data` and
