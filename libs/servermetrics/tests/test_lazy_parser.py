@@ -1,6 +1,8 @@
 """`aiperf.servermetrics` imports `prometheus_client` at the first parse, not with the package
 (the records-manager imports it for its server identity; the zygote imports that before every
-fork). Fresh interpreters: the check is on `sys.modules`."""
+fork), and `urllib.request` when an `HttpFetch` opens, not with the package (the `aiperf`
+process imports it before its first request). Fresh interpreters: the check is on
+`sys.modules`."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import aiperf.servermetrics  # noqa: F401
 
 CODE = ("import sys\n"
         "import aiperf.servermetrics\n"
-        "print('prometheus_client' in sys.modules)\n"
+        "print('prometheus_client' in sys.modules or 'urllib.request' in sys.modules)\n"
         "families = aiperf.servermetrics.parse_metrics('# TYPE x counter\\nx_total 3\\n')\n"
         "print('prometheus_client' in sys.modules, families['x'].kind)\n")
 
