@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
@@ -68,3 +70,12 @@ async def test_build_follows_the_event_bus(ipc_dir: str, tmp_path: Path,
             tg.cancel_scope.cancel()
     finally:
         ctx.destroy(linger=0)
+
+
+def test_the_api_imports_no_litestar_until_a_request() -> None:
+    """A run nobody asks anything of never builds the app: importing the service's entry point
+    imports neither Litestar nor the dashboard (`aiperf.api.service` builds the app lazily)."""
+    code = ("import sys, aiperf.api.main\n"
+            "print(sorted(m for m in ('litestar', 'aiperf.api.app', 'aiperf.dashboard') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

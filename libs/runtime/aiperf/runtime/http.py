@@ -120,6 +120,45 @@ class InFlight:
             await self._idle.wait()
 
 
+class LazyApp:
+    """ASGI app built by `factory` at its first HTTP request or WebSocket, not before.
+
+    For an app whose import is costly (the api's Litestar app: ~0.25 s of CPU) in a process
+    that may never be asked anything (a short local run): the server listens at once, and the
+    first request waits for the build (on the loop, once; a failed build is retried by the next
+    request). The lifespan scope is answered here, without building: the wrapped app's own
+    startup and shutdown hooks never run, so wrap only an app that has none.
+    """
+
+    def __init__(self, factory: Callable[[], AsgiApp]) -> None:
+        self._factory = factory
+        self._app: AsgiApp | None = None
+
+    @property
+    def built(self) -> bool:
+        """Whether the first request has built the app."""
+        return self._app is not None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await _answer_lifespan(receive, send)
+            return
+        if self._app is None:
+            self._app = self._factory()
+        await self._app(scope, receive, send)
+
+
+async def _answer_lifespan(receive: Any, send: Any) -> None:
+    """The ASGI lifespan protocol of an app with nothing to start or stop."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 async def wait_listening(host: str, port: int, timeout_s: float) -> None:
     """Return once `host:port` accepts a TCP connection; `TimeoutError` after `timeout_s`."""
     with anyio.fail_after(timeout_s):
@@ -192,5 +231,5 @@ def exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-__all__ = ["AsgiApp", "EmbeddedServer", "HttpServer", "InFlight", "ServerFactory", "exit_now", "free_tcp_port",
-           "granian_server", "held_port", "wait_listening"]
+__all__ = ["AsgiApp", "EmbeddedServer", "HttpServer", "InFlight", "LazyApp", "ServerFactory", "exit_now",
+           "free_tcp_port", "granian_server", "held_port", "wait_listening"]

@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from prometheus_client.parser import text_string_to_metric_families
-
 Labels = tuple[tuple[str, str], ...]
 """A series' labels, sorted by name (hashable; `dict(labels)` gives them back)."""
 
@@ -44,7 +42,13 @@ class ExpositionError(ValueError):
 
 
 def parse_metrics(text: str) -> dict[str, Family]:
-    """Every kept family of `text` by name. Raises `ExpositionError` for text the parser rejects."""
+    """Every kept family of `text` by name. Raises `ExpositionError` for text the parser rejects.
+    `prometheus_client` is imported at the first call, not with this module: the package (its
+    exposition server, http.server and html included: ~30 ms of CPU) is no part of what the
+    modules importing `aiperf.servermetrics` for other names need (the records-manager's server
+    identity, imported by the zygote before the first fork)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     families: dict[str, Family] = {}
     try:
         for fam in text_string_to_metric_families(text):

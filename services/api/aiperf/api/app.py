@@ -6,8 +6,6 @@ Handlers only read a `RunView` and files under the run's directories; they never
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,6 +19,7 @@ from litestar.exceptions import (
 from litestar.params import FromPath
 from litestar.response import File
 
+from aiperf.api.app_config import AppConfig
 from aiperf.api.live import LiveJob, live_routes, live_source
 from aiperf.api.prom import RECORDS_JSONL, RunMetrics, metrics_route
 from aiperf.api.raw_upload import RAW_PARTS_DIR, RAW_UPLOAD_PATH, RawUploads
@@ -41,22 +40,6 @@ DATASET_FILES = frozenset({"dataset.dat", "index.dat"})
 """The dataset files `/api/dataset/{name}` serves."""
 
 ZST_SUFFIX = ".zst"
-@dataclass(frozen=True, kw_only=True)
-class AppConfig:
-    """Where the app finds its files.
-
-    `artifact_dir` holds the exports (and `inputs.json`), `dataset_dir` the dataset files;
-    `compressed_dataset` (Kubernetes) serves `<name>.zst` as-is with `Content-Encoding: zstd`;
-    `upload_token` (Kubernetes: derived from the run's key Secret) opens the raw-part upload
-    route, which refuses everything without it.
-    """
-
-    artifact_dir: Path
-    dataset_dir: Path
-    compressed_dataset: bool = False
-    upload_token: str | None = None
-
-
 DASHBOARD_PATH = "/dashboard"
 
 
