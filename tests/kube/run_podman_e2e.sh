@@ -30,7 +30,8 @@ export PYTHONPATH AIPERF_PODMAN_E2E=1
 # a way it happens on this host: aardvark-dns 1.4 refused 3 of a probe's lookups, at once, while
 # 12 containers started and stopped on another network; each scrape resolves the name anew;
 # the tier's own pods caused no such refusal in 30 min of probing). The first was not
-# reproduced (the two files in that order passed 6/6 on a loaded host); the operator tests now
+# reproduced (the two files in that order passed 6/6 on a loaded host, then the whole tier
+# 9/9 without a retry on a quieter one); the operator tests now
 # print the control plane's and the scraper's logs when they fail. A test that fails twice
 # still fails the tier. `t` keeps the command's exit status (the `if` needs it).
 CACHE="$(mktemp -d)"
