@@ -214,6 +214,29 @@ async def test_generate_to_a_file(aiperf: Run, tmp_path: Path) -> None:
     assert out.read_text() == printed.out
 
 
+async def test_issuing_and_aggregation_flags_reach_the_run_config_and_the_aiperfjob(aiperf: Run,
+                                                                                tmp_path: Path) -> None:
+    """`--issuing per_pod --aggregation sharded` (docs/scale.md) set the benchmark's runtime in
+    direct mode (the ConfigMap's run config) and in operator mode (the AIPerfJob's benchmark);
+    sharded with --slice-duration is one line, exit 2."""
+    base = [*BENCH, "--name", "demo", "-n", NS, "--issuing", "per_pod", "--aggregation", "sharded"]
+    direct = await aiperf("kube", "generate", *base)
+    assert direct.code == 0, direct.err
+    (config_map,) = (d for d in yaml.safe_load_all(direct.out) if d["kind"] == "ConfigMap")
+    runtime = json.loads(config_map["data"]["run_config.json"])["benchmark"]["runtime"]
+    assert (runtime["issuing"], runtime["aggregation"]) == ("per_pod", "sharded"), runtime
+    job = await aiperf("kube", "generate", *base, "--operator")
+    assert job.code == 0, job.err
+    runtime = yaml.safe_load(job.out)["spec"]["benchmark"]["runtime"]
+    assert (runtime["issuing"], runtime["aggregation"]) == ("per_pod", "sharded"), runtime
+    refused = await aiperf("kube", "generate", *base, "--slice-duration", "1")
+    assert refused.code == 2 and refused.err.count("\n") == 1 and "--aggregation sharded" in refused.err, refused.err
+    config = tmp_path / "run.yaml"  # the same keys in a `kube init` config file
+    config.write_text("issuing: per_pod\naggregation: sharded\n")
+    from_file = await aiperf("kube", "generate", *BENCH, "--name", "demo", "-n", NS, "--config", str(config))
+    assert from_file.code == 0 and from_file.out == direct.out, from_file.err
+
+
 async def test_mapping_flags_in_all_three_forms_give_the_same_manifests(aiperf: Run) -> None:
     base = [*BENCH, "--name", "demo", "-n", NS]
     forms = [

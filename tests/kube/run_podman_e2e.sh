@@ -25,8 +25,15 @@ export PYTHONPATH AIPERF_PODMAN_E2E=1
 # test_operator_pods.py right after test_operator_lost.py (the first run: a Completed run's status
 # without `resultsExported` and the next run's controller container exiting at start-up; the
 # second: the completed run's server-metrics window summing 0 of the mock's 640 tokens), and
-# the same tests passed alone (three times) and as a file. Root cause not found yet; a test that
-# fails twice still fails the tier. `t` keeps the command's exit status (the `if` needs it).
+# the same tests passed alone (three times) and as a file. The second should not recur: a
+# burst of failed scrapes around a phase's end no longer loses the end while a later scrape answers (aiperf.servermetrics;
+# a way it happens on this host: aardvark-dns 1.4 refused 3 of a probe's lookups, at once, while
+# 12 containers started and stopped on another network; each scrape resolves the name anew;
+# the tier's own pods caused no such refusal in 30 min of probing). The first was not
+# reproduced (the two files in that order passed 6/6 on a loaded host, then the whole tier
+# 9/9 without a retry on a quieter one); the operator tests now
+# print the control plane's and the scraper's logs when they fail. A test that fails twice
+# still fails the tier. `t` keeps the command's exit status (the `if` needs it).
 CACHE="$(mktemp -d)"
 trap 'rm -rf "$CACHE"' EXIT
 if ! t "$PY" -m pytest -q -o cache_dir="$CACHE" -s -rA tests/kube "$@"; then

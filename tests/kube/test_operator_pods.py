@@ -71,7 +71,9 @@ async def test_a_run_completes_through_the_operator(tmp_path: Path) -> None:
         # export came with the results and its projection rode on the status push.
         scraped = json.loads((stored / "server_metrics_export.json").read_text())
         tokens = scraped["metrics"]["vllm:generation_tokens"]["series"]
-        assert sum(x["stats"]["total"] for x in tokens) == 40 * 16, tokens
+        scrapes = (f"{tokens}\n{scraped['summary']}\n{scraped.get('endpoint_errors')}\n--- the scraper's log\n"
+                   + c.player.log_tail("aiperf-op-controller-0-0", "server-metrics-manager"))
+        assert sum(x["stats"]["total"] for x in tokens) == 40 * 16, scrapes
         assert "vllm:generation_tokens" in json.dumps(final.get("serverMetrics")), final.get("serverMetrics")
         old = kube.get(CR_API, JOB_KIND, NS, "op") or {}
         assert HEARTBEAT_ANNOTATION in (old["metadata"].get("annotations") or {}), old["metadata"]

@@ -48,6 +48,10 @@ image_tag: latest
 # Workers in total, split into worker pods of workers_per_pod (the last pod may hold fewer).
 total_workers: 10
 workers_per_pod: 10
+# With many worker pods (docs/scale.md): each worker pod issues its own share of the credits,
+# and its record-processors send their results aggregated, once, at the end.
+# issuing: per_pod          # or central (the default)
+# aggregation: sharded      # or records (the default)
 
 # Per-container requests/limits by service type (default: requests = limits per service).
 # resources:

@@ -97,7 +97,7 @@ def build_deployment(target: KubeTarget, deploy: KubeDeployFlags, flags: Profile
     KubeConfigError (invalid deployment, a secret without a Secret mapping, a secret value in the
     manifests), KubeError (unreadable kubeconfig).
     """
-    built = build_benchmark(flags, LocalFlags(ui="none"))
+    built = build_benchmark(flags, LocalFlags(ui="none", issuing=deploy.issuing, aggregation=deploy.aggregation))
     dataset = built.benchmark.dataset
     if isinstance(dataset, FileDataset) and dataset.path is not None:
         raise ConfigError(f"--input-file {dataset.path}: not supported with aiperf kube yet (the file "

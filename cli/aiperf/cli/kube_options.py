@@ -4,7 +4,7 @@ each field's docstring is its `--help` text). Standard library and cyclopts only
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 from cyclopts import Group, Parameter
 
@@ -85,3 +85,13 @@ class KubeDeployFlags:
     """ServiceAccount the pods run as (default: the namespace's default account)."""
     log_level: str = "info"
     """Log level of the services in the pods (debug, info, warning, error)."""
+    issuing: Literal["central", "per_pod"] | None = None
+    """Who issues the credits: central (the controller pod's timing-manager sends every request's
+    credit) or per_pod (each worker pod issues its own workers' credits from its slice of the
+    plan; the controller only hands out the slices and adds up counters: for runs with many
+    worker pods). Same requests, results and exports either way (default: central)."""
+    aggregation: Literal["records", "sharded"] | None = None
+    """How results reach the controller pod's records-manager: records (in batches as they are
+    made) or sharded (each worker pod's record-processors aggregate their own and send them once,
+    at the end: the same exact statistics and exports, far less work for the controller; the
+    live progress counts then jump at each phase's end; no --slice-duration) (default: records)."""

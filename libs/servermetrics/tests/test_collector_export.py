@@ -150,6 +150,43 @@ async def test_a_phase_whose_boundary_scrapes_time_out_keeps_its_start_and_end()
     assert doc["metrics"]["vllm:generation_tokens"]["series"][0]["stats"]["total"] == 60
 
 
+async def test_an_end_whose_every_attempt_fails_falls_forward_to_the_next_answer() -> None:
+    """The podman tier's flake (2026-12-06): the mock's /metrics could not be fetched around the
+    profiling phase's end (each end attempt refused: a DNS lookup during a reload), so the window
+    held only its start and summed 0 tokens. The end attempts are `retry_s` apart, and a window
+    whose end round failed ends at the next round the endpoint answered (`finish`'s)."""
+    refused = OSError("[Errno -3] Temporary failure in name resolution")
+    fetch = Script({A: [_text(100, 0, []), refused, refused, refused, refused, _text(740, 0, [0.03])]})
+    collector = ServerMetricsCollector(endpoints=[A], fetch=fetch, interval_s=1, wall_ns=Clock(), retry_s=0.01)
+    await collector.scrape()
+    collector.phase_started("profiling")
+    await collector.scrape()  # during the phase: refused
+    await collector.phase_ended("profiling")  # three attempts, all refused
+    assert collector.phases["profiling"].end_round == 4
+    await collector.finish()
+    doc = build_export(collector, profiling="profiling")
+    assert doc["metrics"]["vllm:generation_tokens"]["series"][0]["stats"]["total"] == 640
+    assert doc["summary"]["endpoint_info"][A]["failed_fetches"] == 4
+
+
+async def test_a_phase_start_heard_late_counts_from_the_phase_s_own_start() -> None:
+    """PhaseStarted handled after the phase's first scrapes (a loaded host): the window starts at
+    the last round answered before the wall-clock time the timing-manager stamped, not before
+    the collector heard of it."""
+    clock = Clock()
+    fetch = Script({A: [_text(100, 0, []), _text(400, 1, [0.03]), _text(740, 0, [0.03]), _text(740, 0, [0.03])]})
+    collector = ServerMetricsCollector(endpoints=[A], fetch=fetch, interval_s=1, wall_ns=clock, retry_s=0)
+    await collector.scrape()  # before the phase
+    began = clock.now + 1
+    await collector.scrape()  # the phase has begun: 300 tokens in
+    collector.phase_started("profiling", at_ns=began)
+    assert collector.phases["profiling"].start_round == 0
+    await collector.phase_ended("profiling")
+    await collector.finish()
+    doc = build_export(collector, profiling="profiling")
+    assert doc["metrics"]["vllm:generation_tokens"]["series"][0]["stats"]["total"] == 640
+
+
 def _export(metrics: dict) -> dict:  # type: ignore[type-arg]
     return {"summary": {"endpoints_configured": [A], "endpoints_successful": [A]}, "metrics": metrics}
 

@@ -298,7 +298,8 @@ class PodCoordinator:
                 self._declare_lost(book, pod_id)
         log.info("pods.phase_started", phase=phase.name, pods=len(pods))
         await self._publish(PhaseStarted(phase=book.phase, started_at_ns=book.start_ns,
-                                         expected_credits=phase.requests, expected_duration_s=phase.duration))
+                                         expected_credits=phase.requests, expected_duration_s=phase.duration,
+                                         started_wall_ns=book.start_wall_ns))
         book.settle()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._watch, book)

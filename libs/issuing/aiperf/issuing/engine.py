@@ -315,7 +315,8 @@ class TimingManager:
                  duration_s=phase.duration, concurrency=phase.concurrency,
                  rate=phase.rate if isinstance(phase, RatePhase) else None)
         await self._publish(PhaseStarted(phase=tag, started_at_ns=ledger.start_ns,
-                                         expected_credits=phase.requests, expected_duration_s=phase.duration))
+                                         expected_credits=phase.requests, expected_duration_s=phase.duration,
+                                         started_wall_ns=ledger.start_wall_ns))
         if self._cancel.is_set():
             ledger.stop(CANCELLED)
         issuer = CreditIssuer(ledger=ledger, pool=self.pool, credits=self._credits, conversations=conversations,

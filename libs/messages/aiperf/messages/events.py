@@ -18,12 +18,15 @@ class SystemStateChanged(Message, frozen=True, kw_only=True):
 
 
 class PhaseStarted(Message, frozen=True, kw_only=True):
-    """The timing-manager began issuing credits for `phase`."""
+    """The timing-manager began issuing credits for `phase`: at `started_at_ns` on its monotonic
+    clock and at `started_wall_ns` on the wall clock (ns since the epoch; 0: not given), which
+    other processes of the host or pod can compare with their own (the server-metrics scrapes)."""
 
     phase: Phase
     started_at_ns: int
     expected_credits: int | None = None
     expected_duration_s: float | None = None
+    started_wall_ns: int = 0
 
 
 class PhaseSendingComplete(Message, frozen=True, kw_only=True):

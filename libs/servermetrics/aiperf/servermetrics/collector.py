@@ -4,10 +4,13 @@ A round scrapes all endpoints at once; it is stamped with the wall clock before 
 (`sent_ns`) and after its last answer (`recv_ns`). `run` takes a baseline round, then one every
 `interval_s`; `phase_started`/`phase_ended` mark the phase boundaries (`phase_ended` takes a
 round of its own, so a phase ends on a scrape made after its last response arrived, and takes
-up to `END_ATTEMPTS` rounds while an endpoint that answered before fails in it: a loaded
-server's scrape that timed out must not cost the phase its end); `finish`
-takes the last round and closes any phase still open. A phase starts at the end round of the
-phase before it, else at the last round answered before it started (the baseline at worst).
+up to `END_ATTEMPTS` rounds, `retry_s` apart, while an endpoint that answered before fails in
+it: a loaded server's scrape that timed out, or a name lookup refused for a moment while the
+cluster's DNS reloads, must not cost the phase its end); `finish` takes the last round and
+closes any phase still open. A phase starts at the end round of the phase before it, else at
+the last round answered before it started (the baseline at worst): before the wall-clock time
+the phase began (`phase_started(at_ns=...)`, the timing-manager's stamp) when given, else
+before the collector heard of it (which may be late on a loaded host).
 
 Scrape failures never raise: a failed endpoint is recorded in its round (the export lists it)
 and logged once per endpoint at warning.
@@ -88,9 +91,10 @@ class ServerMetricsCollector:
 
     def __init__(self, *, endpoints: Sequence[str], fetch: Fetch, interval_s: float, timeout_s: float = 5.0,
                  wall_ns: Callable[[], int] = time.time_ns, on_round: Callable[[Round], None] | None = None,
-                 keep_families: bool = True, warn_failures: bool = True) -> None:
+                 keep_families: bool = True, warn_failures: bool = True, retry_s: float | None = None) -> None:
         self.endpoints = list(dict.fromkeys(endpoints))
         self._fetch, self._interval, self._timeout, self._wall = fetch, interval_s, timeout_s, wall_ns
+        self._retry = interval_s if retry_s is None else retry_s
         self._on_round, self._keep = on_round, keep_families
         self._warned: set[str] = set() if warn_failures else set(self.endpoints)
         self.rounds: list[Round] = []
@@ -145,11 +149,12 @@ class ServerMetricsCollector:
             await anyio.sleep(self._interval)
             await self.scrape()
 
-    def phase_started(self, name: str) -> None:
-        """Phase `name` began now (a repeated call is ignored)."""
+    def phase_started(self, name: str, *, at_ns: int | None = None) -> None:
+        """Phase `name` began at wall-clock time `at_ns` (None or 0: now); a repeated call is
+        ignored."""
         if name in self.phases or not self.rounds:
             return
-        now = self._wall()
+        now = at_ns or self._wall()
         previous = [p for p in self.phases.values() if p.end_round is not None]
         if previous:
             start = previous[-1].end_round
@@ -166,7 +171,9 @@ class ServerMetricsCollector:
             return
         phase.end_ns = self._wall()
         answered = {url for url, info in self.info.items() if info.fetches > info.failures}
-        for _ in range(END_ATTEMPTS):
+        for attempt in range(END_ATTEMPTS):
+            if attempt:
+                await anyio.sleep(self._retry)
             phase.end_round = await self.scrape()
             if all(isinstance(got, dict) for url, got in self.rounds[phase.end_round].results.items()
                    if url in answered):

@@ -64,15 +64,20 @@ def metrics_between(rounds: Sequence[Round], first: int, last: int, endpoints: S
     """The `metrics` object of the rounds `first..last` (inclusive). For each endpoint the window
     starts at the last round up to `first` that it answered (a baseline that failed, a scrape
     timed out on a loaded server, falls back to the answer before it rather than losing the
-    phase's start: counters only grow). A series absent from the first round an endpoint
-    answered in the window but present later started from zero (servers create labelled series
-    lazily), so its whole value counts."""
+    phase's start: counters only grow), and ends at the first round from `last` on that it
+    answered (an end round that failed falls forward to the next answer rather than losing the
+    phase's end: for the run's last phase nothing comes after it; for an earlier one, what
+    the next phase did until that answer counts too, as with a start that fell back). A series
+    absent from the first round an endpoint answered in the window but present later started
+    from zero (servers create labelled series lazily), so its whole value counts."""
     out: dict[str, Any] = {}
     for url in endpoints:
-        start = first
+        start, end = first, last
         while start > 0 and not isinstance(rounds[start].results.get(url), dict):
             start -= 1
-        window = [(r.recv_ns, fams) for r in rounds[start:last + 1] if isinstance(fams := r.results.get(url), dict)]
+        while end < len(rounds) - 1 and not isinstance(rounds[end].results.get(url), dict):
+            end += 1
+        window = [(r.recv_ns, fams) for r in rounds[start:end + 1] if isinstance(fams := r.results.get(url), dict)]
         if not window:
             continue
         names: dict[str, Family] = {}

@@ -313,9 +313,9 @@ class GpuTelemetry:
             await anyio.sleep(self._interval)
             await self.collector.scrape()
 
-    def phase_started(self, name: str) -> None:
+    def phase_started(self, name: str, *, at_ns: int | None = None) -> None:
         if self.collector.endpoints:
-            self.collector.phase_started(name)
+            self.collector.phase_started(name, at_ns=at_ns)
 
     async def phase_ended(self, name: str) -> None:
         if self.collector.endpoints:

@@ -87,9 +87,10 @@ class ServerMetricsManager:
                     break
                 match event:
                     case PhaseStarted():
-                        self.collector.phase_started(str(event.phase))
+                        # the phase's own start: this event may arrive late on a loaded host
+                        self.collector.phase_started(str(event.phase), at_ns=event.started_wall_ns)
                         if self.gpu is not None:
-                            self.gpu.phase_started(str(event.phase))
+                            self.gpu.phase_started(str(event.phase), at_ns=event.started_wall_ns)
                         self._update()
                     case PhaseComplete():
                         await self.collector.phase_ended(str(event.phase))
