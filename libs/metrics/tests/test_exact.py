@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from aiperf.metrics import PERCENTILES
-from aiperf.metrics.exact import _leaf_sizes, _pairwise_sum, array_blocks, block_stats
+from aiperf.metrics.exact import array_blocks, block_stats, leaf_sizes, pairwise_sum
 
 SCALES = (1.0, 1e-6, 1.0 / 1_000_000, 1e-3, 1.0 / 1024, 1e-9, 2.5)
 
@@ -89,8 +89,8 @@ def test_pairwise_sum_is_numpys(n: int, seed: int, block: int) -> None:
     """The tree of `np.add.reduce` over a contiguous float64 array, whatever the block size."""
     rng = np.random.default_rng(seed)
     a = rng.standard_normal(n) * 10.0 ** rng.uniform(-8, 8, n)
-    assert _pairwise_sum(array_blocks(a, block), n) == float(np.add.reduce(a))
-    assert sum(_leaf_sizes(n)) == n
+    assert pairwise_sum(array_blocks(a, block), n) == float(np.add.reduce(a))
+    assert sum(leaf_sizes(n)) == n
 
 
 def test_empty_and_all_nan_give_none() -> None:

@@ -87,10 +87,10 @@ def _block_stats(scaled: Callable[[], Iterator[FloatArray]], scale: float, perce
         return None
     if negative_zero:
         return _numpy_stats(values() if values is not None else np.concatenate(list(scaled())), percentiles)
-    total = _pairwise_sum(scaled(), n)
+    total = pairwise_sum(scaled(), n)
     mean = total / n
     squares = (np.square(v - mean) for v in scaled())
-    std = float(np.sqrt(_pairwise_sum(squares, n) / n))
+    std = float(np.sqrt(pairwise_sum(squares, n) / n))
     return BlockStats(count=n, avg=mean, min=lo, max=hi, sum=total,
                       percentiles=_percentiles(scaled, n, percentiles), std=std)
 
@@ -105,7 +105,7 @@ def _numpy_stats(values: FloatArray, percentiles: tuple[int, ...]) -> BlockStats
 # -- pairwise summation ------------------------------------------------------------------------
 
 
-def _leaf_sizes(n: int) -> list[int]:
+def leaf_sizes(n: int) -> list[int]:
     """The lengths of the runs numpy's pairwise sum adds without splitting, in order."""
     sizes: list[int] = []
     stack = [n]
@@ -161,9 +161,9 @@ def _leaf_sums(buf: FloatArray, sizes: npt.NDArray[np.int64]) -> FloatArray:
     return out
 
 
-def _pairwise_sum(blocks: Iterable[FloatArray], n: int) -> float:
+def pairwise_sum(blocks: Iterable[FloatArray], n: int) -> float:
     """``np.add.reduce`` of the `n` values that `blocks` yield in order, bit for bit."""
-    sizes = np.asarray(_leaf_sizes(n), np.int64)
+    sizes = np.asarray(leaf_sizes(n), np.int64)
     sums = np.empty(sizes.size)
     done = 0  # leaves summed
     carry = np.zeros(0)
@@ -269,4 +269,4 @@ def array_blocks(data: npt.NDArray[np.number], size: int = BLOCK) -> Iterator[np
         yield data[a:a + size]
 
 
-__all__ = ["BLOCK", "BlockStats", "Blocks", "array_blocks", "block_stats"]
+__all__ = ["BLOCK", "BlockStats", "Blocks", "array_blocks", "block_stats", "leaf_sizes", "pairwise_sum"]
