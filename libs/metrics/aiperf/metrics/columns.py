@@ -14,13 +14,15 @@ import tempfile
 from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from aiperf.metrics.exact import BLOCK
 
 _U32_END = 1 << 32
+_DTYPES: dict[str, np.dtype[Any]] = {"I": np.dtype(np.uint32), "d": np.dtype(np.float64)}
+"""The numpy type of each typed array's typecode."""
 
 
 class FileArray:
@@ -123,9 +125,8 @@ class Column:
         if not self._spilled:
             return data
         whole = array(data.typecode)
-        for block in self._file_blocks(np.uint32 if data.typecode == "I" else np.float64, self.SPILL):
+        for block in self.blocks(self.SPILL):
             whole.frombytes(block.tobytes())
-        whole.frombytes(data.tobytes())
         return whole
 
     def _typed(self) -> array[int] | array[float]:
@@ -138,7 +139,7 @@ class Column:
         if self._spilled and self._file is not None:  # the file's uint32 values, rewritten as float64
             try:
                 wide_file = tempfile.TemporaryFile(dir=self._spill)
-                for block in self._file_blocks(np.uint32, self.SPILL):
+                for block in self._file_blocks("I", self.SPILL):
                     wide_file.write(block.astype(np.float64).tobytes())
                 wide_file.flush()  # read back with pread, past Python's buffer
             except OSError:  # no room: every value back in memory, no more spilling
@@ -180,16 +181,16 @@ class Column:
         self._spilled += len(data)
         self._data = array(data.typecode)
 
-    def _file_blocks(self, dtype: type[np.number], size: int) -> Iterator[np.ndarray]:
-        """The spilled values, `size` at a time."""
+    def _in_file(self, typecode: str) -> FileArray:
+        """The spilled values, read from the file as `typecode` ("I" or "d")."""
         assert self._file is not None
-        itemsize = np.dtype(dtype).itemsize
-        end, step = self._spilled * itemsize, size * itemsize
-        for offset in range(0, end, step):
-            raw = os.pread(self._file.fileno(), min(step, end - offset), offset)
-            if len(raw) != min(step, end - offset):
-                raise OSError(f"a spill file is shorter than its {self._spilled} values")
-            yield np.frombuffer(raw, dtype=dtype)
+        return FileArray(self._file.fileno(), _DTYPES[typecode], self._spilled)
+
+    def _file_blocks(self, typecode: str, size: int) -> Iterator[np.ndarray]:
+        """The spilled values, `size` at a time."""
+        spilled = self._in_file(typecode)
+        for a in range(0, self._spilled, size):
+            yield spilled[a:a + size]
 
     def append(self, value: float) -> None:
         pending = self._pending
@@ -236,8 +237,7 @@ class Column:
         data = self._typed()
         if not self._spilled:
             return np.asarray(data)
-        dtype = np.uint32 if data.typecode == "I" else np.float64
-        out = np.empty(len(self), dtype)
+        out = np.empty(len(self), _DTYPES[data.typecode])
         at = 0
         for block in self.blocks():
             out[at:at + block.size] = block
@@ -249,9 +249,9 @@ class Column:
         column's read back from its file, then views of the typed array in memory. Read the
         blocks before appending more values."""
         data = self._typed()
-        dtype = np.uint32 if data.typecode == "I" else np.float64
+        dtype = _DTYPES[data.typecode]
         if self._spilled:
-            yield from self._file_blocks(dtype, size)
+            yield from self._file_blocks(data.typecode, size)
         whole = np.frombuffer(data, dtype=dtype) if len(data) else np.zeros(0, dtype)
         for a in range(0, whole.size, size):
             yield whole[a:a + size]
@@ -278,8 +278,7 @@ class Column:
             self._spill_full(force=True)  # the tail too
         if self._spill is None or self._file is None or len(self._data):
             return self.array()
-        return FileArray(self._file.fileno(), np.dtype(np.uint32 if self._data.typecode == "I" else np.float64),
-                         self._spilled)
+        return self._in_file(self._data.typecode)
 
     def close(self) -> None:
         """Remove the spill file (the values in it are gone)."""

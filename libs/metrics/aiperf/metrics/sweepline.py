@@ -85,7 +85,7 @@ class Step:
 
 class GapReader(Protocol):
     """What the sweep reads of the chunk gaps: ``g[i:j]`` and ``g[int_array]`` as numpy arrays,
-    `size` and `dtype` (a numpy array, or `aiperf.metrics.aggregate.FileArray` over a spill file)."""
+    `size` and `dtype` (a numpy array, or `aiperf.metrics.columns.FileArray` over a spill file)."""
 
     @property
     def size(self) -> int: ...
