@@ -14,11 +14,14 @@
 3. `sweep`: that peak alone: `aiperf.metrics.sweepline.sweep_metrics` over the same simulated
    64-token requests (63 chunk gaps, stored as uint32 as the aggregator stores them), its
    tracemalloc peak per request and its CPU time.
+4. `processor`: the record-processor's path alone (`RecordProcessor.process`, bundled tokenizer)
+   in this process over simulated 64-token records: RSS and traced memory per added record.
 
     PYTHONPATH=$(ls -d libs/* services/* mock cli | tr '\\n' ':') python scripts/bench/memory.py \\
         profile --counts 2000 10000
     ... python scripts/bench/memory.py feed --counts 10000 1000000
     ... python scripts/bench/memory.py sweep --counts 10000 100000
+    ... python scripts/bench/memory.py processor --counts 10000 30000 90000
 """
 
 from __future__ import annotations
@@ -246,6 +249,45 @@ def run_sweep(counts: list[int]) -> None:
               f"({peak / n:6.0f} bytes per request), CPU {took:.2f} s")
 
 
+def run_processor(counts: list[int]) -> None:
+    """The record-processor's own path: `RecordProcessor.process` in this process (configured
+    through `ProfileConfigure`, the bundled tokenizer) over simulated 64-token streamed records,
+    RSS and the memory `tracemalloc` traces after each count. The tokenizer's one-time step
+    (tiktoken's encoding, built once 1,000,000 characters were encoded in Python: ~4,000 of
+    these records) comes before a first count of 10,000."""
+    import gc
+    import tracemalloc
+
+    import anyio
+
+    from aiperf.config import Endpoint
+    from aiperf.messages import ProfileConfigure
+    from aiperf.record_processor.service import RecordProcessor
+    from aiperf.testing.feeds import streamed_chat_record
+
+    records = [streamed_chat_record(i, worker_id="worker-g0-0", conversation_id=f"c{i}", words=64)
+               for i in range(1000)]
+
+    async def go() -> None:
+        rp = RecordProcessor(service_id="rp", endpoint=Endpoint(urls=["http://mock"], streaming=True),
+                             tokenizer=None, raw=None, out=None)  # type: ignore[arg-type]  # process() only
+        await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
+        tracemalloc.start()
+        done, before = 0, None
+        for n in counts:
+            while done < n:
+                rp.process(records[done % len(records)])
+                done += 1
+            gc.collect()
+            now = (psutil.Process().memory_info().rss, tracemalloc.get_traced_memory()[0])
+            added = "" if before is None else (f"; per added record: RSS {(now[0] - before[1][0]) / 1024 / (n - before[0]):+.3f} KiB, "
+                                               f"traced {(now[1] - before[1][1]) / 1024 / (n - before[0]):+.4f} KiB")
+            print(f"processor {n:>9} records: RSS {now[0] / MIB:7.1f} MiB, traced {now[1] / MIB:6.2f} MiB{added}", flush=True)
+            before = (n, now)
+
+    anyio.run(go)
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_child":
         import anyio
@@ -253,11 +295,13 @@ def main() -> None:
         anyio.run(_child, sys.argv[2], int(sys.argv[3]), sys.argv[4], backend_options={"use_uvloop": True})
         return
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("mode", choices=("profile", "feed", "sweep"))
+    p.add_argument("mode", choices=("profile", "feed", "sweep", "processor"))
     p.add_argument("--counts", type=int, nargs="+", default=None)
     args = p.parse_args()
     if args.mode == "profile":
         run_profile(args.counts or [2000, 10_000])
+    elif args.mode == "processor":
+        run_processor(args.counts or [10_000, 30_000])
     elif args.mode == "sweep":
         run_sweep(args.counts or [10_000, 100_000])
     else:

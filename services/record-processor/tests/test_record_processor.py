@@ -14,7 +14,7 @@ import orjson
 import pytest
 import zmq.asyncio
 
-from aiperf.comms import Addressing, BadMessage, Channel, PullSocket, PushSocket
+from aiperf.comms import RAW_RECORDS_HWM, Addressing, BadMessage, Channel, PullSocket, PushSocket
 from aiperf.config import Benchmark, CommsOptions, Endpoint, RunConfig, Runtime, TokenizerSpec
 from aiperf.messages import (
     ClientLoad,
@@ -410,3 +410,44 @@ async def test_real_sockets_with_sharded_aggregation(zctx: zmq.asyncio.Context, 
             tg.cancel_scope.cancel()
     assert isinstance(got, MetricShard) and (got.phase, got.records) == (Phase.PROFILING, 5)
     assert len(got.jsonl.splitlines()) == 5  # export level records: the lines travel with it
+
+
+async def test_a_processor_that_falls_behind_holds_a_bounded_queue_and_loses_no_record(
+        zctx: zmq.asyncio.Context, ipc_dir: str) -> None:
+    """Records for a processor that does not read (here: not configured yet) queue up to
+    `RAW_RECORDS_HWM` at each end of the connection (plus what the IPC socket buffers), then the
+    worker's push waits; once the processor reads, every record comes out."""
+    addressing = Addressing(ipc_dir=ipc_dir)
+    config = RunConfig(run_id="t", mode="profile", comms=CommsOptions(ipc_dir=ipc_dir, tcp_bind_host=None),
+                       benchmark=Benchmark(models=["m"], endpoint=STREAMING_CHAT, tokenizer=TokenizerSpec(name="builtin")))
+    ctx = ServiceContext(config=config, service_type=ServiceType.RECORD_PROCESSOR,
+                         service_id="record-processor-g0-0", group_id="g0", zmq=zctx, addressing=addressing)
+    offsets = tuple(range(40, 40 + 64))  # a 64-event stream: ~5 KB on the wire
+    async with (PullSocket[MetricRecordBatch](zctx, decode=RecordChannel, channel="records",
+                                         bind=addressing.bind_endpoints(Channel.RECORDS)) as records,
+                PushSocket(zctx, channel="raw_records", linger_ms=0, hwm=RAW_RECORDS_HWM,
+                           connect=[raw_records_endpoint(addressing, "g0", 0)]) as worker,
+                AsyncExitStack() as stack):
+        rp = await build(ctx, stack)
+        async with anyio.create_task_group() as tg:
+            await tg.start(rp.run)
+            pushed = 0
+            with anyio.fail_after(60):
+                while True:  # until a push has waited 1 s: both ends full (a slow host only stops earlier)
+                    try:
+                        worker.send_nowait(streamed(pushed, offsets_ms=offsets))
+                    except anyio.WouldBlock:
+                        with anyio.move_on_after(1.0):
+                            await worker.send(streamed(pushed, offsets_ms=offsets))
+                            pushed += 1
+                            continue
+                        break
+                    pushed += 1
+            assert RAW_RECORDS_HWM <= pushed <= 2 * RAW_RECORDS_HWM + 256
+            await rp.handle(ProfileConfigure(request_id="c", dataset_dir="/d"))
+            got: list[int] = []
+            with anyio.fail_after(60):
+                while len(got) < pushed:
+                    got.extend(m.credit_num for m in (await records.recv()).records)
+            tg.cancel_scope.cancel()
+    assert got == list(range(pushed))

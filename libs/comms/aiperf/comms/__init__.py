@@ -18,6 +18,7 @@ from aiperf.comms.probe import probe_return_channel
 from aiperf.comms.pubsub import EventBusProxy, Publisher, Subscriber
 from aiperf.comms.requests import AskTimeout, PendingReplies
 from aiperf.comms.sockets import (
+    RAW_RECORDS_HWM,
     DealerSocket,
     PeerUnreachable,
     PullSocket,
@@ -26,7 +27,7 @@ from aiperf.comms.sockets import (
 )
 
 __all__ = [
-    "CONTROLLER_HOST_ENV", "CURVE_KEYS_DIR_ENV", "RAW_UPLOAD_TOKEN", "CurveKeys", "Addressing", "AskTimeout", "BadMessage", "Channel", "Codec",
+    "CONTROLLER_HOST_ENV", "CURVE_KEYS_DIR_ENV", "RAW_RECORDS_HWM", "RAW_UPLOAD_TOKEN", "CurveKeys", "Addressing", "AskTimeout", "BadMessage", "Channel", "Codec",
     "DealerSocket", "EventBusProxy", "PeerUnreachable", "PendingReplies", "Publisher",
     "PullSocket", "PushSocket", "RouterSocket", "Subscriber", "apply_curve", "curve_of", "load_curve", "probe_return_channel",
     "zmq_context",

@@ -22,6 +22,15 @@ In = TypeVar("In")
 
 DEFAULT_HWM = 100_000
 """High-water mark of data sockets: deep enough never to drop or block in a normal run."""
+RAW_RECORDS_HWM = 1_000
+"""High-water mark of each end of a `raw_records` connection (worker PUSH, record-processor
+PULL; ZMQ counts it per connection). A raw record carries the response's bytes (~12 KB for a
+64-token stream), so with `DEFAULT_HWM` a record-processor that falls behind queued up to
+100,000 of them per worker (~1.2 GB) in its own memory, growing with the run. With this mark
+a connection holds at most ~2,000 (0.4-1 s of a record-processor's work: its stalls, such
+as building tiktoken's encoding, pass without effect); beyond that the worker's push waits,
+and since a worker returns a credit only after pushing its record, the run slows to what the
+record-processors can take instead of queueing. No record is dropped (PUSH never drops)."""
 
 _NOBLOCK = int(zmq.NOBLOCK)  # plain ints: pyzmq's flag enums cost more than the send itself
 _MORE_NOBLOCK = int(zmq.SNDMORE | zmq.NOBLOCK)

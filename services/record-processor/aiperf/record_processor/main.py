@@ -7,7 +7,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from aiperf.comms import Addressing, Channel, PullSocket, PushSocket
+from aiperf.comms import RAW_RECORDS_HWM, Addressing, Channel, PullSocket, PushSocket
 from aiperf.messages import RawRecordChannel, RequestRecord, ServiceType
 from aiperf.metrics import ShardBuilder
 from aiperf.record_processor.service import RecordProcessor
@@ -33,14 +33,15 @@ def raw_part_path(artifact_dir: str, service_id: str) -> Path:
 
 
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
-    """Wire the record-processor: PULL bound on its `raw_records` endpoint, PUSH connected to
+    """Wire the record-processor: PULL bound on its `raw_records` endpoint (`RAW_RECORDS_HWM`:
+    records beyond it wait in the workers), PUSH connected to
     the records-manager's `records`. Both close with `stack`. With `--export-level raw` it also
     writes its part of the raw export (`raw_part_path`); with `--aggregation sharded` it
     aggregates into a `ShardBuilder` (rendering the jsonl lines unless the export level is
     summary)."""
     endpoint = raw_records_endpoint(ctx.addressing, ctx.group_id, instance_index(ctx.service_id))
     raw = await stack.enter_async_context(PullSocket[RequestRecord](
-        ctx.zmq, decode=RawRecordChannel, channel="raw_records", bind=[endpoint]))
+        ctx.zmq, decode=RawRecordChannel, channel="raw_records", bind=[endpoint], hwm=RAW_RECORDS_HWM))
     out = await stack.enter_async_context(PushSocket(
         ctx.zmq, channel="records", connect=[ctx.addressing.connect_endpoint(Channel.RECORDS)]))
     benchmark = ctx.config.benchmark

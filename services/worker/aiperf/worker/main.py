@@ -15,6 +15,7 @@ import structlog
 
 from aiperf.comms import (
     CONTROLLER_HOST_ENV,
+    RAW_RECORDS_HWM,
     Addressing,
     Channel,
     DealerSocket,
@@ -76,7 +77,7 @@ def request_headers(env: Mapping[str, str]) -> dict[str, str]:
 async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     """Wire the worker: DEALER on `credits` (identity = service id), PUSH (IMMEDIATE) on
     `credit_returns` (where: `credit_endpoints`), PUSH on `raw_records` to every record-processor of its group (round
-    robin), and one pooled HTTP client (AIPERF_HTTP_CLIENT). Everything closes with `stack`."""
+    robin; `RAW_RECORDS_HWM`: a push waits once a record-processor is that far behind), and one pooled HTTP client (AIPERF_HTTP_CLIENT). Everything closes with `stack`."""
     config, addressing, group = ctx.config, ctx.addressing, ctx.group_id
     headers = request_headers(os.environ)
     ensure_open_files(connections_per_worker(config), hint=WORKER_HINT)
@@ -88,7 +89,7 @@ async def build(ctx: ServiceContext, stack: AsyncExitStack) -> Service:
     processors = [raw_records_endpoint(addressing, group, j)
                   for j in range(config.services.record_processors_per_group)]
     records = await stack.enter_async_context(PushSocket(
-        ctx.zmq, channel="raw_records", connect=processors))
+        ctx.zmq, channel="raw_records", connect=processors, hwm=RAW_RECORDS_HWM))
     transport = await _transport(stack, config.http, os.environ.get(HTTP_CLIENT_ENV, "h1"))
     settings = WorkerSettings(worker_id=ctx.service_id, group_id=group, headers=headers,
                               measure_clock_offset=bool(os.environ.get(CONTROLLER_HOST_ENV)),
