@@ -61,15 +61,19 @@ class FakeCreditLink:
 class LogSink:
     """A push channel that appends `(name, message)` to a shared log and forwards to a stream."""
 
-    def __init__(self, name: str, log: list[tuple[str, object]]) -> None:
+    def __init__(self, name: str, log: list[tuple[str, object]], buffer: int = 1000) -> None:
         self.name, self.log = name, log
         self.tx: MemoryObjectSendStream[object]
         self.rx: MemoryObjectReceiveStream[object]
-        self.tx, self.rx = anyio.create_memory_object_stream[object](1000)
+        self.tx, self.rx = anyio.create_memory_object_stream[object](buffer)
 
     async def send(self, message: object) -> None:
         self.log.append((self.name, message))
         await self.tx.send(message)
+
+    def send_nowait(self, message: object) -> None:
+        self.tx.send_nowait(message)  # raises anyio.WouldBlock when the buffer is full
+        self.log.append((self.name, message))
 
     def close(self) -> None:
         self.tx.close()
@@ -177,12 +181,14 @@ def endpoint(**overrides: Any) -> Endpoint:
 async def running_worker(*, settings: WorkerSettings | None = None,
                          target: Endpoint | None = None, configure: bool = True,
                          link: FakeCreditLink | None = None,
-                         conversations: dict[str, list[str]] | None = None) -> AsyncIterator[Harness]:
+                         conversations: dict[str, list[str]] | None = None,
+                         records_buffer: int = 1000) -> AsyncIterator[Harness]:
     """A `Worker` on fakes, running (handshake done unless pings go unanswered, configured
-    unless `configure` is off); stopped on exit."""
+    unless `configure` is off); stopped on exit. `records_buffer`: the records sink's queue
+    (0: a push waits until the test reads it)."""
     log: list[tuple[str, object]] = []
     link = link or FakeCreditLink()
-    returns, records = LogSink("return", log), LogSink("record", log)
+    returns, records = LogSink("return", log), LogSink("record", log, records_buffer)
     transport = FakeTransport()
     dataset = FakeDataset(conversations or DEFAULT_CONVERSATIONS)
     hellos: list[WorkerConnected] = []

@@ -67,6 +67,18 @@ async def test_each_credit_gets_its_record_then_its_return() -> None:
         assert posted.body["model"] == "m" and posted.body["max_completion_tokens"] == 4
 
 
+async def test_a_record_the_processors_cannot_take_yet_waits_is_counted_and_precedes_its_return() -> None:
+    async with running_worker(records_buffer=0) as h:
+        await h.link.tx.send(credit(0, "ok"))
+        await anyio.wait_all_tasks_blocked()  # the request ran; its record waits for a reader
+        assert h.worker.in_flight == 1 and h.worker.records_waited == 1
+        assert (await h.next_record()).credit_num == 0
+        assert (await h.next_return()).num == 0
+        await h.link.tx.send(credit(1, "ok"))
+        await anyio.wait_all_tasks_blocked()
+        assert (await h.next_record()).credit_num == 1 and h.worker.records_waited == 2
+
+
 async def test_unknown_conversation_fails_the_credit_not_the_worker() -> None:
     async with running_worker() as h:
         await h.link.tx.send(credit(1, "nope"))

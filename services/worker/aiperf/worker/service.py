@@ -69,9 +69,12 @@ class CreditLink(Protocol):
 
 
 class Sink(Protocol):
-    """A push channel (`credit_returns`, `raw_records`); `send` waits only at the HWM."""
+    """A push channel (`credit_returns`, `raw_records`); `send` waits only at the HWM,
+    `send_nowait` raises `anyio.WouldBlock` there."""
 
     async def send(self, message: object) -> None: ...
+
+    def send_nowait(self, message: object) -> None: ...
 
 
 class Conversations(Protocol):
@@ -191,6 +194,8 @@ class Worker:
                       if settings.load_tick_s > 0 else None)
         self._first_tokens: MemoryObjectSendStream[FirstToken] | None = None
         """FirstToken messages queued from the read callback, sent on `returns` by `run`'s task."""
+        self.records_waited = 0
+        """Records whose push waited: the record-processors were a full queue behind."""
 
     @property
     def in_flight(self) -> int:
@@ -496,9 +501,22 @@ class Worker:
             http=ex.http_trace(),
             client_load=self._load.snapshot_due(ex.end_ns or _perf_ns(), ending=len(self._inflight) <= 1)
             if self._load is not None else None)
-        await self._records.send(record)
+        try:
+            self._records.send_nowait(record)
+        except anyio.WouldBlock:
+            self._records_backlogged()
+            await self._records.send(record)
         if target is not None and target.keeps_history:
             self._remember(flight, record, ok)
+
+    def _records_backlogged(self) -> None:
+        """Count a record that waits to be pushed; warn at the first (the run now slows to
+        what the record-processors take, since credits return after their records)."""
+        self.records_waited += 1
+        if self.records_waited == 1:
+            log.warning("worker.records_backlogged", worker_id=self.worker_id,
+                        hint="the record-processors are a full queue behind: requests return their "
+                             "credits late, so the load is lower than asked; add --record-processors")
 
     def _remember(self, flight: _Flight, record: RequestRecord, ok: bool) -> None:
         """Keep a multi-turn chat's history for its next turn; forget it after the last."""
