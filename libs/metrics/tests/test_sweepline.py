@@ -250,7 +250,7 @@ def test_nothing_to_measure() -> None:
 #
 # `sweep_metrics` builds its curves in place, in blocks, from one event per chunk; this reference
 # materialises every event and grid (np.unique, bincount, union): what it computes is the
-# definition of "the same floats" (one dot product over every piece, as AIPerf's numpy does).
+# definition of "the same floats" (AIPerf 0.13's `np.sum(v * dt) / total` and its std).
 
 
 def _ref_step(times: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -300,8 +300,8 @@ def _ref_tw(curve: tuple[np.ndarray, np.ndarray], lo: int, hi: int,
     if total <= 0 or values.size == 0:
         return TimeWeightedStats.zero()
     weights = dt.astype(np.float64)
-    avg = float(np.dot(values, weights) / total)
-    std = math.sqrt(max(float(np.dot(weights, (values - avg) ** 2) / total), 0.0))
+    avg = float(np.sum(values * weights) / total)  # AIPerf 0.13's `sweepline_stats` formulas
+    std = float(np.sqrt(np.sum(weights * (values - avg) ** 2) / total))
     order = np.argsort(values, kind="stable")
     ranked, held = values[order], np.cumsum(dt[order])
     # held * 100 >= p * total, without held * 100 (it overflows int64 past ~1,000 days of window)

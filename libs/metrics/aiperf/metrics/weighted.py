@@ -7,7 +7,9 @@ and ``pXX`` the smallest value ``v`` such that the pieces at or below ``v`` last
 per chunk) need no sort and no array of their size beyond the pieces themselves: the
 percentiles come from a radix select on the values' bits (six histogram passes), or, for
 windows past 2**53 ns where float durations would no longer be exact, from an argsort. The
-floats are those of the straightforward numpy formulas (one dot product over all pieces).
+floats are those of AIPerf 0.13's numpy formulas, ``np.sum(v * dt) / total`` and
+``np.sqrt(np.sum(dt * (v - avg) ** 2) / total)``: numpy's pairwise sums, evaluated block by block
+(`aiperf.metrics.exact.pairwise_sum`), so no product array of the pieces' size is made.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import cast
 
 import numpy as np
 import numpy.typing as npt
+
+from aiperf.metrics.exact import pairwise_sum
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -110,7 +114,7 @@ def _sorted_percentiles(values: FloatArray, dt: IntArray, targets: list[int]) ->
 
 def weighted_stats(values: FloatArray, dt: FloatArray | IntArray, total: int) -> TimeWeightedStats:
     """Stats of pieces (`values`, durations `dt`) over `total` ns; consumes `values`. Same floats
-    as the straightforward formulas (one dot product over all pieces for each)."""
+    as AIPerf's formulas (module doc)."""
     if total <= 0 or values.size == 0:
         return TimeWeightedStats.zero()
     targets = [-(-p * total // 100) for p in PERCENTILES]  # held * 100 >= p * total
@@ -121,10 +125,11 @@ def weighted_stats(values: FloatArray, dt: FloatArray | IntArray, total: int) ->
         p50, p90, p95, p99 = _sorted_percentiles(values, cast(IntArray, dt), targets)
         weights = dt.astype(np.float64)
     low, high = float(values.min()), float(values.max())
-    avg = float(np.dot(values, weights) / total)
+    n = values.size
+    avg = float(pairwise_sum((values[a:a + BLOCK] * weights[a:a + BLOCK] for a in range(0, n, BLOCK)), n) / total)
     spread = np.subtract(values, avg, out=values)
     np.square(spread, out=spread)
-    std = math.sqrt(max(float(np.dot(weights, spread) / total), 0.0))
+    std = math.sqrt(pairwise_sum((weights[a:a + BLOCK] * spread[a:a + BLOCK] for a in range(0, n, BLOCK)), n) / total)
     return TimeWeightedStats(avg=avg, min=low, max=high, p50=p50, p90=p90, p95=p95, p99=p99, std=std)
 
 
