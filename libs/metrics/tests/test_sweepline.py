@@ -392,13 +392,14 @@ def timelines(draw: st.DrawFn) -> tuple[Timeline, tuple[int, int] | None]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(case=timelines(), block=st.sampled_from([1, 2, 3, 7, 1 << 16]))
+@given(case=timelines(), block=st.sampled_from([1, 2, 3, 7, 1 << 16]), events=st.sampled_from([1, 2, 5, 1 << 18]))
 def test_same_floats_as_the_straightforward_formulas(case: tuple[Timeline, tuple[int, int] | None],
-                                                     block: int) -> None:
+                                                     block: int, events: int) -> None:
     tl, window = case
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sweepline, "_BLOCK", block)  # small blocks: every blockwise loop crosses boundaries
         mp.setattr(weighted, "BLOCK", block)
+        mp.setattr(sweepline, "WINDOW_EVENTS", events)  # small windows: requests across their edges
         got = sweep_metrics(tl, window)
     want = reference(tl, window)
     assert list(got) == list(want)
@@ -505,11 +506,12 @@ def tied_timelines(draw: st.DrawFn) -> Timeline:
 
 
 @settings(max_examples=150, deadline=None)
-@given(tl=tied_timelines(), block=st.sampled_from([1, 2, 3, 7, 1 << 16]))
-def test_same_floats_where_chunks_share_their_instant(tl: Timeline, block: int) -> None:
+@given(tl=tied_timelines(), block=st.sampled_from([1, 2, 3, 7, 1 << 16]), events=st.sampled_from([1, 2, 5, 1 << 18]))
+def test_same_floats_where_chunks_share_their_instant(tl: Timeline, block: int, events: int) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sweepline, "_BLOCK", block)
         mp.setattr(weighted, "BLOCK", block)
+        mp.setattr(sweepline, "WINDOW_EVENTS", events)
         got = sweep_metrics(tl)
     want = reference(tl)
     for tag in want:

@@ -41,13 +41,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.ma  # noqa: F401  (np.unique imports it at its first call: ~25 ms at the end of a run; now with the module)
 import numpy.typing as npt
 
-from aiperf.metrics.weighted import TimeWeightedStats, weighted_stats
+from aiperf.metrics.piecefile import PieceFile
+from aiperf.metrics.weighted import TimeWeightedStats, weighted_stats, weighted_stats_of
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -317,242 +319,274 @@ def _total_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
                   np.concatenate([pr, -pr, ur, -ur]), breaks)
 
 
-def _nonzero_gaps(tl: Timeline) -> tuple[IntArray, BoolArray]:
-    """Gaps > 0 per row, and per row whether any of its gaps is negative."""
-    nonzero = np.zeros(tl.size, np.int64)
-    negative = np.zeros(tl.size, bool)
-    for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
-        gaps = tl.icl[g0:g1].astype(np.int64)
-        rows = np.repeat(np.arange(r1 - r0), tl.icl_counts[r0:r1])
-        nonzero[r0:r1] = np.bincount(rows[gaps > 0], minlength=r1 - r0)
-        negative[r0:r1] = np.bincount(rows[gaps < 0], minlength=r1 - r0) > 0
-    return nonzero, negative
+# -- the curves with an event per chunk, built and reduced in time windows -----------------------
+#
+# Decode throughput and tokens in flight have an event per chunk. Each is built one window of
+# the run's time at a time: the window's events (those of the requests whose events can fall in
+# it, their gaps read for that window alone), listed in the canonical order in which an
+# instant's deltas are summed (by section, then by gap or row, as the straightforward formulas
+# list them), then a stable sort by time, so each instant's deltas stay in that order. The
+# window's instants continue the running sum of the ones before, and the pieces in the
+# statistics' window go to a `PieceFile` (a temporary file with `spill`), which the statistics
+# read back in blocks. The peak is one window's events, whatever the run.
+
+WINDOW_EVENTS = 1 << 18
+"""Chunk events per time window (about: the windows cut the run at sampled arrival times)."""
+_MAX_WINDOWS = 64
+"""A run's chunks are cut into at most this many windows (each window scans the requests)."""
 
 
-def _decode_throughput(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
-    """Per chunk where the gaps are known, else uniform (module doc). One event per distinct
-    instant of a request: its first token, then each chunk that ends a non-zero gap (the end of
-    one chunk's interval is the start of the next non-zero one). A request with a negative gap
-    (never from a monotonic clock, but a stored value may be) has chunk intervals that need not
-    abut: each of its non-zero gaps is a start and an end event of its own, its arrays sized by
-    those requests' gaps alone, so one such request never costs the whole run two events per
-    chunk. An instant's deltas are summed as `_build` orders them: chunk starts, chunk ends (each
-    by gap), then the uniform requests' firsts and ends (by row)."""
-    first, end, osl = tl.first, tl.end, tl.osl
-    nonzero, negative = _nonzero_gaps(tl)
-    by_chunk = (tl.icl_counts > 0) & (nonzero > 0)
+@dataclass(frozen=True, slots=True)
+class _Chunks:
+    """What one pass over the gaps tells of each request, and where the windows fall."""
+
+    offsets: IntArray  # row r's gaps are icl[offsets[r]:offsets[r + 1]]
+    nonzero: IntArray  # its gaps > 0
+    before_end: IntArray  # its chunks that arrive before its end
+    lo: IntArray  # its earliest and latest chunk event (its first token's time if none)
+    hi: IntArray
+    cuts: list[int]  # window boundaries: windows [cuts[i - 1], cuts[i]), open at both ends
+
+    @classmethod
+    def of(cls, tl: Timeline) -> _Chunks:
+        counts = tl.icl_counts
+        offsets = np.zeros(tl.size + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        chunks = int(offsets[-1])
+        per_window = max(WINDOW_EVENTS, -(-chunks // _MAX_WINDOWS))
+        every = max(1, per_window // 64)  # ~64 samples per window
+        nonzero = np.zeros(tl.size, np.int64)
+        before_end = np.zeros(tl.size, np.int64)
+        lo, hi = tl.first.copy(), tl.first.copy()
+        samples = []
+        for r0, r1, g0, g1 in _row_blocks(counts):
+            rows, gaps, arrivals = _gaps(tl, r0, r1, g0, g1)
+            if not rows.size:
+                continue
+            local = rows - r0
+            nonzero[r0:r1] = np.bincount(local[gaps > 0], minlength=r1 - r0)
+            before_end[r0:r1] = np.bincount(local[arrivals < tl.end[rows]], minlength=r1 - r0)
+            has = np.flatnonzero(counts[r0:r1] > 0)
+            at = offsets[r0:r1][has] - g0
+            lo[r0 + has] = np.minimum(lo[r0 + has], np.minimum.reduceat(arrivals, at))
+            hi[r0 + has] = np.maximum(hi[r0 + has], np.maximum.reduceat(arrivals, at))
+            samples.append(arrivals[(-g0) % every::every].copy())  # every `every`-th gap's (a copy: not a view of the block)
+        cuts: list[int] = []
+        if samples:
+            step = max(1, per_window // every)  # samples per window
+            s = np.sort(np.concatenate(samples))
+            cuts = np.unique(s[step::step]).tolist()
+        return cls(offsets, nonzero, before_end, lo, hi, cuts)
+
+    def windows(self) -> Iterator[tuple[int | None, int | None]]:
+        """The windows' (start, end) times, in order; None: unbounded."""
+        edges: list[int | None] = [None, *self.cuts, None]
+        return zip(edges[:-1], edges[1:], strict=True)  # type: ignore[return-value]
+
+    def arrivals(self, tl: Timeline, rows: IntArray) -> Iterator[tuple[IntArray, IntArray, IntArray, IntArray]]:
+        """(row, gap index, gap, arrival time) of every gap of `rows` (ascending), in gap order,
+        ~`_BLOCK` gaps at a time."""
+        counts = tl.icl_counts[rows]
+        ends = np.cumsum(counts)
+        a = 0
+        while a < rows.size:
+            b = int(np.searchsorted(ends, (ends[a - 1] if a else 0) + _BLOCK, side="right"))
+            b = min(max(b, a + 1), rows.size)
+            r, c = rows[a:b], counts[a:b]
+            a = b
+            if not c.sum():
+                continue
+            owner = np.repeat(r, c)
+            head = np.zeros(r.size, np.int64)
+            np.cumsum(c[:-1], out=head[1:])
+            within = np.arange(owner.size, dtype=np.int64) - np.repeat(head, c)
+            index = self.offsets[owner] + within
+            g0, g1 = int(self.offsets[r[0]]), int(self.offsets[r[-1] + 1])
+            gaps = (tl.icl[g0:g1] if g1 - g0 == owner.size else tl.icl[index]).astype(np.int64)
+            running = np.cumsum(gaps)
+            before = np.concatenate([[0], running])[np.repeat(head, c)]
+            yield owner, index, gaps, tl.first[owner] + running - before
+
+
+def _inside(t: IntArray, t0: int | None, t1: int | None) -> BoolArray:
+    out = np.ones(t.shape, bool)
+    if t0 is not None:
+        out &= t >= t0
+    if t1 is not None:
+        out &= t < t1
+    return out
+
+
+Events = Callable[[int | None, int | None], tuple[list[IntArray], list[FloatArray]]]
+"""A curve's events with times in a window, in canonical order (lists of arrays, concatenated)."""
+
+
+def _request_events(t0: int | None, t1: int | None, sections: list[tuple[IntArray, BoolArray, FloatArray]],
+                    times: list[IntArray], deltas: list[FloatArray]) -> None:
+    """Append the events (time, delta) of each section (times, which rows, deltas per row)
+    that fall in the window, by row."""
+    for t, mask, d in sections:
+        rows = np.flatnonzero(mask & _inside(t, t0, t1))
+        times.append(t[rows])
+        deltas.append(d[rows])
+
+
+def _decode_events(tl: Timeline, rq: _Requests, ch: _Chunks) -> Events:
+    """Decode throughput (module doc): each non-zero gap of a request whose gaps are known
+    starts its chunk's rate at ``arrival - gap`` (section 0) and ends it at ``arrival``
+    (section 1), by gap; the other decoding requests add their uniform rate at their first
+    token (2) and take it off at their end (3), by row."""
+    osl = tl.osl
+    by_chunk = (tl.icl_counts > 0) & (ch.nonzero > 0)
     by_request = rq.dc & ~by_chunk
-    ur = rq.uniform_rate[by_request[rq.dc]]
-    br_rows = np.flatnonzero(by_request)
     used = by_chunk & tl.has_first & ~np.isnan(osl) & (osl >= 1)
-    u = np.flatnonzero(used & ~negative)
-    offsets = np.zeros(u.size + 1, np.int64)  # row u[i] owns events offsets[i] .. offsets[i+1]-1
-    np.cumsum(nonzero[u] + 1, out=offsets[1:])
-    gap_start = np.zeros(tl.size + 1, np.int64)
-    np.cumsum(tl.icl_counts, out=gap_start[1:])
-    p_gap, p_start, p_end, p_rate = _paired_chunks(tl, np.flatnonzero(used & negative), gap_start, nonzero)
-    a, b, c = int(offsets[-1]), br_rows.size, p_gap.size
-    pairs = a + 2 * b  # the paired requests' chunk starts: pairs .. pairs+c-1, then their ends
-    base = np.full(tl.size, -1, np.int64)
-    base[u] = offsets[:-1]
-    breaks = breaks[~np.isin(breaks, np.concatenate([first[u], first[br_rows], end[br_rows]]))]  # fewer ties
-    times = np.empty(pairs + 2 * c + breaks.size, np.int64)
-    # the gap that the k-th chunk event of a row ends is the row's gap k - 1 + skipped (the zero
-    # gaps before it): one byte per event, usually; the rates are computed where needed
-    skipped = np.zeros(a, np.min_scalar_type(int((tl.icl_counts[u] - nonzero[u]).max()) if u.size else 0))
-    times[offsets[:-1]] = first[u]
-    for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
-        rows, gaps, arrivals = _gaps(tl, r0, r1, g0, g1)
-        sel = (base[rows] >= 0) & (gaps > 0)
-        rank = np.cumsum(sel, dtype=np.int64)
-        row_start = np.zeros(r1 - r0, np.int64)
-        np.cumsum(tl.icl_counts[r0:r1][:-1], out=row_start[1:])
-        rank -= np.concatenate([[0], rank])[row_start][rows - r0]
-        rows, rank = rows[sel], rank[sel]
-        ids = base[rows] + rank
-        times[ids] = arrivals[sel]
-        skipped[ids] = g0 + np.flatnonzero(sel) - gap_start[rows] - (rank - 1)
-    times[a:a + b] = first[br_rows]
-    times[a + b:pairs] = end[br_rows]
-    times[pairs:pairs + c] = p_start
-    times[pairs + c:pairs + 2 * c] = p_end
-    times[pairs + 2 * c:] = breaks
-    del p_start, p_end
+    uniform = np.zeros(tl.size)
+    uniform[rq.dc] = rq.uniform_rate
+    sections = [(tl.first, by_request, uniform), (tl.end, by_request, -uniform)]
 
-    def chunk_parts(i: IntArray) -> tuple[IntArray, FloatArray, IntArray, FloatArray]:
-        """At events i: (the gap that starts, the rate of its chunk, the gap that ends, minus
-        the rate of its chunk); a rate is 0.0 (and its gap 0) where no chunk starts or ends."""
-        r = np.searchsorted(offsets, i, side="right") - 1
-        row = u[r]
-        scale = (osl[row] - 1.0) / nonzero[row]  # as (osl - 1) / K * 1e9 / gap, left to right
-        gap = gap_start[row] + (i - offsets[r])  # + skipped[e] - 1: event e's gap, e = i or i + 1
-        starts, ends = np.zeros(i.size), np.zeros(i.size)
-        start_gap, end_gap = np.zeros(i.size, np.int64), np.zeros(i.size, np.int64)
-        m = np.flatnonzero(i + 1 < offsets[r + 1])
-        start_gap[m] = gap[m] + skipped[i[m] + 1].astype(np.int64)
-        starts[m] = scale[m] * NS_PER_S / tl.icl[start_gap[m]].astype(np.int64)
-        m = np.flatnonzero(i > offsets[r])
-        end_gap[m] = gap[m] - 1 + skipped[i[m]].astype(np.int64)
-        ends[m] = -(scale[m] * NS_PER_S / tl.icl[end_gap[m]].astype(np.int64))
-        return start_gap, starts, end_gap, ends
+    def events(t0: int | None, t1: int | None) -> tuple[list[IntArray], list[FloatArray]]:
+        rows = np.flatnonzero(used & _inside(ch.hi, t0, None) & _inside(ch.lo, None, t1))
+        starts: tuple[list[IntArray], list[FloatArray]] = ([], [])
+        ends: tuple[list[IntArray], list[FloatArray]] = ([], [])
+        for owner, _, gaps, arrivals in ch.arrivals(tl, rows):
+            keep = gaps > 0
+            owner, gaps, arrivals = owner[keep], gaps[keep], arrivals[keep]
+            rate = (osl[owner] - 1.0) / ch.nonzero[owner] * NS_PER_S / gaps
+            began = arrivals - gaps
+            m = _inside(began, t0, t1)
+            starts[0].append(began[m])
+            starts[1].append(rate[m])
+            m = _inside(arrivals, t0, t1)
+            ends[0].append(arrivals[m])
+            ends[1].append(-rate[m])
+        times, deltas = starts[0] + ends[0], starts[1] + ends[1]
+        _request_events(t0, t1, sections, times, deltas)
+        return times, deltas
 
-    def fast(ids: IntArray) -> FloatArray:
-        out = np.zeros(ids.size)
-        m = ids < a
-        _, starts, _, ends = chunk_parts(ids[m])
-        out[m] = (0.0 + starts) + ends
-        m = (ids >= a) & (ids < a + b)
-        out[m] = 0.0 + ur[ids[m] - a]
-        m = (ids >= a + b) & (ids < pairs)
-        out[m] = 0.0 + -ur[ids[m] - a - b]
-        m = (ids >= pairs) & (ids < pairs + c)
-        out[m] = 0.0 + p_rate[ids[m] - pairs]
-        m = (ids >= pairs + c) & (ids < pairs + 2 * c)
-        out[m] = 0.0 + -p_rate[ids[m] - pairs - c]
-        return out
-
-    def slow(ids: IntArray) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
-        q = ids.size
-        section = np.full(2 * q, 9, np.int64)
-        position = np.zeros(2 * q, np.int64)
-        delta = np.zeros(2 * q)
-        m = np.flatnonzero(ids < a)  # a chunk starts (section 0) and/or one ends (section 1)
-        start_gap, starts, end_gap, ends = chunk_parts(ids[m])
-        section[m], position[m], delta[m] = 0, start_gap, starts
-        section[q + m], position[q + m], delta[q + m] = 1, end_gap, ends
-        for sec, lo_id, sign in ((2, a, 1.0), (3, a + b, -1.0)):  # uniform requests' first, end
-            m = np.flatnonzero((ids >= lo_id) & (ids < lo_id + b))
-            j = ids[m] - lo_id
-            section[m], position[m], delta[m] = sec, br_rows[j], sign * ur[j]
-        for sec, lo_id, sign in ((0, pairs, 1.0), (1, pairs + c, -1.0)):  # paired requests' chunks
-            m = np.flatnonzero((ids >= lo_id) & (ids < lo_id + c))
-            j = ids[m] - lo_id
-            section[m], position[m], delta[m] = sec, p_gap[j], sign * p_rate[j]
-        return np.concatenate([np.arange(q), np.arange(q)]), section, position, delta
-
-    return _build(times, fast, slow, real=pairs + 2 * c)
+    return events
 
 
-def _paired_chunks(tl: Timeline, rows: IntArray, gap_start: IntArray, nonzero: IntArray
-                   ) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
-    """(gap index, interval start, interval end, rate) of each non-zero gap of `rows`, in gap
-    order: the chunk intervals of requests whose intervals need not abut."""
-    counts = tl.icl_counts[rows]
-    owner = np.repeat(rows, counts)
-    row_off = np.zeros(rows.size + 1, np.int64)
-    np.cumsum(counts, out=row_off[1:])
-    gap = gap_start[owner] + (np.arange(owner.size, dtype=np.int64) - np.repeat(row_off[:-1], counts))
-    gaps = tl.icl[gap].astype(np.int64)
-    running = np.cumsum(gaps)
-    arrivals = tl.first[owner] + running - np.repeat(np.concatenate([[0], running])[row_off[:-1]], counts)
-    keep = gaps > 0
-    owner, gap, gaps, arrivals = owner[keep], gap[keep], gaps[keep], arrivals[keep]
-    rate = (tl.osl[owner] - 1.0) / nonzero[owner] * NS_PER_S / gaps
-    return gap, arrivals - gaps, arrivals, rate
-
-
-def _tokens_in_flight(tl: Timeline, rq: _Requests, breaks: IntArray) -> Step:
-    """An event per chunk that arrives before its request ends, and a few per request. Where
-    most chunks share their arrival instant with the chunk before them in their request (chunks
-    read together share their read's stamp: at least half of them), each such run of a request's
-    chunks is one event, whose delta is its chunks' deltas summed in order (exactly what they
-    add where nothing else happens at that instant; `slow` gives them back one by one for an
-    instant that other events share)."""
+def _tokens_events(tl: Timeline, rq: _Requests, ch: _Chunks) -> Events:
+    """Tokens in flight (module doc), in sections: input held from start (0) to end (1); all
+    output at the first token (2) to the end (3) where the chunks are not known; else 1 at the
+    first token (4), ``(osl - 1) / K`` per chunk that arrives before the end (5, by gap), and
+    what was held taken off at the end (6)."""
     start, first, end, isl, osl = tl.start, tl.first, tl.end, tl.isl, tl.osl
     chunked = tl.icl_counts > 0
-    holds_input = rq.prefill_ok & ~np.isnan(isl)
+    hold = rq.prefill_ok & ~np.isnan(isl)
     gen = rq.decode_ok & ~np.isnan(osl)
-    whole = gen & ~chunked  # all output tokens counted at the first token
-    ramp = gen & chunked & (osl >= 1)  # 1 at the first token, then (osl - 1) / K per chunk
-    per_chunk = np.where(tl.icl_counts > 0, (osl - 1.0) / np.maximum(tl.icl_counts, 1), 0.0)
-    arrived = np.zeros(tl.size, np.int64)
-    runs = 0
-    for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
-        rows, arrivals = _arrived(tl, ramp, r0, r1, g0, g1)
-        arrived[r0:r1] = np.bincount(rows - r0, minlength=r1 - r0)
-        runs += int(_run_heads(rows, arrivals).sum())
-    offsets = np.zeros(tl.size + 1, np.int64)  # row r's chunks are arrivals offsets[r] .. offsets[r+1]-1
-    np.cumsum(arrived, out=offsets[1:])
-    merge = runs * 2 <= int(offsets[-1])
-    a = runs if merge else int(offsets[-1])  # the arrival events (runs, or single chunks)
-    held = 1.0 + per_chunk * arrived  # whatever a ramping request accumulated goes at its end
-    sections = [(0, start, holds_input, isl), (1, end, holds_input, -isl), (2, first, whole, osl),
-                (3, end, whole, -osl), (4, first, ramp, np.ones(tl.size)), (6, end, ramp, -held)]
-    req_t = np.concatenate([t[m] for _, t, m, _ in sections] + [breaks])
-    req_d = np.concatenate([d[m] for _, _, m, d in sections] + [np.zeros(breaks.size)])
-    req_sec = np.concatenate([np.full(int(m.sum()), s) for s, _, m, _ in sections] + [np.full(breaks.size, 9)])
-    req_row = np.concatenate([np.flatnonzero(m) for _, _, m, _ in sections] + [np.zeros(breaks.size, np.int64)])
-    times = np.empty(a + req_t.size, np.int64)
-    run_start: IntArray | None = np.empty(a + 1, np.int64) if merge else None  # a run's first arrival
-    write = 0
-    for r0, r1, g0, g1 in _row_blocks(tl.icl_counts):
-        rows, arrivals = _arrived(tl, ramp, r0, r1, g0, g1)
-        if run_start is None:
-            times[write:write + arrivals.size] = arrivals
-            write += arrivals.size
+    whole = gen & ~chunked
+    ramp = gen & chunked & (osl >= 1)
+    per_chunk = np.where(chunked, (osl - 1.0) / np.maximum(tl.icl_counts, 1), 0.0)
+    held = 1.0 + per_chunk * ch.before_end
+    head = [(start, hold, isl), (end, hold, -isl), (first, whole, osl), (end, whole, -osl),
+            (first, ramp, np.ones(tl.size))]
+
+    def events(t0: int | None, t1: int | None) -> tuple[list[IntArray], list[FloatArray]]:
+        times: list[IntArray] = []
+        deltas: list[FloatArray] = []
+        _request_events(t0, t1, head, times, deltas)
+        rows = np.flatnonzero(ramp & _inside(ch.hi, t0, None) & _inside(ch.lo, None, t1))
+        for owner, _, _, arrivals in ch.arrivals(tl, rows):
+            m = _inside(arrivals, t0, t1) & (arrivals < end[owner])
+            times.append(arrivals[m])
+            deltas.append(per_chunk[owner[m]])
+        _request_events(t0, t1, [(end, ramp, -held)], times, deltas)
+        return times, deltas
+
+    return events
+
+
+@dataclass(frozen=True, slots=True)
+class _Reduced:
+    """The pieces of a windowed curve in the statistics' window, and what reading them needs."""
+
+    pieces: PieceFile  # (raw value, duration[, the mask's value])
+    peak: float  # the curve's largest magnitude: values under peak * 1e-9 are read as 0
+    total: int  # the time the pieces cover
+
+
+def _windowed(events: Events, ch: _Chunks, breaks: IntArray, lo: int, hi: int, mask: Step | None,
+              active: bool, spill: Path | None) -> _Reduced:
+    """Build a curve window by window (events, plus zero-delta `breaks`, sorted) and keep its
+    pieces in ``[lo, hi)``: with `mask`, each with the mask's value at its start, and with
+    `active` only those where it is positive."""
+    durations = np.float64 if hi - lo < _EXACT_FLOAT_NS else np.int64
+    dtypes: list[Any] = [np.float64, durations] + ([np.uint32] if mask is not None else [])
+    store = PieceFile(dtypes, spill)
+    carry, peak, total = 0.0, 0.0, 0
+    pending_t, pending_v = np.zeros(0, np.int64), np.zeros(0)
+    for t0, t1 in ch.windows():
+        times, deltas = events(t0, t1)
+        b0 = 0 if t0 is None else int(np.searchsorted(breaks, t0, side="left"))
+        b1 = breaks.size if t1 is None else int(np.searchsorted(breaks, t1, side="left"))
+        times.append(breaks[b0:b1])
+        deltas.append(np.zeros(b1 - b0))
+        t, d = np.concatenate(times), np.concatenate(deltas)
+        del times, deltas
+        if not t.size:
             continue
-        heads = np.flatnonzero(_run_heads(rows, arrivals))
-        times[write:write + heads.size] = arrivals[heads]
-        run_start[write:write + heads.size] = offsets[r0] + heads
-        write += heads.size
-    if run_start is not None:
-        run_start[a] = offsets[-1]
-    times[a:] = req_t
-    del req_t
-
-    def chunks_of(e: IntArray) -> tuple[IntArray, IntArray]:
-        """(first arrival, how many) of arrival events `e`."""
-        if run_start is None:
-            return e, np.ones(e.size, np.int64)
-        return run_start[e], run_start[e + 1] - run_start[e]
-
-    def fast(ids: IntArray) -> FloatArray:
-        out = np.empty(ids.size)
-        m = ids < a
-        head, count = chunks_of(ids[m])
-        out[m] = _repeated_sums(per_chunk[np.searchsorted(offsets, head, side="right") - 1], count)
-        out[~m] = 0.0 + req_d[ids[~m] - a]
-        return out
-
-    def slow(ids: IntArray) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
-        m = np.flatnonzero(ids < a)  # arrivals: section 5, in gap order (their arrival numbers are)
-        head, count = chunks_of(ids[m])
-        owner = np.repeat(m, count)
-        arrival = np.repeat(head, count) + (np.arange(owner.size) - np.repeat(np.cumsum(count) - count, count))
-        rows = np.searchsorted(offsets, arrival, side="right") - 1
-        other = np.flatnonzero(ids >= a)
-        j = ids[other] - a
-        return (np.concatenate([owner, other]), np.concatenate([np.full(owner.size, 5), req_sec[j]]),
-                np.concatenate([arrival, req_row[j]]), np.concatenate([per_chunk[rows], req_d[j]]))
-
-    return _build(times, fast, slow, real=times.size - breaks.size)
+        order = np.argsort(t, kind="stable")  # an instant's deltas stay in canonical order
+        t, d = t[order], d[order]
+        del order
+        heads = np.ones(t.size, bool)
+        np.not_equal(t[1:], t[:-1], out=heads[1:])
+        starts = np.flatnonzero(heads)
+        values = _sequential_sums(d, starts)
+        t = t[starts]
+        del d, heads, starts
+        values[0] = carry + values[0]
+        np.cumsum(values, out=values)
+        carry = float(values[-1])
+        peak = max(peak, float(np.max(np.abs(values))))
+        t, values = np.concatenate([pending_t, t]), np.concatenate([pending_v, values])
+        pending_t, pending_v = t[-1:], values[-1:]
+        i0 = int(np.searchsorted(t, lo, side="left"))
+        i1 = int(np.searchsorted(t, hi, side="left"))
+        i1 = min(i1, t.size - 1)
+        if i1 <= i0:
+            continue
+        dt = np.diff(t[i0:i1 + 1])
+        v = values[i0:i1]
+        if mask is None:
+            store.append(v, dt)
+            total += int(dt.sum())
+            continue
+        den = mask.at(t[i0:i1])
+        if active:
+            keep = den > 0
+            v, dt, den = v[keep], dt[keep], den[keep]
+        store.append(v, dt, den)
+        total += int(dt.sum())
+    return _Reduced(store, peak, total if active else hi - lo)
 
 
-def _arrived(tl: Timeline, ramp: BoolArray, r0: int, r1: int, g0: int, g1: int) -> tuple[IntArray, IntArray]:
-    """(row, arrival time) of the chunks of rows r0..r1 that count in tokens in flight: those of
-    ramping requests that arrive before their request ends, in gap order."""
-    rows, _, arrivals = _gaps(tl, r0, r1, g0, g1)
-    got = ramp[rows] & (arrivals < tl.end[rows])
-    return rows[got], arrivals[got]
+def _windowed_stats(reduced: _Reduced, *, per_user: bool = False) -> TimeWeightedStats:
+    """The statistics of the kept pieces, read back a block at a time (snapped, and divided by
+    the mask's value where `per_user`: 0 where it is 0)."""
+    peak = reduced.peak
+
+    def pieces() -> Iterator[tuple[FloatArray, FloatArray | IntArray]]:
+        for block in reduced.pieces.blocks():
+            v = np.array(block[0], np.float64)
+            if peak > 0.0:
+                v[np.abs(v) < peak * 1e-9] = 0.0
+            if per_user:
+                den = block[2]
+                keep = den > 0
+                np.divide(v, den, out=v, where=keep)
+                np.copyto(v, 0.0, where=~keep)
+            yield v, block[1]
+
+    return weighted_stats_of(pieces, reduced.total)
 
 
-def _run_heads(rows: IntArray, times: IntArray) -> BoolArray:
-    """Where a run of consecutive chunks of one row at one instant starts."""
-    head = np.ones(rows.size, bool)
-    if rows.size:
-        head[1:] = (rows[1:] != rows[:-1]) | (times[1:] != times[:-1])
-    return head
-
-
-def _repeated_sums(values: FloatArray, counts: IntArray) -> FloatArray:
-    """``((0.0 + v) + v) + ...`` with `counts` terms (>= 1) of each value `v`."""
-    sums = 0.0 + values
-    live, k = np.flatnonzero(counts > 1), 1
-    while live.size:
-        sums[live] += values[live]
-        k += 1
-        live = live[counts[live] > k]
-    return sums
+def _reduce(reduced: _Reduced, *, per_user: bool = False) -> TimeWeightedStats:
+    """`_windowed_stats`, then the pieces dropped."""
+    try:
+        return _windowed_stats(reduced, per_user=per_user)
+    finally:
+        reduced.pieces.close()
 
 
 # -- statistics --------------------------------------------------------------------------------
@@ -631,11 +665,15 @@ def _compact_kept(values: FloatArray, dt: FloatArray | IntArray, keep: BoolArray
     return write
 
 
-def sweep_metrics(tl: Timeline, window: tuple[int, int] | None = None) -> dict[str, TimeWeightedStats]:
+def sweep_metrics(tl: Timeline, window: tuple[int, int] | None = None, *,
+                  spill: Path | None = None) -> dict[str, TimeWeightedStats]:
     """The 14 sweep metrics of AIPerf 0.13 for `tl`, keyed by tag, in AIPerf's order. `window`
-    defaults to first start .. last end. Empty when the timeline has no request.
+    defaults to first start .. last end. Empty when the timeline has no request. With `spill`
+    (a directory), the pieces of the curves with an event per chunk wait in unnamed temporary
+    files there between their build and their statistics.
 
-    Memory: about 24 bytes per chunk at the peak, besides `tl` (module doc)."""
+    Memory: a few arrays per request, and the events of one time window (`WINDOW_EVENTS`
+    chunks, or 1/`_MAX_WINDOWS` of the run's), besides `tl` (module doc)."""
     if tl.size == 0:
         return {}
     lo, hi = window if window is not None else (int(tl.start.min()), int(tl.end.max()))
@@ -652,20 +690,35 @@ def sweep_metrics(tl: Timeline, window: tuple[int, int] | None = None) -> dict[s
     out["active_total_throughput"] = _active_of(_total_throughput(tl, rq, with_breaks(conc)), conc, lo, hi)
     out["effective_total_throughput"] = _effective(_total_throughput(tl, rq, ends), lo, hi)
     # Each curve is built for one statistic and consumed by it (rebuilding is cheaper than
-    # keeping a copy): the peak is one per-chunk curve and its durations, whatever the run.
-    for phase, conc_of, tput_of in (("prefill", _prefill_concurrency, _prefill_throughput),
-                                    ("decode", _decode_concurrency, _decode_throughput)):
-        mask = conc_of(tl, rq, ends)
-        breaks = with_breaks(mask)
-        out[f"active_{phase}_throughput"] = _active_of(tput_of(tl, rq, breaks), mask, lo, hi)
-        out[f"active_{phase}_throughput_per_user"] = _active_of(tput_of(tl, rq, breaks), mask, lo, hi,
-                                                                per_user=True)
-        out[f"effective_{phase}_throughput_per_user"] = _effective_per_user(tput_of(tl, rq, breaks), mask, lo, hi)
-        out[f"effective_{phase}_throughput"] = _effective(tput_of(tl, rq, ends), lo, hi)
-        out[f"effective_{phase}_concurrency"] = _effective(mask, lo, hi)
-        del mask, breaks
+    # keeping a copy).
+    mask = _prefill_concurrency(tl, rq, ends)
+    breaks = with_breaks(mask)
+    out["active_prefill_throughput"] = _active_of(_prefill_throughput(tl, rq, breaks), mask, lo, hi)
+    out["active_prefill_throughput_per_user"] = _active_of(_prefill_throughput(tl, rq, breaks), mask, lo, hi,
+                                                           per_user=True)
+    out["effective_prefill_throughput_per_user"] = _effective_per_user(_prefill_throughput(tl, rq, breaks),
+                                                                       mask, lo, hi)
+    out["effective_prefill_throughput"] = _effective(_prefill_throughput(tl, rq, ends), lo, hi)
+    out["effective_prefill_concurrency"] = _effective(mask, lo, hi)
+    # The per-chunk curves: built window by window, their pieces kept in a `PieceFile`.
+    ch = _Chunks.of(tl)
+    mask = _decode_concurrency(tl, rq, ends)
+    breaks = np.sort(with_breaks(mask))
+    decode = _decode_events(tl, rq, ch)
+    active = _windowed(decode, ch, breaks, lo, hi, mask, True, spill)
+    try:
+        out["active_decode_throughput"] = _windowed_stats(active)
+        out["active_decode_throughput_per_user"] = _windowed_stats(active, per_user=True)
+    finally:
+        active.pieces.close()
+    out["effective_decode_throughput_per_user"] = _reduce(_windowed(decode, ch, breaks, lo, hi, mask, False, spill),
+                                                          per_user=True)
+    del breaks
+    out["effective_decode_throughput"] = _reduce(_windowed(decode, ch, ends, lo, hi, None, False, spill))
+    out["effective_decode_concurrency"] = _effective(mask, lo, hi)
+    del mask
     out["effective_concurrency"] = _effective(conc, lo, hi)
-    out["tokens_in_flight"] = _effective(_tokens_in_flight(tl, rq, ends), lo, hi)
+    out["tokens_in_flight"] = _reduce(_windowed(_tokens_events(tl, rq, ch), ch, ends, lo, hi, None, False, spill))
     return {tag: out[tag] for tag in SWEEP_ORDER}
 
 
