@@ -27,14 +27,18 @@ at least XX% of the time. "Active" statistics weigh only the pieces where a mask
 phase's concurrency) is positive. This matches AIPerf 0.13's definitions; timestamps stay
 integer nanoseconds throughout so durations and their sums are exact.
 
-A long run's summary peaks here, so the curves with an event per chunk are built for one
-statistic at a time and reduced in place: one event per chunk (a request's chunk intervals
-abut), one sort, the curve's times turned into the durations, percentiles by a radix select on
-the values' bits instead of an argsort (`aiperf.metrics.weighted`), every other temporary in
-blocks of `_BLOCK` elements: about 1.5 KiB per 64-token request at the peak
-(`scripts/bench/memory.py sweep`). The floats
-are those of the straightforward numpy formulas (an instant's deltas summed in event-list order,
-one dot product over all pieces); the tests compare them bit for bit.
+A long run's summary peaks here, so every curve is built and reduced in time windows: one
+pass over the chunk gaps counts each request's chunks and samples the event times into windows
+of about `WINDOW_EVENTS` events (at most ~`_MAX_WINDOWS` windows); then, for one statistic at a
+time, each window's events are generated (the gaps read for the requests that reach into it),
+summed per instant, continued from the window before and written as pieces (value, duration,
+the phase's concurrency where needed) to a `PieceFile` (unnamed temporary files with `spill`);
+the statistics read the pieces back in blocks (`aiperf.metrics.weighted.weighted_stats_of`:
+AIPerf's sums by numpy's pairwise summation reproduced over blocks, percentiles by a radix
+select). The peak is one window's events and a few bytes per request (~0.07 KiB per added
+64-token request, `scripts/bench/memory.py sweep`). The floats are those of the straightforward
+numpy formulas on whole arrays (an instant's deltas summed in event-list order; AIPerf 0.13's
+``np.sum(v * dt) / total`` and its std); the tests compare them bit for bit.
 """
 
 from __future__ import annotations
@@ -45,11 +49,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import numpy.ma  # noqa: F401  (np.unique imports it at its first call: ~25 ms at the end of a run; now with the module)
 import numpy.typing as npt
 
 from aiperf.metrics.piecefile import PieceFile
-from aiperf.metrics.weighted import TimeWeightedStats, weighted_stats, weighted_stats_of
+from aiperf.metrics.weighted import TimeWeightedStats, weighted_stats_of
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -229,7 +232,8 @@ class _Chunks:
             hi[r0 + has] = np.maximum(hi[r0 + has], np.maximum.reduceat(arrivals, at))
             samples.append(arrivals[(-g0) % every::every].copy())  # every `every`-th gap's (not a view)
         step = max(1, per_window // every)  # samples per window
-        cuts = np.unique(np.sort(np.concatenate(samples))[step::step]).tolist()
+        picks = np.sort(np.concatenate(samples))[step::step]
+        cuts = picks[np.concatenate([[True], picks[1:] != picks[:-1]])].tolist() if picks.size else []
         return cls(offsets, nonzero, before_end, lo, hi, cuts)
 
     def windows(self) -> Iterator[Window]:
