@@ -151,7 +151,7 @@ def weighted_stats_of(pieces: Pieces, total: int) -> TimeWeightedStats:
 
     def weighted() -> Iterator[tuple[FloatArray, FloatArray]]:
         for values, dt in pieces():
-            yield values, dt if dt.dtype == np.float64 else dt.astype(np.float64)
+            yield values, np.asarray(dt, dtype=np.float64)  # no copy when already float64
 
     avg = float(pairwise_sum((v * w for v, w in weighted()), n) / total)
     std = math.sqrt(pairwise_sum((w * (v - avg) ** 2 for v, w in weighted()), n) / total)
