@@ -402,6 +402,7 @@ def test_same_floats_as_the_straightforward_formulas(case: tuple[Timeline, tuple
         mp.setattr(sweepline, "_BLOCK", block)  # small blocks: every blockwise loop crosses boundaries
         mp.setattr(weighted, "BLOCK", block)
         mp.setattr(sweepline, "WINDOW_EVENTS", events)  # small windows: requests across their edges
+        mp.setattr(sweepline, "_ROWS", 1 + events % 4)  # small blocks of rows in the time index
         got = sweep_metrics(tl, window)
     want = reference(tl, window)
     assert list(got) == list(want)
@@ -509,6 +510,7 @@ def test_requests_across_many_window_edges(tmp_path: Path) -> None:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(sweepline, "WINDOW_EVENTS", events)
             mp.setattr(piecefile, "BLOCK", 7)
+            mp.setattr(sweepline, "_ROWS", 5)
             got = sweep_metrics(tl, spill=tmp_path)
         for tag in want:
             assert _bits(got[tag]) == _bits(want[tag]), (events, tag, got[tag], want[tag])
@@ -531,6 +533,7 @@ def test_same_floats_where_chunks_share_their_instant(tl: Timeline, block: int, 
         mp.setattr(sweepline, "_BLOCK", block)
         mp.setattr(weighted, "BLOCK", block)
         mp.setattr(sweepline, "WINDOW_EVENTS", events)
+        mp.setattr(sweepline, "_ROWS", 1 + events % 4)
         got = sweep_metrics(tl)
     want = reference(tl)
     for tag in want:

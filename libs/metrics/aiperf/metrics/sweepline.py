@@ -189,8 +189,10 @@ class _Requests:
 
 WINDOW_EVENTS = 1 << 17
 """Events per time window (about: the windows cut the run at sampled event times)."""
-_MAX_WINDOWS = 64
-"""A run is cut into at most about this many windows (each window scans the request arrays)."""
+_MAX_WINDOWS = 1 << 10
+"""A run is cut into at most about this many windows (past it, windows grow with the run)."""
+_ROWS = 1 << 12
+"""Rows per block of the time index (a window reads the rows of the blocks that reach into it)."""
 
 Window = tuple[int | None, int | None]
 """[start, end) in ns; None: unbounded."""
@@ -206,6 +208,8 @@ class _Chunks:
     lo: IntArray  # its earliest and latest chunk arrival (its first token's time if none)
     hi: IntArray
     cuts: list[int]  # window boundaries: windows [cuts[i - 1], cuts[i]), open at both ends
+    block_lo: IntArray  # per block of `_ROWS` rows, the earliest and latest event of its rows
+    block_hi: IntArray
 
     @classmethod
     def of(cls, tl: Timeline) -> _Chunks:
@@ -234,7 +238,21 @@ class _Chunks:
         step = max(1, per_window // every)  # samples per window
         picks = np.sort(np.concatenate(samples))[step::step]
         cuts = picks[np.concatenate([[True], picks[1:] != picks[:-1]])].tolist() if picks.size else []
-        return cls(offsets, nonzero, before_end, lo, hi, cuts)
+        lo[~tl.has_first], hi[~tl.has_first] = tl.start[~tl.has_first], tl.start[~tl.has_first]
+        heads = np.arange(0, tl.size, _ROWS)
+        block_lo = np.minimum.reduceat(np.minimum(lo, tl.start), heads)
+        block_hi = np.maximum.reduceat(np.maximum(hi, tl.end), heads)
+        return cls(offsets, nonzero, before_end, lo, hi, cuts, block_lo, block_hi)
+
+    def rows(self, w: Window) -> IntArray:
+        """The rows of the blocks whose events reach into `w` (ascending): every row with an
+        event in `w` is among them."""
+        reach = _inside(self.block_hi, (w[0], None)) & _inside(self.block_lo, (None, w[1]))
+        blocks = np.flatnonzero(reach)
+        if blocks.size == reach.size:
+            return np.arange(self.lo.size, dtype=np.int64)
+        return np.concatenate([np.arange(b * _ROWS, min((b + 1) * _ROWS, self.lo.size), dtype=np.int64)
+                               for b in blocks.tolist()] or [np.zeros(0, np.int64)])
 
     def windows(self) -> Iterator[Window]:
         """The windows, in order."""
@@ -280,23 +298,25 @@ def _inside(t: IntArray, w: Window) -> BoolArray:
 Deltas = Callable[[IntArray], FloatArray]
 Section = tuple[IntArray, BoolArray, Deltas | float]
 """Request events: (time per row, which rows, the deltas of rows or one for all)."""
-Events = Callable[[Window], tuple[list[IntArray], list[FloatArray]]]
-"""A curve's events in a window, in canonical order (lists of arrays, to concatenate)."""
+Events = Callable[[Window, IntArray], tuple[list[IntArray], list[FloatArray]]]
+"""A curve's events in a window, in canonical order (lists of arrays, to concatenate), given the
+rows that may have events there (ascending)."""
 
 
-def _request_events(w: Window, sections: list[Section], times: list[IntArray], deltas: list[FloatArray]) -> None:
-    """Append the events of each section that fall in `w`, by row."""
+def _request_events(w: Window, near: IntArray, sections: list[Section], times: list[IntArray],
+                    deltas: list[FloatArray]) -> None:
+    """Append the events of each section that fall in `w`, by row (among the rows `near`)."""
     for t, mask, d in sections:
-        rows = np.flatnonzero(mask & _inside(t, w))
+        rows = near[mask[near] & _inside(t[near], w)]
         times.append(t[rows])
         deltas.append(np.full(rows.size, d) if isinstance(d, float) else d(rows))
 
 
 def _of_requests(sections: list[Section]) -> Events:
-    def events(w: Window) -> tuple[list[IntArray], list[FloatArray]]:
+    def events(w: Window, near: IntArray) -> tuple[list[IntArray], list[FloatArray]]:
         times: list[IntArray] = []
         deltas: list[FloatArray] = []
-        _request_events(w, sections, times, deltas)
+        _request_events(w, near, sections, times, deltas)
         return times, deltas
 
     return events
@@ -339,8 +359,8 @@ def _decode_events(tl: Timeline, rq: _Requests, ch: _Chunks) -> Events:
     ur = rq.uniform_rate
     sections: list[Section] = [(tl.first, by_request, ur), (tl.end, by_request, lambda r: -ur(r))]
 
-    def events(w: Window) -> tuple[list[IntArray], list[FloatArray]]:
-        rows = np.flatnonzero(used & _inside(ch.hi, (w[0], None)) & _inside(ch.lo, (None, w[1])))
+    def events(w: Window, near: IntArray) -> tuple[list[IntArray], list[FloatArray]]:
+        rows = near[used[near] & _inside(ch.hi[near], (w[0], None)) & _inside(ch.lo[near], (None, w[1]))]
         starts: tuple[list[IntArray], list[FloatArray]] = ([], [])
         ends: tuple[list[IntArray], list[FloatArray]] = ([], [])
         for owner, gaps, arrivals in ch.arrivals(tl, rows):
@@ -355,7 +375,7 @@ def _decode_events(tl: Timeline, rq: _Requests, ch: _Chunks) -> Events:
             ends[0].append(arrivals[m])
             ends[1].append(-rate[m])
         times, deltas = starts[0] + ends[0], starts[1] + ends[1]
-        _request_events(w, sections, times, deltas)
+        _request_events(w, near, sections, times, deltas)
         return times, deltas
 
     return events
@@ -380,16 +400,16 @@ def _tokens_events(tl: Timeline, rq: _Requests, ch: _Chunks) -> Events:
                            (first, whole, lambda r: osl[r]), (end, whole, lambda r: -osl[r]), (first, ramp, 1.0)]
     tail: list[Section] = [(end, ramp, lambda r: -(1.0 + per_chunk(r) * ch.before_end[r]))]
 
-    def events(w: Window) -> tuple[list[IntArray], list[FloatArray]]:
+    def events(w: Window, near: IntArray) -> tuple[list[IntArray], list[FloatArray]]:
         times: list[IntArray] = []
         deltas: list[FloatArray] = []
-        _request_events(w, head, times, deltas)
-        rows = np.flatnonzero(ramp & _inside(ch.hi, (w[0], None)) & _inside(ch.lo, (None, w[1])))
+        _request_events(w, near, head, times, deltas)
+        rows = near[ramp[near] & _inside(ch.hi[near], (w[0], None)) & _inside(ch.lo[near], (None, w[1]))]
         for owner, _, arrivals in ch.arrivals(tl, rows):
             m = _inside(arrivals, w) & (arrivals < end[owner])
             times.append(arrivals[m])
             deltas.append(per_chunk(owner[m]))
-        _request_events(w, tail, times, deltas)
+        _request_events(w, near, tail, times, deltas)
         return times, deltas
 
     return events
@@ -416,7 +436,7 @@ def _windowed(events: Events, ch: _Chunks, lo: int, hi: int, spill: Path | None,
     pending_t, pending_v = np.zeros(0, np.int64), np.zeros(0)
     ends = np.array([lo, hi], np.int64)
     for w in ch.windows():
-        times, deltas = events(w)
+        times, deltas = events(w, ch.rows(w))
         breaks = [ends[_inside(ends, w)], *(mask.times(w) if mask is not None else [])]
         times.extend(breaks)
         deltas.extend(np.zeros(b.size) for b in breaks)
