@@ -30,7 +30,8 @@ integer nanoseconds throughout so durations and their sums are exact.
 A long run's summary peaks here, so every curve is built and reduced in time windows: one
 pass over the chunk gaps counts each request's chunks and samples the event times into windows
 of about `WINDOW_EVENTS` events (at most ~`_MAX_WINDOWS` windows); then, for one statistic at a
-time, each window's events are generated (the gaps read for the requests that reach into it),
+time, each window's events are generated (for the rows of the blocks of `_ROWS` rows that reach
+into it, their gaps read for that window),
 summed per instant, continued from the window before and written as pieces (value, duration,
 the phase's concurrency where needed) to a `PieceFile` (unnamed temporary files with `spill`);
 the statistics read the pieces back in blocks (`aiperf.metrics.weighted.weighted_stats_of`:
