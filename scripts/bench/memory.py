@@ -235,18 +235,23 @@ def run_sweep(counts: list[int]) -> None:
 
     from aiperf.metrics.sweepline import sweep_metrics
 
-    sweep_metrics(_timeline(10))  # numpy's first-call allocations are not the summary's
-    for n in counts:
-        tl = _timeline(n)
-        started = time.process_time()
-        sweep_metrics(tl)
-        took = time.process_time() - started
-        tracemalloc.start()
-        sweep_metrics(tl)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        print(f"sweep {n:>9} requests: peak {peak / MIB:8.1f} MiB above the stored timeline "
-              f"({peak / n:6.0f} bytes per request), CPU {took:.2f} s")
+    with tempfile.TemporaryDirectory() as spill:  # where the records-manager's pieces go: its artifact dir
+        sweep_metrics(_timeline(10), spill=Path(spill))  # numpy's first-call allocations are not the summary's
+        peaks: list[tuple[int, int]] = []
+        for n in counts:
+            tl = _timeline(n)
+            started = time.process_time()
+            sweep_metrics(tl, spill=Path(spill))
+            took = time.process_time() - started
+            tracemalloc.start()
+            sweep_metrics(tl, spill=Path(spill))
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            print(f"sweep {n:>9} requests: peak {peak / MIB:8.1f} MiB above the stored timeline "
+                  f"({peak / n:6.0f} bytes per request), CPU {took:.2f} s")
+            peaks.append((n, peak))
+        for (n0, p0), (n1, p1) in zip(peaks, peaks[1:], strict=False):
+            print(f"  {n0:,} -> {n1:,}: {(p1 - p0) / (n1 - n0) / 1024:.3f} KiB per added request")
 
 
 def run_processor(counts: list[int]) -> None:

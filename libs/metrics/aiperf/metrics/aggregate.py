@@ -471,7 +471,7 @@ class Aggregator:
             stats[tag] = MetricStats.scalar(tag, value)
         icl = self._lists.get("inter_chunk_latency")
         flat = icl.readable() if icl is not None else np.zeros(0)  # as stored (uint32 or float64), read on demand
-        for tag, tws in sweep_metrics(self._rows.timeline(flat)).items():
+        for tag, tws in sweep_metrics(self._rows.timeline(flat), spill=self._spill).items():
             stats[tag] = MetricStats.time_weighted(tag, tws)
         ordered = {t: stats.pop(t) for t in SUMMARY_ORDER if t in stats}
         ordered.update(stats)

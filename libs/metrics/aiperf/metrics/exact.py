@@ -107,18 +107,21 @@ def _numpy_stats(values: FloatArray, percentiles: tuple[int, ...]) -> BlockStats
 
 def leaf_sizes(n: int) -> list[int]:
     """The lengths of the runs numpy's pairwise sum adds without splitting, in order."""
-    sizes: list[int] = []
+    return list(_leaf_sizes(n))
+
+
+def _leaf_sizes(n: int) -> Iterator[int]:
+    """`leaf_sizes`, one at a time (a stack of O(log n) entries, not a list of n / 128)."""
     stack = [n]
     while stack:
         m = stack.pop()
         if m <= _PW_BLOCKSIZE:
-            sizes.append(m)
+            yield m
             continue
         half = m // 2
         half -= half % 8
         stack.append(m - half)  # the right part after the left one
         stack.append(half)
-    return sizes
 
 
 def _leaf_sum(a: FloatArray) -> float:
@@ -162,33 +165,40 @@ def _leaf_sums(buf: FloatArray, sizes: npt.NDArray[np.int64]) -> FloatArray:
 
 
 def pairwise_sum(blocks: Iterable[FloatArray], n: int) -> float:
-    """``np.add.reduce`` of the `n` values that `blocks` yield in order, bit for bit."""
-    sizes = np.asarray(leaf_sizes(n), np.int64)
-    sums = np.empty(sizes.size)
-    done = 0  # leaves summed
-    carry = np.zeros(0)
-    for block in blocks:
-        buf = np.concatenate([carry, block]) if carry.size else block
-        ends = np.cumsum(sizes[done:])
-        whole = int(np.searchsorted(ends, buf.size, side="right"))
-        if whole:
-            used = int(ends[whole - 1])
-            sums[done:done + whole] = _leaf_sums(buf[:used], sizes[done:done + whole])
-            done += whole
-            buf = buf[used:]
-        carry = buf.copy() if buf.size else np.zeros(0)
-    assert done == sizes.size and carry.size == 0, "the blocks hold another number of values"
-    leaves = iter(sums.tolist())
+    """``np.add.reduce`` of the `n` values that `blocks` yield in order, bit for bit. Streams:
+    the leaves are summed as their values arrive and the tree is evaluated as they are (O(log n)
+    partial sums held, besides a block)."""
+    def leaves() -> Iterator[float]:
+        sizes = _leaf_sizes(n)
+        waiting = next(sizes, None)  # the next leaf's size, not yet covered by the values
+        carry = np.zeros(0)
+        for block in blocks:
+            buf = np.concatenate([carry, block]) if carry.size else block
+            got: list[int] = []
+            used = 0
+            while waiting is not None and used + waiting <= buf.size:
+                got.append(waiting)
+                used += waiting
+                waiting = next(sizes, None)
+            if got:
+                yield from _leaf_sums(buf[:used], np.asarray(got, np.int64)).tolist()
+            carry = buf[used:].copy() if used < buf.size else np.zeros(0)
+        assert waiting is None and carry.size == 0, "the blocks hold another number of values"
+
+    found = leaves()
 
     def tree(m: int) -> float:
         if m <= _PW_BLOCKSIZE:
-            return next(leaves)
+            return next(found)
         half = m // 2
         half -= half % 8
         left = tree(half)
         return left + tree(m - half)
 
-    return 0.0 + tree(n)
+    total = 0.0 + tree(n)
+    for _ in found:  # run the generator to its end: its check that every value was summed
+        raise AssertionError("the blocks hold another number of values")
+    return total
 
 
 # -- percentiles -------------------------------------------------------------------------------

@@ -7,17 +7,21 @@ and ``pXX`` the smallest value ``v`` such that the pieces at or below ``v`` last
 per chunk) need no sort and no array of their size beyond the pieces themselves: the
 percentiles come from a radix select on the values' bits (six histogram passes), or, for
 windows past 2**53 ns where float durations would no longer be exact, from an argsort. The
-floats are those of the straightforward numpy formulas (one dot product over all pieces).
+floats are those of AIPerf 0.13's numpy formulas, ``np.sum(v * dt) / total`` and
+``np.sqrt(np.sum(dt * (v - avg) ** 2) / total)``: numpy's pairwise sums, evaluated block by block
+(`aiperf.metrics.exact.pairwise_sum`), so no product array of the pieces' size is made.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
+
+from aiperf.metrics.exact import pairwise_sum
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -66,15 +70,20 @@ def _float_of_key(key: int) -> float:
     return float((k ^ ((k >> 63) & _MAGNITUDE)).view(np.float64)[0])
 
 
-def _weighted_percentiles(values: FloatArray, dt: FloatArray, targets: list[int]) -> list[float]:
+Pieces = Callable[[], Iterable[tuple[FloatArray, FloatArray | IntArray]]]
+"""Returns a fresh iterable over a curve's pieces, in blocks of (values, durations), in order
+(called once per pass over them)."""
+
+
+def _weighted_percentiles(pieces: Pieces, targets: list[int]) -> list[float]:
     """For each target, the smallest value whose pieces at or below it last >= target ns: a
-    radix select on the values' bits (no sort, no array of the pieces' size).
-    `dt` holds whole numbers whose sum is under 2**53, so every float sum here is exact."""
+    radix select on the values' bits (no sort, no array of the pieces' size). The durations
+    hold whole numbers whose sum is under 2**53, so every float sum here is exact."""
     prefix, below = [0] * len(targets), [0] * len(targets)
     for shift, width in _ROUNDS:
         hist = {p: np.zeros(1 << width) for p in prefix}
-        for a in range(0, values.size, BLOCK):
-            keys, weights = _keys(values[a:a + BLOCK]), dt[a:a + BLOCK]
+        for values, weights in pieces():
+            keys = _keys(values)
             digit = ((keys >> np.uint64(shift)) & np.uint64((1 << width) - 1)).astype(np.intp)
             if shift + width == 64:
                 hist[0] += np.bincount(digit, weights=weights, minlength=1 << width)
@@ -109,23 +118,44 @@ def _sorted_percentiles(values: FloatArray, dt: IntArray, targets: list[int]) ->
 
 
 def weighted_stats(values: FloatArray, dt: FloatArray | IntArray, total: int) -> TimeWeightedStats:
-    """Stats of pieces (`values`, durations `dt`) over `total` ns; consumes `values`. Same floats
-    as the straightforward formulas (one dot product over all pieces for each)."""
-    if total <= 0 or values.size == 0:
+    """Stats of pieces (`values`, durations `dt`) over `total` ns: `weighted_stats_of` of the
+    arrays, `BLOCK` pieces at a time."""
+    def pieces() -> Iterator[tuple[FloatArray, FloatArray | IntArray]]:
+        for a in range(0, values.size, BLOCK):
+            yield values[a:a + BLOCK], dt[a:a + BLOCK]
+
+    return weighted_stats_of(pieces, total)
+
+
+def weighted_stats_of(pieces: Pieces, total: int) -> TimeWeightedStats:
+    """Stats of the pieces that `pieces` yields over `total` ns, bit for bit AIPerf's formulas
+    on the whole arrays (module doc), from nine passes over the blocks (a pass for the count
+    and the extremes, one per sum, six for the percentiles), none holding more than a block;
+    durations in int64 (windows past 2**53 ns) are gathered whole for an argsort instead."""
+    n, low, high, whole_float = 0, math.inf, -math.inf, True
+    for values, dt in pieces():
+        if values.size:
+            n += values.size
+            low, high = min(low, float(values.min())), max(high, float(values.max()))
+            whole_float = whole_float and dt.dtype == np.float64
+    if total <= 0 or n == 0:
         return TimeWeightedStats.zero()
     targets = [-(-p * total // 100) for p in PERCENTILES]  # held * 100 >= p * total
-    if dt.dtype == np.float64:
-        p50, p90, p95, p99 = _weighted_percentiles(values, cast(FloatArray, dt), targets)
-        weights = dt
+    if whole_float:
+        p50, p90, p95, p99 = _weighted_percentiles(pieces, targets)
     else:
-        p50, p90, p95, p99 = _sorted_percentiles(values, cast(IntArray, dt), targets)
-        weights = dt.astype(np.float64)
-    low, high = float(values.min()), float(values.max())
-    avg = float(np.dot(values, weights) / total)
-    spread = np.subtract(values, avg, out=values)
-    np.square(spread, out=spread)
-    std = math.sqrt(max(float(np.dot(weights, spread) / total), 0.0))
+        parts = list(pieces())
+        p50, p90, p95, p99 = _sorted_percentiles(np.concatenate([v for v, _ in parts]),
+                                                 np.concatenate([d for _, d in parts]).astype(np.int64), targets)
+        del parts
+
+    def weighted() -> Iterator[tuple[FloatArray, FloatArray]]:
+        for values, dt in pieces():
+            yield values, np.asarray(dt, dtype=np.float64)  # no copy when already float64
+
+    avg = float(pairwise_sum((v * w for v, w in weighted()), n) / total)
+    std = math.sqrt(pairwise_sum((w * (v - avg) ** 2 for v, w in weighted()), n) / total)
     return TimeWeightedStats(avg=avg, min=low, max=high, p50=p50, p90=p90, p95=p95, p99=p99, std=std)
 
 
-__all__ = ["BLOCK", "PERCENTILES", "TimeWeightedStats", "weighted_stats"]
+__all__ = ["BLOCK", "PERCENTILES", "Pieces", "TimeWeightedStats", "weighted_stats", "weighted_stats_of"]
