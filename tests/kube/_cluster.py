@@ -14,7 +14,8 @@ What it plays, for every JobSet stored in the fake:
   `jobset.sigs.k8s.io/restart-attempt` label, fresh emptyDir volumes);
 - the kubelet: each Pod is played with `podman kube play` on the run's own internal network,
   translated as tests/kube/_podman.py does (volumes made unique, `$(VAR)` expanded, Secret
-  volumes as hostPath folders of the Secret's decoded files), plus what a kubelet adds: the
+  volumes as hostPath folders of the Secret's decoded files; each pod also gets its own copy
+  of a ConfigMap volume, which podman names after the ConfigMap), plus what a kubelet adds: the
   ServiceAccount token, CA and namespace at /var/run/secrets/kubernetes.io/serviceaccount (a
   token the fake maps to the pod's ServiceAccount) and KUBERNETES_SERVICE_HOST/PORT naming the
   fake API server, which listens on the network's gateway so pods reach it as in a cluster.
@@ -213,12 +214,19 @@ class PodmanCluster:
         pod["metadata"]["namespace"] = ns
         pod["spec"]["hostname"] = hostname
         self._add_service_account(pod, ns, folder)
-        config_maps = [v["configMap"]["name"] for v in pod["spec"]["volumes"] if "configMap" in v]
         args = []
-        for cm_name in config_maps:
-            cm = self.kube.get("v1", "ConfigMap", ns, cm_name)
+        for volume in pod["spec"]["volumes"]:
+            if "configMap" not in volume:
+                continue
+            # podman names a ConfigMap volume after the ConfigMap: one of the pod's own, so that
+            # tearing this pod down never removes (`volume rm -f`: stopping and removing every
+            # container that mounts it) a volume the run's other pods still use.
+            cm_name = volume["configMap"]["name"]
+            cm = self.kube.get("v1", "ConfigMap", ns, cm_name) or {}
+            volume["configMap"]["name"] = own = f"{pod_name}-{tag}-{cm_name}"
             cm_file = folder / f"{cm_name}.yaml"
-            cm_file.write_text(yaml.safe_dump({k: cm[k] for k in ("apiVersion", "kind", "metadata", "data")}))
+            cm_file.write_text(yaml.safe_dump({"apiVersion": cm["apiVersion"], "kind": cm["kind"],
+                                               "metadata": {**cm["metadata"], "name": own}, "data": cm["data"]}))
             args += ["--configmap", str(cm_file)]
         path = folder / "pod.yaml"
         path.write_text(yaml.safe_dump(pod, sort_keys=False))

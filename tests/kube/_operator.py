@@ -8,7 +8,7 @@ playing the JobSet controller and the kubelet, and the operator (real kopf, in t
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,15 +145,16 @@ def status(kube: FakeKube, name: str) -> dict[str, Any]:
     return dict((kube.get(CR_API, JOB_KIND, NS, name) or {}).get("status") or {})
 
 
-async def profile(kube: FakeKube, name: str, *, requests: int = 40) -> int:
-    """`aiperf kube profile --operator --detach` for a small run against the mock."""
+async def profile(kube: FakeKube, name: str, *, requests: int = 40, extra: Sequence[str] = ()) -> int:
+    """`aiperf kube profile --operator --detach` for a small run against the mock (`extra`: more
+    flags)."""
     argv = ["kube", "profile", "--model", "mock", "--url", f"http://{MOCK_ALIAS}:{MOCK_PORT}",
             "--endpoint-type", "chat", "--streaming", "--concurrency", "4", "--request-count", str(requests),
             "--name", name, "--total-workers", "2", "--workers-per-pod", "1", "--operator", "--detach",
             # one prompt per request is AIPerf's default since issue 21: 100,000 prompts starved the
             # 2-core host (a worker pod missed its heartbeats and the run failed before it was seen Running)
             "--num-dataset-entries", "100",
-            "--kubeconfig", kube.kubeconfig_path, "-n", NS]
+            "--kubeconfig", kube.kubeconfig_path, "-n", NS, *extra]
     code: int = await anyio.to_thread.run_sync(main, argv)
     return code
 

@@ -14,6 +14,7 @@ Opt-in like test_operator_pods.py (AIPERF_PODMAN_E2E=1 after the images are buil
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,12 @@ async def test_a_run_finishing_while_the_operator_is_down_past_the_ttl_is_failed
 
         await kube.wait_until(finished_jobset, timeout=RUN_S)
         exported = status(kube, "ttl")
-        assert exported.get("resultsExported") is True, exported  # the controller's last push
+        jobset = (kube.get(JOBSET_API_VERSION, "JobSet", NS, "aiperf-ttl") or {}).get("status")
+        why = (f"{json.dumps(exported)}\n--- the JobSet's status\n{jobset}\n--- the control plane's log\n"
+               + c.player.log_tail("aiperf-ttl-controller-0-0", CONTROL_PLANE_CONTAINER, lines=80)
+               + "\n--- the worker pod's worker-group-manager\n"
+               + c.player.log_tail("aiperf-ttl-workers-0-0", "worker-group-manager"))
+        assert exported.get("resultsExported") is True, why  # the controller's last push
         # The JobSet controller's TTL (its timer, 1 s after the Completed transition) while nobody harvests.
         await kube.wait_until(lambda: kube.get(JOBSET_API_VERSION, "JobSet", NS, "aiperf-ttl") is None, timeout=30)
         await kube.wait_until(lambda: played_containers(c, "ttl") == 0, timeout=TEARDOWN_S)
