@@ -32,7 +32,10 @@ export PYTHONPATH AIPERF_PODMAN_E2E=1
 # the tier's own pods caused no such refusal in 30 min of probing). The first was not
 # reproduced (the two files in that order passed 6/6 on a loaded host, then the whole tier
 # 9/9 without a retry on a quieter one); the operator tests now
-# print the control plane's and the scraper's logs when they fail. A test that fails twice
+# print the control plane's and the scraper's logs when they fail. A likely cause of the first,
+# fixed in tests/kube/_cluster.py (2026-12-06): every pod of a run mounted one ConfigMap volume
+# (podman names it after the ConfigMap) and tearing one pod down `volume rm -f`'d it, stopping the
+# run's other pods; since then 10/10 without a retry. A test that fails twice
 # still fails the tier. `t` keeps the command's exit status (the `if` needs it).
 CACHE="$(mktemp -d)"
 trap 'rm -rf "$CACHE"' EXIT
