@@ -123,7 +123,8 @@ def _sequential_sums(deltas: FloatArray, starts: IntArray) -> FloatArray:
 
 
 def _row_blocks(counts: IntArray) -> Iterator[tuple[int, int, int, int]]:
-    """(first row, end row, first gap, end gap) of consecutive rows holding ~_BLOCK gaps."""
+    """(first row, end row, first gap, end gap) of consecutive rows holding ~_BLOCK gaps (at
+    least one row each), for rows holding `counts` gaps each."""
     offsets = np.zeros(counts.size + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     r0 = 0
@@ -134,16 +135,28 @@ def _row_blocks(counts: IntArray) -> Iterator[tuple[int, int, int, int]]:
         r0 = r1
 
 
+def _heads(counts: IntArray) -> IntArray:
+    """Where each of consecutive rows holding `counts` gaps starts among their gaps."""
+    head = np.zeros(counts.size, np.int64)
+    np.cumsum(counts[:-1], out=head[1:])
+    return head
+
+
+def _arrival_times(first: IntArray, gaps: IntArray, counts: IntArray) -> IntArray:
+    """The arrival time of the chunk that ends each gap of consecutive rows holding `counts`
+    gaps each (`first`: those rows' first-token times): its row's first token plus the row's
+    gaps up to it (integers: exact)."""
+    running = np.cumsum(gaps)
+    before = np.concatenate([[0], running])[_heads(counts)]
+    return np.repeat(first - before, counts) + running
+
+
 def _gaps(tl: Timeline, r0: int, r1: int, g0: int, g1: int) -> tuple[IntArray, IntArray, IntArray]:
     """(row, gap, arrival time of the chunk that ends the gap) of the gaps of rows r0..r1."""
     counts = tl.icl_counts[r0:r1]
     gaps = tl.icl[g0:g1].astype(np.int64)
     rows = np.repeat(np.arange(r0, r1, dtype=np.int64), counts)
-    running = np.cumsum(gaps)
-    row_start = np.zeros(r1 - r0, np.int64)
-    np.cumsum(counts[:-1], out=row_start[1:])
-    before = np.concatenate([[0], running])[row_start]
-    return rows, gaps, tl.first[rows] + running - before[rows - r0]
+    return rows, gaps, _arrival_times(tl.first[r0:r1], gaps, counts)
 
 
 # -- the curves ----------------------------------------------------------------------------------
@@ -264,27 +277,18 @@ class _Chunks:
         """(row, gap, arrival time) of every gap of `rows` (ascending), in gap order, ~`_BLOCK`
         gaps at a time (one read when the rows' gaps are contiguous)."""
         counts = tl.icl_counts[rows]
-        ends = np.cumsum(counts)
-        a = 0
-        while a < rows.size:
-            b = int(np.searchsorted(ends, (ends[a - 1] if a else 0) + _BLOCK, side="right"))
-            b = min(max(b, a + 1), rows.size)
+        for a, b, _, _ in _row_blocks(counts):
             r, c = rows[a:b], counts[a:b]
-            a = b
             if not c.sum():
                 continue
             owner = np.repeat(r, c)
-            head = np.zeros(r.size, np.int64)
-            np.cumsum(c[:-1], out=head[1:])
             g0, g1 = int(self.offsets[r[0]]), int(self.offsets[r[-1] + 1])
             if g1 - g0 == owner.size:
                 gaps = tl.icl[g0:g1].astype(np.int64)
             else:
-                within = np.arange(owner.size, dtype=np.int64) - np.repeat(head, c)
+                within = np.arange(owner.size, dtype=np.int64) - np.repeat(_heads(c), c)
                 gaps = tl.icl[self.offsets[owner] + within].astype(np.int64)
-            running = np.cumsum(gaps)
-            before = np.concatenate([[0], running])[np.repeat(head, c)]
-            yield owner, gaps, tl.first[owner] + running - before
+            yield owner, gaps, _arrival_times(tl.first[r], gaps, c)
 
 
 def _inside(t: IntArray, w: Window) -> BoolArray:
